@@ -1,0 +1,131 @@
+"""Small shared helpers: content hashing and atomic file writes.
+
+Artifacts are never half-written: every writer here writes to a temporary file in the same
+directory and renames it into place (``os.replace`` is atomic on POSIX within one filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_CHUNK = 1 << 20
+
+
+def hash_bytes(*parts: bytes | str) -> str:
+    """BLAKE2b-128 hex digest of the concatenated ``parts`` (strings are UTF-8 encoded).
+
+    Parameters
+    ----------
+    *parts
+        Byte strings or str; each is length-prefixed so that ("ab", "c") != ("a", "bc").
+
+    Returns
+    -------
+    str
+        32 hexadecimal characters.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        b = p.encode("utf-8") if isinstance(p, str) else bytes(p)
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def hash_file(path: str | os.PathLike[str]) -> str:
+    """BLAKE2b-128 hex digest of a file's content, read in 1 MiB chunks (O(1) memory)."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hash_array(a: Any) -> str:
+    """Content hash of a dense numpy array or a scipy.sparse matrix (shape, dtype and values).
+
+    Sparse matrices are hashed through their canonical CSR form (data, indices, indptr), so the
+    same matrix in CSR or CSC gives the same digest.
+    """
+    import scipy.sparse as sp
+
+    h = hashlib.blake2b(digest_size=16)
+    if sp.issparse(a):
+        a = sp.csr_matrix(a)
+        a.sum_duplicates()
+        a.sort_indices()
+        h.update(f"csr{a.shape}{a.dtype}".encode())
+        for part in (a.data, a.indices, a.indptr):
+            h.update(np.ascontiguousarray(part).view(np.uint8).data)
+    else:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"dense{a.shape}{a.dtype}".encode())
+        if a.dtype == object:
+            h.update("\x00".join(map(str, a.ravel())).encode("utf-8"))
+        else:
+            h.update(a.view(np.uint8).data)
+    return h.hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal configs give equal strings (and hashes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on clean exit rename it onto ``path``.
+
+    On an exception the temporary file is removed and ``path`` is left as it was, so readers
+    never see a partially written file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with atomic_path(d / "x.txt") as tmp:
+    ...     _ = tmp.write_text("done")
+    >>> (d / "x.txt").read_text()
+    'done'
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")

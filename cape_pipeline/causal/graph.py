@@ -1,0 +1,242 @@
+"""The :class:`CausalGraph` container: a weighted DAG over named features.
+
+Convention (paper 000, Eq. 5): ``adjacency[m, n] != 0`` means the edge m → n (m is a parent of n)
+with weight ``adjacency[m, n]``. The matrix is always scipy.sparse so that graphs over 20,000
+genes never become dense.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from cape_pipeline._utils import atomic_path
+from cape_pipeline.errors import CapeDataError, CapeFileError
+
+EDGE_COLUMNS = ("source", "target", "weight")
+_META_KEY = b"cape.feature_names"
+
+
+def _as_names(feature_names: Iterable[Any]) -> np.ndarray:
+    names = np.asarray([str(n) for n in feature_names], dtype=object)
+    if names.ndim != 1 or names.size == 0:
+        raise CapeDataError("feature_names: expected a non-empty 1-D list of feature names")
+    uniq, counts = np.unique(names.astype(str), return_counts=True)
+    if (counts > 1).any():
+        dup = uniq[counts > 1][:5].tolist()
+        raise CapeDataError(f"feature_names: duplicate feature names {dup}; names must be unique")
+    return names
+
+
+@dataclass
+class CausalGraph:
+    """Weighted causal DAG over M named features.
+
+    Attributes
+    ----------
+    feature_names
+        ``(M,)`` object array of str, unique; row/column order of ``adjacency``.
+    adjacency
+        ``(M, M)`` ``scipy.sparse.csr_array`` of float64; ``adjacency[m, n] != 0`` ⇔ edge m → n
+        with that weight (paper 000, Eq. 5: f(X) = f(X)A + Z).
+    history
+        Training history, one dict per augmented-Lagrangian outer step (keys such as
+        ``"elbo"``, ``"h"``, ``"rho"``, ``"alpha"``); empty for a given graph.
+    params
+        Parameters that produced the graph (method name, rank, threshold, ...).
+    n_cycle_edges_dropped
+        Edges removed after thresholding to make the output acyclic.
+
+    Raises
+    ------
+    CapeDataError
+        If names are duplicated or the matrix shape does not match the names.
+    """
+
+    feature_names: np.ndarray
+    adjacency: sp.csr_array
+    history: list[dict[str, Any]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    n_cycle_edges_dropped: int = 0
+
+    def __post_init__(self) -> None:
+        self.feature_names = _as_names(self.feature_names)
+        m = self.feature_names.size
+        adj = sp.csr_array(self.adjacency, dtype=np.float64)
+        if adj.shape != (m, m):
+            raise CapeDataError(
+                f"adjacency: expected shape ({m}, {m}) to match {m} feature names, got {adj.shape}"
+            )
+        adj.eliminate_zeros()
+        adj.sum_duplicates()
+        adj.sort_indices()
+        if adj.nnz and not np.isfinite(adj.data).all():
+            raise CapeDataError("adjacency: contains NaN or inf weights")
+        self.adjacency = adj
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_adjacency(
+        cls, adjacency: Any, feature_names: Sequence[str], **kwargs: Any
+    ) -> CausalGraph:
+        """Build from a dense ``(M, M)`` array or scipy.sparse matrix; ``A[m, n]`` is m → n."""
+        return cls(feature_names=np.asarray(feature_names, dtype=object), adjacency=sp.csr_array(adjacency), **kwargs)
+
+    @classmethod
+    def from_edges(
+        cls,
+        edges: pd.DataFrame | Iterable[tuple[Any, ...]],
+        feature_names: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> CausalGraph:
+        """Build from an edge list.
+
+        Parameters
+        ----------
+        edges
+            A DataFrame with columns ``source``, ``target`` and optionally ``weight``, or an
+            iterable of ``(source, target)`` / ``(source, target, weight)`` tuples; weight
+            defaults to 1.0.
+        feature_names
+            Node order. Defaults to the sorted set of names appearing in ``edges``; nodes with
+            no edge must be listed here to be kept.
+
+        Raises
+        ------
+        CapeDataError
+            If an edge names a feature not in ``feature_names``.
+        """
+        if isinstance(edges, pd.DataFrame):
+            df = edges
+        else:
+            rows = [tuple(e) for e in edges]
+            df = pd.DataFrame(
+                [(r[0], r[1], r[2] if len(r) > 2 else 1.0) for r in rows], columns=list(EDGE_COLUMNS)
+            )
+        for col in ("source", "target"):
+            if col not in df.columns:
+                raise CapeDataError(f"edge list: missing column {col!r} (expected source, target[, weight])")
+        src = df["source"].astype(str).to_numpy()
+        tgt = df["target"].astype(str).to_numpy()
+        w = df["weight"].to_numpy(dtype=np.float64) if "weight" in df.columns else np.ones(len(df))
+        if feature_names is None:
+            feature_names = sorted(set(src) | set(tgt))
+        names = _as_names(feature_names)
+        index = pd.Index(names.astype(str))
+        si, ti = index.get_indexer(src), index.get_indexer(tgt)
+        bad = np.concatenate([src[si < 0], tgt[ti < 0]])
+        if bad.size:
+            raise CapeDataError(f"edge list: features {sorted(set(bad))[:5]} are not among feature_names")
+        m = names.size
+        adj = sp.csr_array((w, (si, ti)), shape=(m, m))
+        return cls(feature_names=names, adjacency=adj, **kwargs)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n_features(self) -> int:
+        """Number of nodes M."""
+        return int(self.feature_names.size)
+
+    @property
+    def n_edges(self) -> int:
+        """Number of non-zero entries of the adjacency."""
+        return int(self.adjacency.nnz)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Edge list with columns ``source``, ``target`` (str) and ``weight`` (float64)."""
+        coo = self.adjacency.tocoo()
+        return pd.DataFrame(
+            {
+                "source": self.feature_names[coo.row].astype(str),
+                "target": self.feature_names[coo.col].astype(str),
+                "weight": coo.data.astype(np.float64),
+            }
+        )
+
+    def to_networkx(self) -> Any:
+        """A ``networkx.DiGraph`` with every feature as a node and edge attribute ``weight``."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(self.feature_names.astype(str))
+        df = self.to_frame()
+        g.add_weighted_edges_from(zip(df["source"], df["target"], df["weight"], strict=True))
+        return g
+
+    def is_dag(self) -> bool:
+        """True when the directed graph has no cycle (self-loops count as cycles)."""
+        from scipy.sparse.csgraph import connected_components
+
+        if (self.adjacency.diagonal() != 0).any():
+            return False
+        n_comp, _ = connected_components(self.adjacency, directed=True, connection="strong")
+        return bool(n_comp == self.n_features)
+
+    def binary(self) -> sp.csr_array:
+        """``(M, M)`` int8 sparse 0/1 adjacency (the ``B`` of STYLE.md)."""
+        b = self.adjacency.copy()
+        b.data = np.ones_like(b.data)
+        return b.astype(np.int8)
+
+    def __repr__(self) -> str:
+        return (
+            f"CausalGraph(n_features={self.n_features}, n_edges={self.n_edges}, "
+            f"method={self.params.get('method', 'given')!r})"
+        )
+
+    # ------------------------------------------------------------------ I/O
+    def write_parquet(self, path: str | Path) -> None:
+        """Write the edge list (source, target, weight) to Parquet, atomically.
+
+        The full node list (isolated nodes included), ``params`` and ``n_cycle_edges_dropped``
+        are kept in the file's schema metadata; pandas/pyarrow read the edges as usual.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[_META_KEY] = json.dumps(self.feature_names.astype(str).tolist()).encode()
+        meta[b"cape.params"] = json.dumps(self.params, default=str).encode()
+        meta[b"cape.n_cycle_edges_dropped"] = str(self.n_cycle_edges_dropped).encode()
+        table = table.replace_schema_metadata(meta)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+
+    @classmethod
+    def read_parquet(cls, path: str | Path) -> CausalGraph:
+        """Read a graph written by :meth:`write_parquet` (or any source/target[/weight] Parquet).
+
+        Raises
+        ------
+        CapeFileError
+            If the file is missing or not valid Parquet.
+        CapeDataError
+            If the columns are wrong.
+        """
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        if not path.is_file():
+            raise CapeFileError(f"{path}: no such file (expected a dag.parquet edge list)")
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for corrupt files
+            raise CapeFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+        meta = table.schema.metadata or {}
+        names = json.loads(meta[_META_KEY]) if _META_KEY in meta else None
+        params = json.loads(meta[b"cape.params"]) if b"cape.params" in meta else {}
+        dropped = int(meta.get(b"cape.n_cycle_edges_dropped", b"0"))
+        try:
+            return cls.from_edges(
+                table.to_pandas(), feature_names=names, params=params, n_cycle_edges_dropped=dropped
+            )
+        except CapeDataError as exc:
+            raise CapeDataError(f"{path}: {exc}") from exc

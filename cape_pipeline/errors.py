@@ -1,0 +1,24 @@
+"""Exceptions raised for bad user input.
+
+Every error a user can cause by what they pass in (a file, a column, a parameter) derives from
+:class:`CapeInputError`, a :class:`ValueError`. The CLI prints its message as one line and
+exits with status 2; Python callers can catch ``ValueError`` as with numpy or scanpy.
+"""
+
+from __future__ import annotations
+
+
+class CapeInputError(ValueError):
+    """Bad input: the message names the file, column or parameter and what was expected."""
+
+
+class CapeDataError(CapeInputError):
+    """The data itself is unusable (NaN/inf, non-numeric columns, duplicates, too few rows)."""
+
+
+class CapeFileError(CapeInputError):
+    """A file is missing, unreadable, corrupt or truncated."""
+
+
+class CapeConfigError(CapeInputError):
+    """A stage parameter, config file entry or CLI option is unknown or out of range."""
