@@ -1,0 +1,204 @@
+"""The ``cape`` command line: ``cape datasets``, ``cape run SOURCE`` and one subcommand per stage.
+
+Bad input ends with one line on stderr naming the file/column/parameter and what was expected,
+exit status 2 and no traceback (``--debug`` shows it). Internal errors exit with status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from cape_pipeline.errors import CapeInputError
+
+app = typer.Typer(
+    name="cape",
+    help="CAPE: causal DAG -> hyperboloid -> rotary encodings -> transformers, for tabular omics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True, soft_wrap=True)
+out_console = Console(soft_wrap=True)
+
+SourceArg = Annotated[str, typer.Argument(help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).")]
+WorkdirOpt = Annotated[Path, typer.Option("--workdir", help="Cache directory for stage artifacts.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Copy the exported products of the last stage here.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file {stage: {param: value}}.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a parameter: stage.param=value (repeatable).")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_time=False, show_path=False)],
+        force=True,
+    )
+
+
+def _report(stage: str, rec: Any, event: str) -> None:
+    if event == "start":
+        console.print(f"[bold]▶ {stage}[/bold] running…")
+        return
+    s = rec.summary
+    shape = f"  {s['n_obs']} obs × {s['n_vars']} features" if "n_obs" in s else ""
+    extra = "".join(f"  {k}={v}" for k, v in s.items() if k not in ("n_obs", "n_vars", "data_fingerprint"))
+    if event == "cached":
+        console.print(f"[cyan]↺ {stage}[/cyan] cache hit (key {rec.key[:12]}, reused {rec.path}){shape}{extra}")
+    else:
+        console.print(f"[green]✓ {stage}[/green] done in {rec.seconds:.2f} s (key {rec.key[:12]}){shape}{extra}")
+
+
+def _run(
+    source: str,
+    until: str | None,
+    workdir: Path,
+    out: Path | None,
+    config: Path | None,
+    sets: list[str] | None,
+    device: str | None,
+    seed: int | None,
+    verbose: bool,
+) -> None:
+    from cape_pipeline.pipeline.config import merge, parse_assignments, read_config_file
+    from cape_pipeline.pipeline.runner import run_pipeline
+
+    _setup_logging(verbose)
+    if device is not None and device not in ("cpu", "cuda", "auto"):
+        raise CapeInputError(f"--device {device!r}: expected cpu, cuda or auto")
+    overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []))
+    result = run_pipeline(
+        source,
+        until=until,
+        workdir=workdir,
+        overrides=overrides,
+        seed=seed,
+        device=device,
+        out=out,
+        progress=sys.stderr.isatty(),
+        report=_report,
+    )
+    n_cached = sum(r.cached for r in result.records)
+    console.print(
+        f"{len(result.records)} stage(s): {len(result.records) - n_cached} ran, {n_cached} from cache"
+        f" (workdir {workdir})"
+    )
+    if result.missing:
+        last = result.records[-1].stage if result.records else "nothing"
+        console.print(
+            f"[yellow]stopped after {last}: stage(s) {', '.join(result.missing)} not implemented yet[/yellow]"
+        )
+    for p in result.exported:
+        out_console.print(f"exported {p}")
+
+
+@app.command("datasets")
+def datasets_cmd(debug: DebugOpt = False) -> None:
+    """List the datasets of the catalog (data_catalog.yaml)."""
+    from cape_pipeline.io.catalog import catalog_path, load_catalog
+
+    table = Table(title=f"datasets ({catalog_path()})")
+    for col in ("name", "modality", "offline", "labels", "tasks", "description"):
+        table.add_column(col, overflow="fold")
+    for e in load_catalog().values():
+        table.add_row(
+            e.name,
+            e.modality,
+            "bundled" if e.bundled else f"local copy (${e.path_env})",
+            ", ".join(e.labels),
+            ", ".join(e.tasks),
+            e.description,
+        )
+    out_console.print(table)
+
+
+@app.command("run")
+def run_cmd(
+    source: SourceArg,
+    workdir: WorkdirOpt = Path("cape_work"),
+    out: OutOpt = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    until: Annotated[str | None, typer.Option("--until", help="Last stage to run.")] = None,
+    device: DeviceOpt = None,
+    seed: SeedOpt = None,
+    verbose: VerboseOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Run every stage (or up to --until) on SOURCE, reusing cached results."""
+    _run(source, until, workdir, out, config, set_, device, seed, verbose)
+
+
+def _stage_command(stage: str) -> None:
+    def cmd(
+        source: SourceArg,
+        workdir: WorkdirOpt = Path("cape_work"),
+        out: OutOpt = None,
+        config: ConfigOpt = None,
+        set_: SetOpt = None,
+        device: DeviceOpt = None,
+        seed: SeedOpt = None,
+        verbose: VerboseOpt = False,
+        debug: DebugOpt = False,
+    ) -> None:
+        _run(source, stage, workdir, out, config, set_, device, seed, verbose)
+
+    cmd.__doc__ = f"Run the stages up to {stage} on SOURCE, reusing cached upstream results."
+    app.command(stage)(cmd)
+
+
+for _stage in ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate"):
+    _stage_command(_stage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``cape`` script; returns the exit status.
+
+    Exit status: 0 success, 2 bad input or usage, 1 internal error.
+    """
+    import click
+
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        app(args=args, standalone_mode=False, prog_name="cape")
+    except CapeInputError as exc:
+        if debug:
+            raise
+        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        console.print("aborted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI
+        if debug:
+            raise
+        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        return 1
+    return 0
+
+
+def entrypoint() -> None:
+    """Console-script wrapper: ``sys.exit(main())``."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entrypoint()

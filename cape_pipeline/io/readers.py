@@ -1,0 +1,345 @@
+"""Readers: ``.h5ad``, ``.parquet``, ``.csv``/``.tsv`` and catalog names → validated AnnData.
+
+Every reader returns an AnnData with observations as rows and features as columns, float32
+values (dense, or CSR sparse when the source was sparse), unique string ``var_names`` and label
+columns in ``obs``; it is checked by :func:`validate_adata` before it is returned.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
+from cape_pipeline.io.catalog import MODALITIES, get_entry
+
+log = logging.getLogger(__name__)
+
+MISSING_ALLOWED = ("proteomics", "methylation")
+"""Modalities in which NaN marks a missing value rather than an error."""
+
+_ROW_CHUNK = 4096
+
+
+def _available_memory() -> int:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def read(
+    source: str | os.PathLike[str],
+    *,
+    modality: str | None = None,
+    label_columns: Sequence[str] | None = None,
+    index_column: str | None = None,
+    backed: bool | None = None,
+    **loader_kwargs: Any,
+) -> ad.AnnData:
+    """Read a dataset into a validated AnnData.
+
+    Parameters
+    ----------
+    source
+        A path to ``.h5ad``, ``.parquet``, ``.csv`` or ``.tsv``, or the name of an entry of
+        ``data_catalog.yaml`` (``cape datasets`` lists them).
+    modality
+        One of ``scrna``, ``proteomics``, ``methylation``, ``synthetic``. Catalog entries carry
+        their own; files default to ``scrna``. Missing values (NaN) are allowed only for
+        ``proteomics`` and ``methylation``.
+    label_columns
+        Parquet/CSV only: columns that hold labels (cell type, age, ...) rather than features;
+        they go to ``obs``. All other columns must be numeric.
+    index_column
+        Parquet/CSV only: column holding observation names (``obs_names``).
+    backed
+        ``.h5ad`` only: open in backed (read-only, on-disk) mode. ``None`` picks backed mode
+        when the file is larger than half of the available memory.
+    **loader_kwargs
+        Passed to a catalog loader (e.g. ``n_nodes=50`` for ``synthetic-mlp``).
+
+    Returns
+    -------
+    AnnData
+        ``X`` float32 (N, M); ``uns["cape_ingest"]`` records source, modality and shape.
+
+    Raises
+    ------
+    CapeFileError
+        Missing, unreadable, corrupt or truncated file; unsupported suffix.
+    CapeConfigError
+        Unknown catalog name or loader parameter; unknown modality.
+    CapeDataError
+        NaN/inf, non-numeric feature columns, duplicate feature names, no features or fewer
+        than two observations.
+
+    Examples
+    --------
+    >>> import cape_pipeline as cape
+    >>> adata = cape.read("sachs")
+    >>> adata.shape
+    (7466, 11)
+    """
+    src = str(source)
+    path = Path(src).expanduser()
+    is_path = path.suffix.lower() in _READERS or os.sep in src or path.exists()
+    if not is_path:
+        entry = get_entry(src)
+        modality = modality or entry.modality
+        adata = entry.load(**loader_kwargs)
+        if not adata.isbacked:
+            adata.X = _as_float32(adata.X, where=src)
+        label_columns = list(label_columns or entry.labels)
+    else:
+        if loader_kwargs:
+            raise CapeConfigError(
+                f"{src}: parameters {sorted(loader_kwargs)} apply to catalog datasets only"
+            )
+        if not path.exists():
+            raise CapeFileError(f"{src}: no such file")
+        if not path.is_file():
+            raise CapeFileError(f"{src}: not a regular file")
+        suffix = path.suffix.lower()
+        if suffix not in _READERS:
+            raise CapeFileError(
+                f"{src}: unsupported file type {suffix!r}; expected one of {sorted(_READERS)}"
+            )
+        if suffix == ".h5ad":
+            adata = read_h5ad(path, backed=backed)
+        else:
+            adata = _READERS[suffix](path, label_columns=label_columns, index_column=index_column)
+        modality = modality or adata.uns.get("cape_modality") or "scrna"
+    if modality not in MODALITIES:
+        raise CapeConfigError(f"modality: expected one of {MODALITIES}, got {modality!r}")
+    validate_adata(adata, source=src, modality=modality)
+    adata.uns["cape_ingest"] = {
+        "source": src,
+        "modality": modality,
+        "n_obs": int(adata.n_obs),
+        "n_vars": int(adata.n_vars),
+        "label_columns": [c for c in (label_columns or []) if c in adata.obs.columns],
+        "backed": bool(adata.isbacked),
+    }
+    return adata
+
+
+def read_h5ad(path: str | os.PathLike[str], *, backed: bool | None = None) -> ad.AnnData:
+    """Read an ``.h5ad`` file with anndata, in backed mode for files larger than memory.
+
+    Values are cast to float32 in memory (backed files are left on disk as they are).
+
+    Raises
+    ------
+    CapeFileError
+        If the file is not a readable HDF5/AnnData file (corrupt or truncated).
+    """
+    path = Path(path)
+    if backed is None:
+        backed = path.stat().st_size > _available_memory() // 2
+    try:
+        adata = ad.read_h5ad(path, backed="r" if backed else None)
+    except Exception as exc:  # h5py/anndata raise OSError, KeyError, ValueError, ...
+        raise CapeFileError(
+            f"{path}: not a readable .h5ad file (corrupt or truncated?): {type(exc).__name__}: {exc}"
+        ) from exc
+    if not backed:
+        adata.X = _as_float32(adata.X, where=str(path))
+    return adata
+
+
+def _as_float32(x: Any, *, where: str) -> Any:
+    if x is None:
+        raise CapeDataError(f"{where}: the AnnData has no X matrix")
+    if sp.issparse(x):
+        x = sp.csr_matrix(x)
+        if not np.issubdtype(x.dtype, np.number):
+            raise CapeDataError(f"{where}: X has non-numeric dtype {x.dtype}")
+        return x.astype(np.float32)
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.number) and arr.dtype != bool:
+        raise CapeDataError(f"{where}: X has non-numeric dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _frame_to_anndata(
+    df: pd.DataFrame,
+    *,
+    where: str,
+    label_columns: Sequence[str] | None,
+    index_column: str | None,
+) -> ad.AnnData:
+    label_columns = list(label_columns or [])
+    cols = [str(c) for c in df.columns]
+    df.columns = cols
+    for c in [*label_columns, *([index_column] if index_column else [])]:
+        if c not in cols:
+            raise CapeDataError(f"{where}: column {c!r} not found (columns: {cols[:10]}...)")
+    if index_column:
+        df = df.set_index(index_column)
+    obs = df[label_columns].copy() if label_columns else pd.DataFrame(index=df.index)
+    feats = df.drop(columns=label_columns)
+    non_numeric = [
+        c for c in feats.columns if not (pd.api.types.is_numeric_dtype(feats[c]) or pd.api.types.is_bool_dtype(feats[c]))
+    ]
+    if non_numeric:
+        raise CapeDataError(
+            f"{where}: non-numeric feature column(s) {non_numeric[:10]} "
+            f"({len(non_numeric)} in all); name label columns with label_columns=[...] "
+            "(CLI: --set ingest.label_columns=[...]) or remove them"
+        )
+    obs.index = pd.Index([str(i) for i in feats.index])
+    if not obs.index.is_unique:
+        obs.index = pd.Index([f"{i}-{k}" for k, i in enumerate(obs.index)])
+    x = feats.to_numpy(dtype=np.float32, na_value=np.nan)
+    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(feats.columns.astype(str))))
+
+
+def _check_duplicate_columns(names: Sequence[str], where: str) -> None:
+    s = pd.Series([str(n) for n in names])
+    dup = s[s.duplicated()].unique().tolist()
+    if dup:
+        raise CapeDataError(f"{where}: duplicate column name(s) {dup[:10]}; feature names must be unique")
+
+
+def read_parquet(
+    path: str | os.PathLike[str],
+    *,
+    label_columns: Sequence[str] | None = None,
+    index_column: str | None = None,
+) -> ad.AnnData:
+    """Read a Parquet table (rows = observations, numeric columns = features) with pyarrow.
+
+    A pandas index stored in the file becomes ``obs_names``.
+
+    Raises
+    ------
+    CapeFileError
+        If the file is not valid Parquet (corrupt or truncated).
+    CapeDataError
+        Non-numeric feature columns, duplicate column names, unknown label/index columns.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # ArrowInvalid, OSError, ...
+        raise CapeFileError(
+            f"{path}: not a readable Parquet file (corrupt or truncated?): {type(exc).__name__}: {exc}"
+        ) from exc
+    _check_duplicate_columns(table.column_names, str(path))
+    return _frame_to_anndata(
+        table.to_pandas(), where=str(path), label_columns=label_columns, index_column=index_column
+    )
+
+
+def read_csv(
+    path: str | os.PathLike[str],
+    *,
+    label_columns: Sequence[str] | None = None,
+    index_column: str | None = None,
+) -> ad.AnnData:
+    """Read a ``.csv`` (comma) or ``.tsv`` (tab) table; same layout as :func:`read_parquet`.
+
+    Raises
+    ------
+    CapeFileError
+        If the file is empty or cannot be parsed.
+    CapeDataError
+        As :func:`read_parquet`.
+    """
+    path = Path(path)
+    sep = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        with open(path, newline="") as fh:
+            header = next(csv.reader(fh, delimiter=sep), None)
+        if not header:
+            raise CapeFileError(f"{path}: empty file (expected a header row of column names)")
+        _check_duplicate_columns(header, str(path))
+        df = pd.read_csv(path, sep=sep)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise CapeFileError(f"{path}: cannot parse as {'TSV' if sep == chr(9) else 'CSV'}: {exc}") from exc
+    return _frame_to_anndata(df, where=str(path), label_columns=label_columns, index_column=index_column)
+
+
+_READERS = {".h5ad": read_h5ad, ".parquet": read_parquet, ".pq": read_parquet, ".csv": read_csv, ".tsv": read_csv}
+
+
+def _nonfinite_columns(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices holding NaN, and those holding ±inf (dense, sparse or backed; chunked)."""
+    m = x.shape[1]
+    has_nan = np.zeros(m, dtype=bool)
+    has_inf = np.zeros(m, dtype=bool)
+
+    def visit(block: Any) -> None:
+        if sp.issparse(block):
+            block = sp.csr_matrix(block)
+            d, idx = block.data, block.indices
+            has_nan[idx[np.isnan(d)]] = True
+            has_inf[idx[np.isinf(d)]] = True
+        else:
+            b = np.asarray(block)
+            if not np.issubdtype(b.dtype, np.floating):
+                return
+            has_nan[:] |= np.isnan(b).any(axis=0)
+            has_inf[:] |= np.isinf(b).any(axis=0)
+
+    if sp.issparse(x) or isinstance(x, np.ndarray):
+        visit(x)
+    else:  # backed h5py dataset or sparse dataset: read row chunks
+        for start in range(0, x.shape[0], _ROW_CHUNK):
+            visit(x[start : start + _ROW_CHUNK])
+    return np.flatnonzero(has_nan), np.flatnonzero(has_inf)
+
+
+def validate_adata(adata: ad.AnnData, *, source: str = "data", modality: str = "scrna") -> None:
+    """Check an AnnData for the problems that would break later stages.
+
+    Checks: at least one feature and two observations; unique, non-empty ``var_names``;
+    numeric ``X``; no ±inf; no NaN unless ``modality`` allows missing values
+    (``proteomics``, ``methylation``).
+
+    Raises
+    ------
+    CapeDataError
+        With a one-line message that names ``source``, the offending feature columns and what
+        was expected.
+    """
+    if adata.n_vars == 0:
+        raise CapeDataError(f"{source}: no features (0 columns); expected at least one numeric feature")
+    if adata.n_obs < 2:
+        raise CapeDataError(f"{source}: {adata.n_obs} observation(s); expected at least 2 rows")
+    names = adata.var_names.astype(str)
+    if (names.str.len() == 0).any():
+        raise CapeDataError(f"{source}: empty feature name(s); every feature needs a name")
+    if not names.is_unique:
+        dup = names[names.duplicated()].unique().tolist()
+        raise CapeDataError(
+            f"{source}: duplicate feature name(s) {dup[:10]} ({len(dup)} in all); feature names must be unique"
+        )
+    x = adata.X
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+        raise CapeDataError(f"{source}: X has non-numeric dtype {dtype}; expected numbers")
+    nan_cols, inf_cols = _nonfinite_columns(x)
+    if inf_cols.size:
+        raise CapeDataError(
+            f"{source}: infinite values in feature(s) {names[inf_cols[:10]].tolist()} "
+            f"({inf_cols.size} in all); expected finite numbers"
+        )
+    if nan_cols.size and modality not in MISSING_ALLOWED:
+        raise CapeDataError(
+            f"{source}: NaN in feature(s) {names[nan_cols[:10]].tolist()} ({nan_cols.size} in all); "
+            f"missing values are allowed only for modality proteomics or methylation "
+            f"(this data is {modality!r}; CLI: --set ingest.modality=...)"
+        )

@@ -1,0 +1,181 @@
+"""Content-keyed, atomically written stage artifacts.
+
+Layout: ``<workdir>/<stage>/<key>/`` holds the stage's files and ``manifest.json`` (parameters,
+upstream keys, timings, versions, and the size and BLAKE2b checksum of every file). A stage
+directory is built under a temporary name and renamed into place only when complete, so a stage
+killed mid-write leaves nothing that is served later. On lookup every checksum is verified; a
+corrupt or partial artifact is removed and recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cape_pipeline._utils import canonical_json, hash_bytes, hash_file, write_json_atomic
+from cape_pipeline._version import __version__
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+_TMP_PREFIX = ".tmp-"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the package version and every ``.py`` file of the installed package.
+
+    Part of every cache key, so a result made by other code (an edited source tree, another
+    release) is never served.
+    """
+    root = Path(str(resources.files("cape_pipeline")))
+    parts: list[str] = [__version__]
+    for p in sorted(root.rglob("*.py")):
+        parts += [str(p.relative_to(root)), hash_file(p)]
+    return hash_bytes(*parts)
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of Python and the main libraries, recorded in every manifest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "cape_pipeline": __version__}
+    for name in ("numpy", "scipy", "pandas", "anndata", "scanpy", "torch", "geoopt", "networkx", "gcastle"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def stage_key(stage: str, params: Mapping[str, Any], upstream: Mapping[str, str], fingerprint: str = "") -> str:
+    """Cache key of a stage run: a hash of the stage name, its parameters (canonical JSON), the
+    keys of its upstream stages, an input-data fingerprint and :func:`code_fingerprint`.
+
+    Returns
+    -------
+    str
+        32 hex characters.
+    """
+    return hash_bytes(stage, canonical_json(dict(params)), canonical_json(dict(upstream)), fingerprint, code_fingerprint())
+
+
+class ArtifactCache:
+    """Stage artifacts under ``root``: lookup with verification, atomic store.
+
+    Parameters
+    ----------
+    root
+        The work directory (``--workdir``); created on first store.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def path(self, stage: str, key: str) -> Path:
+        """Directory of the artifact of ``stage`` with ``key`` (may not exist)."""
+        return self.root / stage / key
+
+    def verify(self, stage: str, key: str) -> tuple[bool, str]:
+        """Check that the artifact exists and that its manifest and every file's checksum match.
+
+        Returns
+        -------
+        (bool, str)
+            ``(True, "")`` when valid, else ``(False, reason)``.
+        """
+        d = self.path(stage, key)
+        if not d.is_dir():
+            return False, "absent"
+        try:
+            manifest = json.loads((d / MANIFEST).read_text())
+        except (OSError, ValueError) as exc:
+            return False, f"unreadable manifest ({exc})"
+        if manifest.get("key") != key or manifest.get("stage") != stage:
+            return False, "manifest names another stage or key"
+        for name, meta in manifest.get("files", {}).items():
+            f = d / name
+            if not f.is_file():
+                return False, f"missing file {name}"
+            if f.stat().st_size != meta["size"] or hash_file(f) != meta["blake2b"]:
+                return False, f"checksum mismatch in {name}"
+        return True, ""
+
+    def lookup(self, stage: str, key: str) -> Path | None:
+        """Return the artifact directory if present and valid; remove it if corrupt."""
+        ok, why = self.verify(stage, key)
+        if ok:
+            return self.path(stage, key)
+        if why != "absent":
+            log.warning("%s: cached artifact %s is corrupt (%s); recomputing", stage, key[:12], why)
+            shutil.rmtree(self.path(stage, key), ignore_errors=True)
+        return None
+
+    def manifest(self, stage: str, key: str) -> dict[str, Any]:
+        """The parsed ``manifest.json`` of a stored artifact."""
+        return json.loads((self.path(stage, key) / MANIFEST).read_text())
+
+    def store(
+        self,
+        stage: str,
+        key: str,
+        write: Callable[[Path], None],
+        manifest: Mapping[str, Any],
+    ) -> Path:
+        """Write an artifact atomically.
+
+        ``write(tmpdir)`` writes the stage's files into a fresh temporary directory; then the
+        manifest (with file sizes and checksums) is written and the directory renamed to
+        ``<root>/<stage>/<key>``. If ``write`` raises, the temporary directory is removed and
+        nothing is stored.
+        """
+        stage_dir = self.root / stage
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        tmp = stage_dir / f"{_TMP_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            write(tmp)
+            files = {
+                p.name: {"size": p.stat().st_size, "blake2b": hash_file(p)}
+                for p in sorted(tmp.iterdir())
+                if p.is_file() and p.name != MANIFEST
+            }
+            full = {
+                **manifest,
+                "stage": stage,
+                "key": key,
+                "files": files,
+                "versions": library_versions(),
+                "code_fingerprint": code_fingerprint(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            write_json_atomic(tmp / MANIFEST, full)
+            final = self.path(stage, key)
+            if final.exists():  # a corrupt leftover that lookup did not remove, or a racing writer
+                shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._sweep(stage_dir)
+        return final
+
+    @staticmethod
+    def _sweep(stage_dir: Path, max_age_s: float = 24 * 3600) -> None:
+        """Remove temporary directories left by killed writers (older than ``max_age_s``)."""
+        now = time.time()
+        for p in stage_dir.glob(f"{_TMP_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                if now - p.stat().st_mtime > max_age_s:
+                    shutil.rmtree(p, ignore_errors=True)

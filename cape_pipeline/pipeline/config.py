@@ -1,0 +1,125 @@
+"""Stage configs from defaults, a YAML file and ``--set stage.param=value`` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cape_pipeline.errors import CapeConfigError, CapeFileError
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Parse ``["stage.param=value", ...]`` into ``{stage: {param: value}}``.
+
+    Values are parsed as YAML scalars/lists (``3``, ``0.5``, ``true``, ``[a, b]``, ``null``);
+    anything else stays a string.
+
+    Raises
+    ------
+    CapeConfigError
+        If an item is not of the form ``stage.param=value``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        lhs, eq, rhs = item.partition("=")
+        stage, dot, param = lhs.strip().partition(".")
+        if not eq or not dot or not stage or not param:
+            raise CapeConfigError(f"--set {item!r}: expected stage.param=value, e.g. preprocess.n_top_features=500")
+        try:
+            value = yaml.safe_load(rhs) if rhs.strip() else ""
+        except yaml.YAMLError:
+            value = rhs
+        out.setdefault(stage, {})[param] = value
+    return out
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Read a YAML file of the form ``{stage: {param: value}}``.
+
+    Raises
+    ------
+    CapeFileError
+        Missing or unparsable file, or not a mapping of mappings.
+    """
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise CapeFileError(f"{p}: config file not found") from exc
+    except yaml.YAMLError as exc:
+        raise CapeFileError(f"{p}: not valid YAML ({exc})") from exc
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise CapeFileError(f"{p}: expected a mapping of stage name to a mapping of parameters")
+    return {str(k): dict(v) for k, v in doc.items()}
+
+
+def merge(*layers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Merge ``{stage: {param: value}}`` layers; later layers win per parameter."""
+    out: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        for stage, params in layer.items():
+            out.setdefault(stage, {}).update(params)
+    return out
+
+
+def _coerce(value: Any, default: Any, where: str) -> Any:
+    if value is None or default is None:
+        return value
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if isinstance(default, int) and not isinstance(value, bool):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if isinstance(default, float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(default, tuple) and isinstance(value, (list, tuple)):
+            return tuple(value)
+    except (TypeError, ValueError):
+        raise CapeConfigError(f"{where}: expected a {type(default).__name__}, got {value!r}") from None
+    return value
+
+
+def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_field: str | None = None) -> Any:
+    """Instantiate the frozen config dataclass ``cls`` from ``params``.
+
+    Parameters
+    ----------
+    cls
+        A dataclass whose fields are the stage's parameters.
+    stage
+        Stage name, for error messages.
+    params
+        Parameter values; strings are coerced to the type of each field's default.
+    extra_field
+        Name of a mapping field that collects unknown parameters (the ingest stage passes them
+        to the dataset loader); without it unknown parameters are an error.
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown parameter (the message lists the known ones) or a value of the wrong type.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    known = {k: v for k, v in params.items() if k in fields and k != extra_field}
+    unknown = {k: v for k, v in params.items() if k not in fields or k == extra_field}
+    kwargs: dict[str, Any] = {}
+    for name, value in known.items():
+        f = fields[name]
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kwargs[name] = _coerce(value, default, f"{stage}.{name}")
+    if unknown:
+        if extra_field is None:
+            raise CapeConfigError(
+                f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}; known: {sorted(fields)}"
+            )
+        kwargs[extra_field] = dict(unknown)
+    return cls(**kwargs)

@@ -1,0 +1,211 @@
+"""Run the stages in order with the content-keyed cache.
+
+Keys are computed for every requested stage before anything runs (a key depends only on the
+stage's parameters, its upstream keys, the input fingerprint and the code), so a changed
+parameter re-runs that stage and everything downstream and nothing upstream. Outputs of cached
+stages are loaded only when a later stage needs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.pipeline.cache import ArtifactCache, stage_key
+from cape_pipeline.pipeline.config import build_config
+from cape_pipeline.pipeline.stages import (
+    STAGE_ORDER,
+    STAGES,
+    Stage,
+    StageContext,
+    config_params,
+    export_artifact,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StageRecord:
+    """What happened to one stage in a run."""
+
+    stage: str
+    key: str
+    cached: bool
+    seconds: float
+    path: Path
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """Result of :func:`run_pipeline`: per-stage records, missing stages and exported files."""
+
+    records: list[StageRecord]
+    missing: list[str]
+    exported: list[Path]
+    outputs: dict[str, Any]
+
+    def output(self, stage: str) -> Any:
+        """The in-memory output of ``stage`` (loaded from the cache if it was a hit)."""
+        return self.outputs[stage]() if callable(self.outputs[stage]) else self.outputs[stage]
+
+
+def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
+    """Split the stages up to ``until`` into (implemented, missing), in pipeline order.
+
+    Raises
+    ------
+    CapeConfigError
+        If ``until`` is not a stage name.
+    """
+    if until is not None and until not in STAGE_ORDER:
+        raise CapeConfigError(f"--until {until!r}: expected one of {', '.join(STAGE_ORDER)}")
+    wanted = STAGE_ORDER[: STAGE_ORDER.index(until) + 1] if until else STAGE_ORDER
+    usable: list[str] = []
+    for s in wanted:  # a stage can run only if every stage before it is implemented
+        if s not in STAGES:
+            break
+        usable.append(s)
+    return usable, [s for s in wanted if s not in usable]
+
+
+def build_stage_configs(
+    stages: list[str], overrides: Mapping[str, Mapping[str, Any]], *, seed: int | None, device: str | None
+) -> dict[str, Any]:
+    """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device.
+
+    Raises
+    ------
+    CapeConfigError
+        Overrides for an unknown stage, unknown parameters, wrong types.
+    """
+    unknown = sorted(set(overrides) - set(STAGE_ORDER))
+    if unknown:
+        raise CapeConfigError(f"unknown stage(s) {unknown} in --set/--config; stages: {', '.join(STAGE_ORDER)}")
+    out: dict[str, Any] = {}
+    for name in stages:
+        st = STAGES[name]
+        params = dict(overrides.get(name, {}))
+        fields = st.config_cls.__dataclass_fields__
+        if seed is not None and "seed" in fields and "seed" not in params:
+            params["seed"] = seed
+        if device is not None and "device" in fields and "device" not in params:
+            params["device"] = device
+        out[name] = build_config(st.config_cls, name, params, extra_field=st.extra_field)
+    return out
+
+
+def run_pipeline(
+    source: str,
+    *,
+    until: str | None = None,
+    workdir: str | os.PathLike[str] = "cape_work",
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    report: Callable[[str, StageRecord | None, str], None] | None = None,
+) -> RunResult:
+    """Run the stages up to ``until`` on ``source``, reusing valid cached artifacts.
+
+    Parameters
+    ----------
+    source
+        A file path or catalog name (see :func:`cape_pipeline.read`).
+    until
+        Last stage to run (default: every implemented stage).
+    workdir
+        Cache root: artifacts go to ``<workdir>/<stage>/<key>/``.
+    overrides
+        ``{stage: {param: value}}`` from ``--config`` and ``--set``.
+    seed, device
+        Run-wide defaults for stages that take them.
+    out
+        If given, the exported files of the last stage run are copied there.
+    progress
+        Let stages draw progress bars.
+    report
+        ``report(stage, record_or_None, event)`` callback with events ``"start"``, ``"done"``,
+        ``"cached"``; the CLI prints from it.
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    CapeInputError
+        Bad input or parameters (subclasses name the problem). A stage that fails leaves the
+        artifacts of earlier stages intact and stores nothing for itself.
+    """
+    stages, missing = resolve_stages(until)
+    configs = build_stage_configs(stages, overrides or {}, seed=seed, device=device)
+    ctx = StageContext(source=source, seed=seed or 0, device=device or "auto", progress=progress)
+    cache = ArtifactCache(workdir)
+
+    keys: dict[str, str] = {}
+    for name in stages:
+        st = STAGES[name]
+        fp = st.fingerprint(configs[name], ctx) if st.fingerprint else ""
+        params = {**config_params(configs[name]), **({"source": source} if not st.inputs else {})}
+        keys[name] = stage_key(name, params, {u: keys[u] for u in st.inputs}, fp)
+
+    outputs: dict[str, Any] = {}
+    records: list[StageRecord] = []
+
+    def get(name: str) -> Any:
+        if name not in outputs:
+            raise RuntimeError(f"stage {name} has no output")  # invariant: order guarantees it
+        if callable(outputs[name]):
+            outputs[name] = outputs[name]()
+        return outputs[name]
+
+    for name in stages:
+        st: Stage = STAGES[name]
+        key = keys[name]
+        hit = cache.lookup(name, key)
+        if hit is not None:
+            outputs[name] = _lazy_loader(st, hit)
+            summary = cache.manifest(name, key).get("summary", {})
+            rec = StageRecord(name, key, True, 0.0, hit, summary)
+            records.append(rec)
+            if report:
+                report(name, rec, "cached")
+            continue
+        if report:
+            report(name, None, "start")
+        t0 = time.perf_counter()
+        result = st.run({u: get(u) for u in st.inputs}, configs[name], ctx)
+        seconds = time.perf_counter() - t0
+        summary = st.summary(result) if st.summary else {}
+        manifest = {
+            "params": config_params(configs[name]),
+            "source": source,
+            "upstream": {u: keys[u] for u in st.inputs},
+            "timings": {"seconds": round(seconds, 4)},
+            "summary": summary,
+        }
+        path = cache.store(name, key, lambda d, st=st, result=result: st.save(result, d), manifest)
+        outputs[name] = result
+        rec = StageRecord(name, key, False, seconds, path, summary)
+        records.append(rec)
+        if report:
+            report(name, rec, "done")
+
+    exported: list[Path] = []
+    if out is not None and records:
+        last = records[-1]
+        exported = export_artifact(STAGES[last.stage], last.path, Path(out))
+    return RunResult(records=records, missing=missing, exported=exported, outputs=outputs)
+
+
+def _lazy_loader(st: Stage, path: Path) -> Callable[[], Any]:
+    return lambda: st.load(path)

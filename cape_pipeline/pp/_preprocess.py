@@ -1,0 +1,281 @@
+"""Implementation of :func:`cape_pipeline.pp.preprocess`."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import anndata as ad
+import numpy as np
+import scipy.sparse as sp
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+
+log = logging.getLogger(__name__)
+
+InputState = Literal["counts", "normalized", "log-normalized", "scaled"]
+
+_LOG_MAX = 30.0
+"""Largest value seen in log1p-transformed expression (log1p(1e13)); above it data is linear."""
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """Parameters of :func:`preprocess` (paper 000 Supp. F.1 defaults).
+
+    Attributes
+    ----------
+    modality
+        ``None`` takes the modality recorded at ingest (``uns["cape_ingest"]["modality"]``).
+    min_genes
+        scRNA QC: drop cells with fewer detected features. ``None`` = 200 for raw counts, 0 for
+        input that is already normalized (its QC happened upstream).
+    min_cells
+        scRNA: drop features detected in fewer cells (removes empty features).
+    target_sum
+        scRNA library size after ``normalize_total`` (counts per cell).
+    n_top_features
+        Keep the top-n highly variable features (``seurat`` flavor for scRNA; variance for the
+        other modalities); all are kept when there are fewer.
+    transform
+        Proteomics only: ``log1p`` (default), ``arcsinh`` (cytometry, cofactor 5) or ``none``.
+    use_raw
+        ``auto`` uses ``adata.raw`` when ``X`` holds scaled values (negatives) and ``.raw`` holds
+        counts or log-normalized values; ``always``/``never`` force it.
+    """
+
+    modality: str | None = None
+    min_genes: int | None = None
+    min_cells: int = 3
+    target_sum: float = 1e4
+    n_top_features: int = 2000
+    transform: Literal["log1p", "arcsinh", "none"] = "log1p"
+    use_raw: Literal["auto", "always", "never"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.min_genes is not None and self.min_genes < 0:
+            raise CapeConfigError(f"preprocess.min_genes: expected >= 0, got {self.min_genes}")
+        if self.min_cells < 0:
+            raise CapeConfigError(f"preprocess.min_cells: expected >= 0, got {self.min_cells}")
+        if not self.target_sum > 0:
+            raise CapeConfigError(f"preprocess.target_sum: expected > 0, got {self.target_sum}")
+        if self.n_top_features < 1:
+            raise CapeConfigError(f"preprocess.n_top_features: expected >= 1, got {self.n_top_features}")
+        if self.transform not in ("log1p", "arcsinh", "none"):
+            raise CapeConfigError(f"preprocess.transform: expected log1p, arcsinh or none, got {self.transform!r}")
+        if self.use_raw not in ("auto", "always", "never"):
+            raise CapeConfigError(f"preprocess.use_raw: expected auto, always or never, got {self.use_raw!r}")
+
+
+def _sample_values(x: Any, max_rows: int = 2000) -> np.ndarray:
+    rows = x[: min(max_rows, x.shape[0])]
+    vals = rows.data if sp.issparse(rows) else np.asarray(rows).ravel()
+    return vals[np.isfinite(vals)]
+
+
+def detect_input_state(x: Any) -> InputState:
+    """Guess what an expression matrix holds, from its first 2000 rows.
+
+    Parameters
+    ----------
+    x
+        ``(N, M)`` dense or sparse matrix.
+
+    Returns
+    -------
+    str
+        ``"scaled"`` (any negative value, e.g. after ``sc.pp.scale``), ``"counts"`` (all
+        non-negative integers), ``"log-normalized"`` (non-integer, max ≤ 30) or
+        ``"normalized"`` (non-integer, larger values: normalized but not logged).
+    """
+    v = _sample_values(x)
+    if v.size == 0:
+        return "counts"
+    if (v < 0).any():
+        return "scaled"
+    if np.allclose(v, np.round(v)):
+        return "counts"
+    return "log-normalized" if float(v.max()) <= _LOG_MAX else "normalized"
+
+
+def _as_dense_or_csr(x: Any) -> Any:
+    return sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else np.asarray(x, dtype=np.float32)
+
+
+def _top_variance(adata: ad.AnnData, n_top: int) -> ad.AnnData:
+    if n_top >= adata.n_vars:
+        return adata
+    x = adata.X
+    if sp.issparse(x):
+        mean = np.asarray(x.mean(axis=0)).ravel()
+        var = np.asarray(x.multiply(x).mean(axis=0)).ravel() - mean**2
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            var = np.nanvar(np.asarray(x, dtype=np.float64), axis=0)
+    var = np.nan_to_num(var, nan=-np.inf)
+    keep = np.sort(np.argsort(-var, kind="stable")[:n_top])
+    return adata[:, keep].copy()
+
+
+def _check_features(adata: ad.AnnData, where: str) -> None:
+    """Raise on all-missing or constant features (they carry no information for later stages)."""
+    x = adata.X
+    if sp.issparse(x):
+        x = x.toarray()
+    x = np.asarray(x, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        all_nan = np.isnan(x).all(axis=0)
+        span = np.nanmax(np.where(all_nan, 0.0, x), axis=0) - np.nanmin(np.where(all_nan, 0.0, x), axis=0)
+    names = adata.var_names
+    if all_nan.any():
+        bad = names[all_nan].tolist()
+        raise CapeDataError(f"{where}: feature(s) {bad[:10]} ({len(bad)} in all) are entirely missing; remove them")
+    const = span == 0
+    if const.any():
+        bad = names[const].tolist()
+        raise CapeDataError(
+            f"{where}: feature(s) {bad[:10]} ({len(bad)} in all) are constant; remove them or select "
+            "fewer features (preprocess.n_top_features)"
+        )
+
+
+def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwargs: Any) -> ad.AnnData:
+    """Preprocess an AnnData for causal discovery and the transformers, per modality.
+
+    scRNA (Supp. F.1): choose ``X`` or ``.raw`` (``use_raw``), recognize counts /
+    normalized / log-normalized / scaled input, then for counts: ``filter_cells(min_genes)``,
+    ``filter_genes(min_cells)``, ``normalize_total(target_sum)``, ``log1p``; for normalized
+    input: ``filter_genes`` and ``log1p`` only; for log-normalized or scaled input:
+    ``filter_genes`` only (never normalized twice). Then the top ``n_top_features``
+    highly variable genes (scanpy ``seurat`` flavor).
+    Proteomics: ``log1p``/``arcsinh``/no transform, no library-size normalization, NaN kept,
+    top features by variance. Methylation: β values checked to lie in [0, 1], NaN kept, top
+    CpGs by variance. Synthetic: no transform, top features by variance.
+
+    Parameters
+    ----------
+    adata
+        ``(N, M)`` AnnData from :func:`cape_pipeline.read`; not modified.
+    config
+        A :class:`PreprocessConfig`; ``kwargs`` build one when it is omitted.
+
+    Returns
+    -------
+    AnnData
+        A new ``(N', M')`` AnnData, float32 ``X``; ``obs`` and ``varp["true_dag"]`` follow the
+        kept rows/features; ``uns["cape_preprocess"]`` records the input state, whether
+        ``.raw`` was used, each step and the shapes before and after.
+
+    Raises
+    ------
+    CapeDataError
+        Methylation values outside [0, 1]; negative values with ``transform="log1p"``;
+        constant or entirely missing features; fewer than 2 cells or no features left after QC.
+    CapeConfigError
+        Invalid parameters.
+    """
+    import scanpy as sc
+
+    cfg = config if config is not None else PreprocessConfig(**kwargs)
+    modality = cfg.modality or adata.uns.get("cape_ingest", {}).get("modality", "scrna")
+    where = f"preprocess ({modality})"
+    if adata.isbacked:
+        adata = adata.to_memory()
+    steps: list[str] = []
+    shape_in = [int(adata.n_obs), int(adata.n_vars)]
+    record: dict[str, Any] = {"modality": modality, "config": asdict(cfg), "used_raw": False}
+
+    if modality == "scrna":
+        state = detect_input_state(adata.X)
+        use_raw = adata.raw is not None and (
+            cfg.use_raw == "always"
+            or (cfg.use_raw == "auto" and state == "scaled" and detect_input_state(adata.raw.X) != "scaled")
+        )
+        if cfg.use_raw == "always" and adata.raw is None:
+            raise CapeConfigError("preprocess.use_raw='always' but the data has no .raw")
+        if use_raw:
+            raw = adata.raw.to_adata()
+            raw.obs = adata.obs.copy()
+            work = ad.AnnData(X=_as_dense_or_csr(raw.X), obs=raw.obs, var=raw.var[[]].copy())
+            state = detect_input_state(work.X)
+            record["used_raw"] = True
+            steps.append("use .raw (X holds scaled values)")
+        else:
+            work = ad.AnnData(X=_as_dense_or_csr(adata.X), obs=adata.obs.copy(), var=adata.var[[]].copy())
+            for key in adata.varp.keys():
+                work.varp[key] = adata.varp[key]
+        record["input_state"] = state
+        min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if min_genes > 0:
+                sc.pp.filter_cells(work, min_genes=min_genes)
+                steps.append(f"filter_cells(min_genes={min_genes})")
+            if cfg.min_cells > 0:
+                sc.pp.filter_genes(work, min_cells=cfg.min_cells)
+                steps.append(f"filter_genes(min_cells={cfg.min_cells})")
+            if work.n_obs < 2 or work.n_vars < 1:
+                raise CapeDataError(
+                    f"{where}: {work.n_obs} cells x {work.n_vars} genes left after QC "
+                    f"(min_genes={min_genes}, min_cells={cfg.min_cells}); lower these thresholds"
+                )
+            if state == "counts":
+                sc.pp.normalize_total(work, target_sum=cfg.target_sum)
+                sc.pp.log1p(work)
+                steps += [f"normalize_total(target_sum={cfg.target_sum:g})", "log1p"]
+            elif state == "normalized":
+                sc.pp.log1p(work)
+                steps.append("log1p (input already normalized)")
+            else:
+                steps.append(f"no normalization (input is {state})")
+            if cfg.n_top_features < work.n_vars:
+                sc.pp.highly_variable_genes(work, n_top_genes=cfg.n_top_features, flavor="seurat")
+                work = work[:, work.var["highly_variable"].to_numpy()].copy()
+                steps.append(f"highly_variable_genes(n_top_genes={cfg.n_top_features}, flavor='seurat')")
+    else:
+        work = ad.AnnData(X=_as_dense_or_csr(adata.X), obs=adata.obs.copy(), var=adata.var[[]].copy())
+        for key in adata.varp.keys():
+            work.varp[key] = adata.varp[key]
+        if sp.issparse(work.X):
+            work.X = work.X.toarray()
+        x = work.X
+        record["input_state"] = "as given"
+        if modality == "methylation":
+            finite = x[np.isfinite(x)]
+            if finite.size and (finite.min() < 0 or finite.max() > 1):
+                cols = np.flatnonzero(((x < 0) | (x > 1)).any(axis=0))
+                raise CapeDataError(
+                    f"{where}: β values outside [0, 1] in feature(s) {work.var_names[cols[:10]].tolist()}; "
+                    "expected methylation β values (M-values must be converted first)"
+                )
+        elif modality == "proteomics" and cfg.transform != "none":
+            if cfg.transform == "log1p":
+                if np.nanmin(x) < 0:
+                    cols = np.flatnonzero((x < 0).any(axis=0))
+                    raise CapeDataError(
+                        f"{where}: negative values in feature(s) {work.var_names[cols[:10]].tolist()} "
+                        "cannot take log1p; use --set preprocess.transform=arcsinh or none"
+                    )
+                work.X = np.log1p(x)
+            else:
+                work.X = np.arcsinh(x / 5.0).astype(np.float32)
+            steps.append(cfg.transform)
+        _check_features(work, where)
+        if cfg.n_top_features < work.n_vars:
+            work = _top_variance(work, cfg.n_top_features)
+            steps.append(f"top {cfg.n_top_features} features by variance")
+    work.X = _as_dense_or_csr(work.X)
+    record["steps"] = steps
+    record["shape_in"] = shape_in
+    record["shape_out"] = [int(work.n_obs), int(work.n_vars)]
+    work.uns["cape_ingest"] = dict(adata.uns.get("cape_ingest", {}))
+    work.uns["cape_preprocess"] = record
+    for k in ("cape_dataset", "cape_dataset_params"):
+        if k in adata.uns:
+            work.uns[k] = adata.uns[k]
+    log.info("preprocess %s: %s -> %s (%s)", modality, shape_in, record["shape_out"], "; ".join(steps))
+    return work
