@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.table import Table
 
 from cape_pipeline.errors import CapeInputError
 
@@ -109,19 +108,15 @@ def datasets_cmd(debug: DebugOpt = False) -> None:
     """List the datasets of the catalog (data_catalog.yaml)."""
     from cape_pipeline.io.catalog import catalog_path, load_catalog
 
-    table = Table(title=f"datasets ({catalog_path()})")
-    for col in ("name", "modality", "offline", "labels", "tasks", "description"):
-        table.add_column(col, overflow="fold")
+    out_console.print(f"[bold]datasets[/bold] ({catalog_path()})", highlight=False)
     for e in load_catalog().values():
-        table.add_row(
-            e.name,
-            e.modality,
-            "bundled" if e.bundled else f"local copy (${e.path_env})",
-            ", ".join(e.labels),
-            ", ".join(e.tasks),
-            e.description,
+        where = "bundled, offline" if e.bundled else f"local copy: ${e.path_env} or --set ingest.path=FILE"
+        out_console.print(
+            f"[bold cyan]{e.name}[/bold cyan]  {e.modality}  ({where})"
+            f"  labels: {', '.join(e.labels) or '-'}  tasks: {', '.join(e.tasks) or '-'}",
+            highlight=False,
         )
-    out_console.print(table)
+        out_console.print(f"    {e.description}", highlight=False)
 
 
 @app.command("run")

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.pipeline import ArtifactCache, run_pipeline, stage_key
+from cape_pipeline.pipeline import stages as st
+
+
+def _events(**kw):
+    seen = []
+    r = run_pipeline(report=lambda s, rec, e: seen.append((s, e)), **kw)
+    return r, [x for x in seen if x[1] != "start"]
+
+
+def test_hit_miss_and_invalidation(tmp_path):
+    kw = dict(source="sachs", until="preprocess", workdir=tmp_path)
+    _, ev = _events(**kw)
+    assert ev == [("ingest", "done"), ("preprocess", "done")]
+    r, ev = _events(**kw)
+    assert ev == [("ingest", "cached"), ("preprocess", "cached")]
+    assert r.output("preprocess").shape == (7466, 11)  # lazily loaded from the cache
+    # a changed preprocess parameter re-runs preprocess only
+    _, ev = _events(overrides={"preprocess": {"transform": "arcsinh"}}, **kw)
+    assert ev == [("ingest", "cached"), ("preprocess", "done")]
+    # a changed ingest parameter re-runs everything downstream
+    _, ev = _events(overrides={"ingest": {"modality": "synthetic"}}, **kw)
+    assert ev == [("ingest", "done"), ("preprocess", "done")]
+
+
+def test_file_content_is_the_key(tmp_path, table):
+    p = tmp_path / "t.csv"
+    table.drop(columns=["label", "cell_id"]).to_csv(p, index=False)
+    kw = dict(source=str(p), until="ingest", workdir=tmp_path / "w")
+    _, ev = _events(**kw)
+    _, ev = _events(**kw)
+    assert ev == [("ingest", "cached")]
+    table.loc[0, "f0"] = 123.0  # same path, new content -> never served the old result
+    table.drop(columns=["label", "cell_id"]).to_csv(p, index=False)
+    r, ev = _events(**kw)
+    assert ev == [("ingest", "done")]
+    assert r.output("ingest").X[0, 0] == pytest.approx(123.0)
+
+
+def test_corrupt_artifact_is_recomputed(tmp_path):
+    kw = dict(source="sachs", until="preprocess", workdir=tmp_path)
+    r, _ = _events(**kw)
+    f = r.records[1].path / "preprocessed.h5ad"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    _, ev = _events(**kw)
+    assert ev == [("ingest", "cached"), ("preprocess", "done")]
+    # a partial artifact (file missing) is redone too
+    (r.records[0].path / "adata.h5ad").unlink()
+    _, ev = _events(**kw)
+    assert ev[0] == ("ingest", "done")
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    cache = ArtifactCache(tmp_path)
+
+    def write(d):
+        (d / "part.bin").write_bytes(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        cache.store("stage", "k1", write, {})
+    assert cache.lookup("stage", "k1") is None
+    assert list((tmp_path / "stage").iterdir()) == []
+
+
+def test_killed_mid_write_is_never_served(tmp_path):
+    """A writer killed with SIGKILL halfway through leaves no artifact that lookup serves."""
+    script = textwrap.dedent(f"""
+        import time, pathlib
+        from cape_pipeline.pipeline.cache import ArtifactCache
+        def write(d):
+            (d / "a.bin").write_bytes(b"x" * 1000)
+            pathlib.Path({str(tmp_path / 'started')!r}).write_text("1")
+            time.sleep(60)
+        ArtifactCache({str(tmp_path / 'w')!r}).store("s", "key", write, {{}})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + 60
+    while not (tmp_path / "started").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    cache = ArtifactCache(tmp_path / "w")
+    assert cache.lookup("s", "key") is None
+    assert not (tmp_path / "w" / "s" / "key").exists()
+    # the next store succeeds and is served
+    cache.store("s", "key", lambda d: (d / "a.bin").write_bytes(b"ok"), {})
+    assert cache.lookup("s", "key") is not None
+
+
+def test_failed_stage_keeps_earlier_artifacts(tmp_path, monkeypatch):
+    def boom(inputs, cfg, ctx):
+        raise ValueError("preprocess exploded")
+
+    monkeypatch.setitem(st.STAGES, "preprocess", st.Stage(**{**st.STAGES["preprocess"].__dict__, "run": boom}))
+    with pytest.raises(ValueError, match="exploded"):
+        run_pipeline("sachs", until="preprocess", workdir=tmp_path)
+    assert len(list((tmp_path / "ingest").iterdir())) == 1
+    assert not (tmp_path / "preprocess").exists() or not any(
+        p for p in (tmp_path / "preprocess").iterdir() if not p.name.startswith(".")
+    )
+
+
+def test_manifest_contents(tmp_path):
+    r, _ = _events(source="sachs", until="preprocess", workdir=tmp_path, seed=3)
+    m = json.loads((r.records[1].path / "manifest.json").read_text())
+    assert m["stage"] == "preprocess" and m["upstream"] == {"ingest": r.records[0].key}
+    assert m["params"]["transform"] == "log1p" and "seconds" in m["timings"]
+    assert m["versions"]["cape_pipeline"] and m["files"]["preprocessed.h5ad"]["blake2b"]
+
+
+def test_key_depends_on_everything():
+    base = stage_key("s", {"a": 1}, {"u": "k"}, "fp")
+    assert base == stage_key("s", {"a": 1}, {"u": "k"}, "fp")
+    assert base != stage_key("s", {"a": 2}, {"u": "k"}, "fp")
+    assert base != stage_key("s", {"a": 1}, {"u": "k2"}, "fp")
+    assert base != stage_key("s", {"a": 1}, {"u": "k"}, "fp2")
+    assert base != stage_key("t", {"a": 1}, {"u": "k"}, "fp")
+
+
+def test_unknown_stage_or_param(tmp_path):
+    with pytest.raises(CapeConfigError, match="unknown stage"):
+        run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"prep": {"x": 1}})
+    with pytest.raises(CapeConfigError, match="--until 'later'"):
+        run_pipeline("sachs", until="later", workdir=tmp_path)
+    with pytest.raises(CapeConfigError, match="preprocess.n_top_features: expected a int"):
+        run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"preprocess": {"n_top_features": "many"}})

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cape_pipeline.cli import main
+
+
+def _run(args, capsys):
+    code = main(args)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_preprocess_twice_reports_cache_hits(tmp_path, capsys):
+    code, _, err = _run(["preprocess", "sachs", "--workdir", str(tmp_path)], capsys)
+    assert code == 0 and "✓ ingest" in err and "✓ preprocess" in err
+    code, out, err = _run(["preprocess", "sachs", "--workdir", str(tmp_path), "--out", str(tmp_path / "o")], capsys)
+    assert code == 0 and "cache hit" in err and "0 ran, 2 from cache" in err
+    assert (tmp_path / "o" / "preprocessed.h5ad").is_file() and "exported" in out
+
+
+def test_run_set_and_config(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("preprocess:\n  transform: arcsinh\n")
+    code, _, err = _run(["run", "sachs", "--until", "preprocess", "--workdir", str(tmp_path), "--config", str(cfg),
+                         "--set", "ingest.modality=proteomics"], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["preprocess", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
+        (["preprocess", "/nonexistent/file.h5ad"], "/nonexistent/file.h5ad: no such file"),
+        (["run", "sachs", "--set", "preprocess.nope=1"], "unknown parameter(s) ['nope']"),
+        (["run", "sachs", "--set", "badformat"], "expected stage.param=value"),
+        (["run", "sachs", "--device", "tpu"], "--device 'tpu'"),
+    ],
+)
+def test_errors_are_one_line_exit_2(tmp_path, capsys, args, needle):
+    code, _, err = _run([*args, "--workdir", str(tmp_path)], capsys)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_corrupt_file_via_cli(tmp_path, capsys):
+    bad = tmp_path / "x.h5ad"
+    bad.write_bytes(b"\x89HDF\r\n" + b"0" * 100)
+    code, _, err = _run(["ingest", str(bad), "--workdir", str(tmp_path)], capsys)
+    assert code == 2 and "x.h5ad: not a readable .h5ad file" in err
+
+
+def test_debug_shows_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "cape_pipeline.cli", "ingest", "nope", "--debug", "--workdir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "Traceback" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "cape_pipeline.cli", "ingest", "nope", "--workdir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_datasets_lists_catalog(capsys):
+    code, out, _ = _run(["datasets"], capsys)
+    assert code == 0 and "sachs" in out and "pbmc68k_reduced" in out
+
+
+def test_missing_stages_are_reported(tmp_path, capsys):
+    from cape_pipeline.pipeline.stages import STAGE_ORDER, STAGES
+
+    code, _, err = _run(["run", "sachs", "--workdir", str(tmp_path)], capsys)
+    assert code == 0
+    missing = [s for s in STAGE_ORDER if s not in STAGES]
+    if missing:
+        assert "not implemented yet" in err and missing[0] in err
