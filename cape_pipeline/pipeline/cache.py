@@ -1,7 +1,8 @@
 """Content-keyed, atomically written stage artifacts.
 
-Layout: ``<workdir>/<stage>/<key>/`` holds the stage's files and ``manifest.json`` (parameters,
-upstream keys, timings, versions, and the size and BLAKE2b checksum of every file). A stage
+Layout: ``<workdir>/<stage>/<key>/`` holds the stage's files (subdirectories allowed) and
+``manifest.json`` (parameters, upstream keys, timings, versions, and the size and BLAKE2b
+checksum of every file). A stage
 directory is built under a temporary name and renamed into place only when complete, so a stage
 killed mid-write leaves nothing that is served later. On lookup every checksum is verified; a
 corrupt or partial artifact is removed and recomputed.
@@ -147,9 +148,9 @@ class ArtifactCache:
         try:
             write(tmp)
             files = {
-                p.name: {"size": p.stat().st_size, "blake2b": hash_file(p)}
-                for p in sorted(tmp.iterdir())
-                if p.is_file() and p.name != MANIFEST
+                p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "blake2b": hash_file(p)}
+                for p in sorted(tmp.rglob("*"))
+                if p.is_file() and p.relative_to(tmp).as_posix() != MANIFEST
             }
             full = {
                 **manifest,
