@@ -57,6 +57,10 @@ class Stage:
         Optional ``fingerprint(config, ctx) -> str`` identifying external input data (files).
     summary
         ``summary(output) -> dict`` of a few numbers recorded in the manifest and printed.
+    extra_field
+        Config field that collects unknown parameters (ingest: loader arguments).
+    export
+        ``export(artifact_dir, out_dir) -> written paths``; default copies ``export_files``.
     """
 
     name: str
@@ -69,6 +73,7 @@ class Stage:
     fingerprint: Callable[[Any, StageContext], str] | None = None
     summary: Callable[[Any], dict[str, Any]] | None = None
     extra_field: str | None = None
+    export: Callable[[Path, Path], list[Path]] | None = None
 
 
 # ---------------------------------------------------------------------------- AnnData artifacts
@@ -87,9 +92,18 @@ def _restore_uns(adata: ad.AnnData) -> ad.AnnData:
     return adata
 
 
+def _str_keys(obj: Any) -> Any:
+    """Mappings with str keys all the way down (h5ad stores only str keys)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _str_keys(v) for k, v in obj.items()}
+    return obj
+
+
 def save_adata(adata: ad.AnnData, path: Path) -> None:
-    """Write ``adata`` to ``path`` (.h5ad), atomically."""
+    """Write ``adata`` to ``path`` (.h5ad), atomically; ``uns`` mapping keys become str."""
     out = adata.copy()
+    for k in list(out.uns.keys()):
+        out.uns[k] = _str_keys(out.uns[k])
     _jsonable_uns(out)
     with atomic_path(path) as tmp:
         out.write_h5ad(tmp)
@@ -145,6 +159,30 @@ def _ingest_run(inputs: Mapping[str, Any], cfg: IngestConfig, ctx: StageContext)
     )
 
 
+def _ingest_save(adata: ad.AnnData, d: Path) -> None:
+    """In-memory data is written as ``adata.h5ad``; a backed (larger than memory) file is not
+    copied: ``backed_source.json`` records its path, and the cache key already holds its
+    content hash, so a changed file never matches this artifact."""
+    if adata.isbacked:
+        ref = {"path": str(Path(adata.filename).resolve()), "uns": adata.uns.get("cape_ingest", {})}
+        with atomic_path(d / "backed_source.json") as tmp:
+            tmp.write_text(json.dumps(ref, indent=1, default=str))
+    else:
+        save_adata(adata, d / "adata.h5ad")
+
+
+def _ingest_load(d: Path) -> ad.AnnData:
+    ref = d / "backed_source.json"
+    if ref.is_file():
+        from cape_pipeline.io import read_h5ad
+
+        info = json.loads(ref.read_text())
+        adata = read_h5ad(info["path"], backed=True)
+        adata.uns["cape_ingest"] = info["uns"]
+        return adata
+    return load_adata(d / "adata.h5ad")
+
+
 def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
     """Content hash of the source file, or of the local copy behind a catalog entry; bundled
     catalog data is identified by its name (it is fixed per package version, which every key
@@ -177,9 +215,9 @@ STAGES: dict[str, Stage] = {
         config_cls=IngestConfig,
         inputs=(),
         run=_ingest_run,
-        save=lambda a, d: save_adata(a, d / "adata.h5ad"),
-        load=lambda d: load_adata(d / "adata.h5ad"),
-        export_files=("adata.h5ad",),
+        save=_ingest_save,
+        load=_ingest_load,
+        export_files=("adata.h5ad", "backed_source.json"),
         fingerprint=_ingest_fingerprint,
         summary=_adata_summary,
         extra_field="loader_kwargs",
@@ -207,9 +245,12 @@ def export_artifact(stage: Stage, artifact: Path, out: Path) -> list[Path]:
     """Copy the stage's exported files and its manifest from ``artifact`` into ``out``.
 
     Each file is copied to a temporary name and renamed, so ``out`` never holds a half-copied
-    file. Existing files of the same names are replaced.
+    file. Existing files of the same names are replaced. A stage with an ``export`` hook
+    decides itself what to write.
     """
     out.mkdir(parents=True, exist_ok=True)
+    if stage.export is not None:
+        return stage.export(artifact, out)
     written = []
     for name in (*stage.export_files, "manifest.json"):
         src = artifact / name

@@ -183,13 +183,28 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
     cfg = config if config is not None else PreprocessConfig(**kwargs)
     modality = cfg.modality or adata.uns.get("cape_ingest", {}).get("modality", "scrna")
     where = f"preprocess ({modality})"
-    if adata.isbacked:
-        adata = adata.to_memory()
     steps: list[str] = []
     shape_in = [int(adata.n_obs), int(adata.n_vars)]
     record: dict[str, Any] = {"modality": modality, "config": asdict(cfg), "used_raw": False}
 
-    if modality == "scrna":
+    if adata.isbacked and modality != "scrna":
+        adata = adata.to_memory()  # proteomics / methylation tables are small: N x M dense
+    if adata.isbacked:  # scRNA larger than memory: stream over row chunks
+        from cape_pipeline.pp._backed import preprocess_backed_scrna
+
+        state = detect_input_state(adata.X)
+        min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
+        work, steps = preprocess_backed_scrna(
+            adata,
+            state=state,
+            min_genes=min_genes,
+            min_cells=cfg.min_cells,
+            target_sum=cfg.target_sum,
+            n_top=cfg.n_top_features,
+            where=where,
+        )
+        record["input_state"] = state
+    elif modality == "scrna":
         state = detect_input_state(adata.X)
         use_raw = adata.raw is not None and (
             cfg.use_raw == "always"

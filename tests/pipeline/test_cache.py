@@ -141,3 +141,8 @@ def test_unknown_stage_or_param(tmp_path):
         run_pipeline("sachs", until="later", workdir=tmp_path)
     with pytest.raises(CapeConfigError, match="preprocess.n_top_features: expected a int"):
         run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"preprocess": {"n_top_features": "many"}})
+
+
+def test_krumsiek11_with_int_keys_in_uns_is_cached(tmp_path):
+    r = run_pipeline("krumsiek11", until="preprocess", workdir=tmp_path)
+    assert r.output("preprocess").shape == (640, 11)
