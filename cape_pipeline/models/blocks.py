@@ -1,0 +1,177 @@
+"""Transformer building blocks shared by the backbones (nanoGPT-style: one concept per module).
+
+:class:`TokenTransformer` is the common body of every backbone: value embedding (defined by
+the subclass) → optional perturbation-flag embedding → input-side PE → prepend <cls> →
+pre-norm blocks (attention with the PE's rotary angles / score bias) → final LayerNorm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from cape_pipeline.models.attention import build_attention
+from cape_pipeline.models.configs import BackboneConfig
+from cape_pipeline.models.pe import build_pe
+from cape_pipeline.models.tokens import TokenBatch, select_tokens
+
+__all__ = ["MLP", "Block", "TokenTransformer"]
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: Linear(D, rD) → GELU → Linear(rD, D) → dropout."""
+
+    def __init__(self, d_model: int, ratio: float, dropout: float) -> None:
+        super().__init__()
+        hidden = max(int(round(d_model * ratio)), 1)
+        self.net = nn.Sequential(
+            nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model), nn.Dropout(dropout)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) → (B, T, D)."""
+        return self.net(x)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + attn(LN(x))`` then ``x + MLP(LN(x))``."""
+
+    def __init__(self, config: BackboneConfig, attention: str) -> None:
+        super().__init__()
+        d = config.d_model
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = build_attention(attention, d, config.n_heads, dropout=config.dropout)
+        self.drop = nn.Dropout(config.dropout)
+        self.mlp = MLP(d, config.mlp_ratio, config.dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        angles: torch.Tensor | None,
+        score_bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+        key_padding_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.models.attention.DotProductAttention`."""
+        x = x + self.drop(
+            self.attn(self.ln1(x), angles=angles, score_bias=score_bias, key_padding_mask=key_padding_mask)
+        )
+        return x + self.mlp(self.ln2(x))
+
+
+class TokenTransformer(nn.Module):
+    """Common body of the bundled backbones (subclasses define the value embedding).
+
+    Parameters
+    ----------
+    config
+        The backbone's frozen config.
+    n_features
+        M, number of features of the data (rows of per-feature PE tables).
+    pe
+        PE name (:data:`cape_pipeline.models.pe.PE_NAMES`).
+    attention
+        Attention name (:data:`cape_pipeline.models.attention.ATTENTIONS`).
+    angles
+        ``(M, d)`` CAPE angles for ``cape*`` PEs (``d = D/2`` for the rotary ones).
+    static_table
+        ``(M, D)`` fixed vectors for ``static-absolute``.
+
+    Raises
+    ------
+    CapeConfigError, CapeDataError
+        Unknown PE/attention; angles or table missing or of the wrong shape.
+    """
+
+    missing_key_padding: bool = False
+
+    def __init__(
+        self,
+        config: BackboneConfig,
+        *,
+        n_features: int,
+        pe: str = "none",
+        attention: str = "dot",
+        angles: np.ndarray | torch.Tensor | None = None,
+        static_table: np.ndarray | torch.Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        self.config, self.n_features, self.pe_name, self.attention_name = config, n_features, pe, attention
+        d = config.d_model
+        self.pe = build_pe(
+            pe,
+            n_features=n_features,
+            d_model=d,
+            n_heads=config.n_heads,
+            angles=angles,
+            static_table=static_table,
+            sigma=config.sigma,
+            rel_buckets=config.rel_buckets,
+            rel_max_distance=config.rel_max_distance,
+        )
+        self.cls_token = nn.Parameter(torch.randn(d) * 0.02)
+        self.flag_embed = nn.Embedding(2, d) if config.perturbation_flags else None
+        self.blocks = nn.ModuleList(Block(config, attention) for _ in range(config.n_layers))
+        self.norm = nn.LayerNorm(d)
+
+    # --- subclasses -------------------------------------------------------------------------
+    def tokenize(self, x: torch.Tensor) -> TokenBatch:
+        """Tokens of a batch ``x`` ``(B, M)`` float (NaN = missing); see :mod:`.tokens`."""
+        idx = select_tokens(x, self.config.max_tokens)
+        values = torch.gather(x, 1, idx)
+        return TokenBatch(idx=idx, values=values, missing=torch.isnan(values))
+
+    def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
+        """Value embedding ``(B, T, D)``; ``hide`` ``(B, T)`` bool replaces values by <mask>."""
+        raise NotImplementedError
+
+    # --- shared -----------------------------------------------------------------------------
+    def forward(
+        self,
+        tokens: TokenBatch,
+        *,
+        hide: torch.Tensor | None = None,
+        flags: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Encode tokens.
+
+        Parameters
+        ----------
+        tokens
+            From :meth:`tokenize`; T tokens per observation.
+        hide
+            ``(B, T)`` bool, tokens whose value is replaced by the <mask> embedding
+            (masked-value pretraining).
+        flags
+            ``(B, T)`` long in {0, 1}, perturbation flags (needs ``config.perturbation_flags``).
+
+        Returns
+        -------
+        Tensor
+            ``(B, 1 + T, D)``; position 0 is the <cls> token.
+        """
+        h = self.embed_values(tokens, hide)  # (B, T, D)
+        if flags is not None:
+            if self.flag_embed is None:
+                raise ValueError("flags given but the config has perturbation_flags=False")
+            h = h + self.flag_embed(flags)
+        h = self.pe.embed(h, tokens.idx)  # (B, T, D)
+        bsz = h.shape[0]
+        h = torch.cat([self.cls_token.expand(bsz, 1, -1), h], dim=1)  # (B, 1+T, D)
+        angles = self.pe.rotary(tokens.idx)  # (B, T, D/2) or None
+        if angles is not None:
+            angles = torch.cat([angles.new_zeros(bsz, 1, angles.shape[-1]), angles], dim=1)
+        bias = self.pe.score_bias(tokens.idx)
+        kpm = None
+        if self.missing_key_padding and bool(tokens.missing.any()):
+            kpm = torch.cat([tokens.missing.new_zeros(bsz, 1), tokens.missing], dim=1)  # (B, 1+T)
+        for blk in self.blocks:
+            h = blk(h, angles=angles, score_bias=bias, key_padding_mask=kpm)
+        return self.norm(h)
+
+    def fit_data(self, x: np.ndarray) -> None:
+        """Fit data-dependent buffers (e.g. scBERT's bin edges) on training data ``(N, M)``."""
+        return None

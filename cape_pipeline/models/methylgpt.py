@@ -1,0 +1,61 @@
+"""MethylGPT-style backbone: CpG-site tokens with continuous β-value embeddings.
+
+Token of CpG j in sample i: ``MLP(β_ij)`` (1 → hidden → D) plus the PE of site j. A missing β
+gets a learned <missing> vector and (``mask_missing_keys``) is excluded from attention as a key;
+hidden (pretraining) tokens get a learned <mask> vector.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.configs import MethylGPTConfig
+from cape_pipeline.models.tokens import TokenBatch
+
+__all__ = ["MethylGPT"]
+
+
+class MethylGPT(TokenTransformer):
+    """MethylGPT-style encoder for β values in [0, 1] with missing values.
+
+    Parameters
+    ----------
+    config
+        :class:`~cape_pipeline.models.configs.MethylGPTConfig`.
+    n_features, pe, attention, angles, static_table
+        As in :class:`~cape_pipeline.models.blocks.TokenTransformer`.
+    """
+
+    config: MethylGPTConfig
+
+    def __init__(
+        self,
+        config: MethylGPTConfig | None = None,
+        *,
+        n_features: int,
+        pe: str = "trainable-absolute",
+        attention: str = "dot",
+        angles: np.ndarray | torch.Tensor | None = None,
+        static_table: np.ndarray | torch.Tensor | None = None,
+    ) -> None:
+        config = MethylGPTConfig() if config is None else config
+        super().__init__(
+            config, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
+        )
+        self.missing_key_padding = config.mask_missing_keys
+        d = config.d_model
+        self.value_mlp = nn.Sequential(nn.Linear(1, config.value_hidden), nn.GELU(), nn.Linear(config.value_hidden, d))
+        self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
+        self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+
+    def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
+        """Continuous β embedding (B, T, D) with <missing>/<mask> vectors substituted."""
+        v = torch.nan_to_num(tokens.values, nan=0.0)[..., None]  # (B, T, 1)
+        h = self.value_mlp(v)  # (B, T, D)
+        h = torch.where(tokens.missing[..., None], self.missing_embed, h)
+        if hide is not None:
+            h = torch.where(hide[..., None], self.mask_embed, h)
+        return h

@@ -1,0 +1,463 @@
+"""The positional-encoding zoo: every PE plugs into every backbone by name.
+
+A PE sees the token embeddings ``h`` ``(B, T, D)`` and the feature index of each token ``idx``
+``(B, T)`` (long, into the ``M`` features of the data), and may act in three places:
+
+* :meth:`PositionalEncoding.embed` changes the input embeddings once (additive PEs, Eq. F.107;
+  the rotated input of Eq. F.108);
+* :meth:`PositionalEncoding.rotary` gives per-token angles ``(B, T, D/2)`` with which the
+  attention rotates q and k in every layer (Eqs. 24–25);
+* :meth:`PositionalEncoding.score_bias` gives a function of the per-head q, k that returns an
+  additive attention-score bias (the relative PE of Eq. F.110).
+
+The <cls> token is never given a position: zero angle, nothing added, no relative bias.
+
+=====================  ==============================================================  ===========
+name                   what it does                                                    equivariant
+=====================  ==============================================================  ===========
+``cape``               rotary on q/k with the CAPE angles φ (Eqs. 24–26)               yes
+``cape-input``         rotate the token embedding once, R(φ) v (Eq. F.108)             yes
+``cape-additive``      add Linear(e) (w/o-rotary ablation, any angle width d_e)        yes
+``static-absolute``    add fixed per-feature vectors (co-expression SVD, gene2vec      yes
+                       stand-in; Eq. F.107)
+``trainable-absolute`` add a learned per-feature table, N(0, 1) init (scGPT, F.109)    yes
+``trainable-relative`` learned bias from the signed index distance (Eq. F.110)         no
+``learned-small-norm`` add a learned per-feature table, N(0, σ²) init (paper 004)      yes
+``none``               nothing (permutation invariant set of values)                  yes
+=====================  ==============================================================  ===========
+
+"Equivariant" means: permuting the features of the data *together with* the PE's per-feature
+rows (angles, table) permutes the token outputs the same way and leaves the <cls> output
+unchanged. It holds for every PE whose only notion of position is a per-feature row. It fails
+for ``trainable-relative``, whose bias depends on the features' order in ``var_names``
+(``i - j``), which a permutation changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+
+__all__ = [
+    "PE_NAMES",
+    "ROTARY_PES",
+    "ANGLE_PES",
+    "PositionalEncoding",
+    "NoPE",
+    "CapeRotaryPE",
+    "CapeInputPE",
+    "CapeAdditivePE",
+    "StaticAbsolutePE",
+    "TrainableAbsolutePE",
+    "LearnedSmallNormPE",
+    "TrainableRelativePE",
+    "build_pe",
+    "coexpression_embedding",
+    "check_angles",
+    "relative_buckets",
+]
+
+PE_NAMES: tuple[str, ...] = (
+    "cape",
+    "cape-input",
+    "cape-additive",
+    "static-absolute",
+    "trainable-absolute",
+    "trainable-relative",
+    "learned-small-norm",
+    "none",
+)
+"""Every PE name accepted by :func:`build_pe` (and by ``pe=`` of every backbone and task)."""
+
+ANGLE_PES: frozenset[str] = frozenset({"cape", "cape-input", "cape-additive"})
+"""PEs that need CAPE angles (an ``(n_vars, d)`` array)."""
+
+ROTARY_PES: frozenset[str] = frozenset({"cape", "cape-input"})
+"""PEs that rotate dimension pairs and so need ``d == D / 2``."""
+
+ScoreBias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved pairs ``(2i, 2i+1)`` of ``x`` by ``angles[..., i]`` (Eq. 26).
+
+    Delegates to :func:`cape_pipeline.encodings.rope.apply_rotary`; ``angles`` ``(..., T, D/2)``
+    broadcasts against ``x`` ``(..., T, D)``.
+    """
+    from cape_pipeline.encodings.rope import apply_rotary
+
+    return apply_rotary(x, angles)
+
+
+def check_angles(angles: np.ndarray | torch.Tensor | None, n_features: int, *, name: str = "angles") -> torch.Tensor:
+    """Validate CAPE angles and return them as a float32 tensor ``(M, d)``.
+
+    Raises
+    ------
+    CapeDataError
+        If ``angles`` is missing, not 2-D, has the wrong number of rows, or holds NaN/inf.
+    """
+    if angles is None:
+        raise CapeDataError(f"{name}: CAPE angles are required (an (n_vars, d) array), got None")
+    a = torch.as_tensor(np.asarray(angles) if not isinstance(angles, torch.Tensor) else angles)
+    if a.ndim != 2:
+        raise CapeDataError(f"{name}: expected a 2-D (n_vars, d) array, got shape {tuple(a.shape)}")
+    if a.shape[0] != n_features:
+        raise CapeDataError(
+            f"{name}: {a.shape[0]} rows but the data has {n_features} features; align the "
+            "encodings to var_names first (cape_pipeline.encodings)"
+        )
+    a = a.to(torch.float32)
+    if not torch.isfinite(a).all():
+        raise CapeDataError(f"{name}: contains NaN or inf")
+    return a
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: a PE that does nothing (subclasses override one of the three hooks).
+
+    Attributes
+    ----------
+    name
+        Registry name.
+    equivariant
+        Whether permuting features together with the PE's rows permutes the outputs alike.
+    """
+
+    name: ClassVar[str] = "none"
+    equivariant: ClassVar[bool] = True
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """Input-side PE. ``h`` (B, T, D) float, ``idx`` (B, T) long → (B, T, D)."""
+        return h
+
+    def rotary(self, idx: torch.Tensor) -> torch.Tensor | None:
+        """Per-token q/k rotary angles (B, T, D/2) in radians, or ``None``."""
+        return None
+
+    def score_bias(self, idx: torch.Tensor) -> ScoreBias | None:
+        """A function ``(q, k) -> bias`` with q, k (B, H, 1+T, Dh) → (B, H, 1+T, 1+T), or ``None``.
+
+        Row/column 0 (the <cls> token) of the bias must be zero.
+        """
+        return None
+
+
+class NoPE(PositionalEncoding):
+    """No positional encoding: the token set is permutation invariant (CAPE-null ablation)."""
+
+    name = "none"
+
+
+class CapeRotaryPE(PositionalEncoding):
+    """CAPE rotary PE on q and k (paper 000 Eqs. 24–26).
+
+    ``q_m ← R(φ_m) W_q v_m``, ``k_n ← R(φ_n) W_k v_n``, values untouched, so the score
+    ``q_mᵀ R(φ_n − φ_m) k_n`` depends on the angle difference only (Eq. 25).
+
+    Parameters
+    ----------
+    angles
+        ``(M, D/2)`` float, φ = (π/4)·e (Eq. 25), stored as a buffer (not trained).
+    d_model
+        Model width D.
+
+    Raises
+    ------
+    CapeDataError
+        If ``angles`` does not have ``D/2`` columns.
+    """
+
+    name = "cape"
+
+    def __init__(self, angles: torch.Tensor, d_model: int) -> None:
+        super().__init__()
+        if angles.shape[1] != d_model // 2:
+            raise CapeDataError(
+                f"pe={self.name!r}: rotary needs d = D/2 = {d_model // 2} angle columns, got "
+                f"{angles.shape[1]}; re-encode with d = D/2 or use pe='cape-additive'"
+            )
+        self.register_buffer("angles", angles.clone())
+
+    def rotary(self, idx: torch.Tensor) -> torch.Tensor:
+        """Angles of each token's feature: (B, T) → (B, T, D/2)."""
+        return self.angles[idx]
+
+
+class CapeInputPE(CapeRotaryPE):
+    """CAPE input rotation F(v, φ) = R(φ) v, applied once to the token embedding (Eq. F.108)."""
+
+    name = "cape-input"
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) → (B, T, D): rotate each token's pairs by its feature's angles."""
+        return _rotate(h, self.angles[idx])
+
+    def rotary(self, idx: torch.Tensor) -> None:
+        """No q/k rotation (the input was rotated instead)."""
+        return None
+
+
+class CapeAdditivePE(PositionalEncoding):
+    """CAPE w/o-rotary ablation: add ``Linear(e)`` to the token embedding (Table 3).
+
+    ``e`` is the per-feature CAPE vector ``(M, d_e)`` (angles or Poincaré points; they differ
+    by the constant π/4, which the linear map absorbs). Any ``d_e`` works: a ``Linear(d_e, D)``
+    projects it to the model width.
+    """
+
+    name = "cape-additive"
+
+    def __init__(self, angles: torch.Tensor, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("e", angles.clone())
+        self.proj = nn.Linear(angles.shape[1], d_model)
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) + Linear(e[idx]) (B, T, D)."""
+        return h + self.proj(self.e[idx])
+
+
+class StaticAbsolutePE(PositionalEncoding):
+    """Fixed per-feature vectors added to the embedding (scBERT's gene2vec slot, Eq. F.107).
+
+    Parameters
+    ----------
+    table
+        ``(M, D)`` float, e.g. from :func:`coexpression_embedding`; kept as a buffer.
+    """
+
+    name = "static-absolute"
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("table", table.clone())
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) + table[idx]."""
+        return h + self.table[idx]
+
+
+class TrainableAbsolutePE(PositionalEncoding):
+    """A learned per-feature table, ``nn.Embedding`` init N(0, 1) (scGPT's gene tokens, F.109)."""
+
+    name = "trainable-absolute"
+
+    def __init__(self, n_features: int, d_model: int, std: float = 1.0) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(n_features, d_model) * std)
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) + table[idx]."""
+        return h + self.table[idx]
+
+
+class LearnedSmallNormPE(TrainableAbsolutePE):
+    """Learned absolute PE initialized from N(0, σ²) with small σ (paper 004, σ = 0.1 default)."""
+
+    name = "learned-small-norm"
+
+    def __init__(self, n_features: int, d_model: int, sigma: float = 0.1) -> None:
+        super().__init__(n_features, d_model, std=sigma)
+
+
+def relative_buckets(delta: torch.Tensor, n_buckets: int, max_distance: int) -> torch.Tensor:
+    """Map signed distances ``i - j`` to buckets in ``[0, n_buckets)``.
+
+    Half the buckets per sign; within a sign, the first half are exact distances, the rest
+    log-spaced up to ``max_distance`` (farther distances share the last bucket).
+
+    Parameters
+    ----------
+    delta
+        Any-shape long tensor of signed distances.
+
+    Returns
+    -------
+    Tensor
+        Same shape, long.
+    """
+    half = n_buckets // 2
+    exact = max(half // 2, 1)
+    sign_offset = (delta > 0).long() * half
+    d = delta.abs()
+    log_ratio = torch.log(d.float().clamp(min=1) / exact) / math.log(max(max_distance / exact, 1.0 + 1e-6))
+    far = exact + (log_ratio * (half - exact)).long()
+    far = far.clamp(max=half - 1)
+    return sign_offset + torch.where(d < exact, d, far)
+
+
+def _sinusoid(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal vectors of (signed) positions: (n,) → (n, dim)."""
+    i = torch.arange(0, dim, 2, dtype=torch.float32)
+    freq = torch.exp(-math.log(10000.0) * i / dim)
+    ang = pos.float()[:, None] * freq[None, :]
+    out = torch.zeros(pos.shape[0], dim)
+    out[:, 0::2] = torch.sin(ang)
+    out[:, 1::2] = torch.cos(ang)[:, : out[:, 1::2].shape[1]]
+    return out
+
+
+class TrainableRelativePE(PositionalEncoding):
+    """Transformer-XL relative PE (paper 000 Eq. F.110) over bucketed index distances.
+
+    The score of query m and key n gets, besides the content term computed by attention,
+
+    ``q_mᵀ Ŵ_k p̃_{b(m−n)} + uᵀ k_n + vᵀ Ŵ_k p̃_{b(m−n)}``  (scaled by 1/√Dh like the content),
+
+    where ``m − n`` is the difference of the two tokens' feature indices (their order in
+    ``var_names``), ``b(·)`` its bucket (:func:`relative_buckets`), ``p̃`` a sinusoid of the
+    bucket's distance, ``Ŵ_k`` learned and ``u``, ``v`` learned per-head biases. One module is
+    shared by all layers. Memory stays at O(B·H·T²) (no (T, T, D) tensor): the per-bucket keys
+    ``Ŵ_k p̃`` are (n_buckets, D) and are gathered by bucket index.
+    """
+
+    name = "trainable-relative"
+    equivariant = False
+
+    def __init__(self, d_model: int, n_heads: int, n_buckets: int = 32, max_distance: int = 256) -> None:
+        super().__init__()
+        self.n_heads, self.n_buckets, self.max_distance = n_heads, n_buckets, max_distance
+        dh = d_model // n_heads
+        # representative signed distance of each bucket: the smallest |δ| that falls in it
+        deltas = torch.arange(-max_distance, max_distance + 1)
+        b = relative_buckets(deltas, n_buckets, max_distance)
+        rep = torch.zeros(n_buckets)
+        order = torch.argsort(deltas.abs(), descending=True, stable=True)
+        rep[b[order]] = deltas[order].float()  # last write wins: smallest |δ| per bucket
+        self.register_buffer("p_tilde", _sinusoid(rep, d_model))  # (nb, D)
+        self.w_k_hat = nn.Linear(d_model, d_model, bias=False)
+        self.u = nn.Parameter(torch.zeros(n_heads, dh))
+        self.v = nn.Parameter(torch.zeros(n_heads, dh))
+
+    def score_bias(self, idx: torch.Tensor) -> ScoreBias:
+        """Bias function for tokens with feature indices ``idx`` (B, T); <cls> rows/cols are 0."""
+        bsz, t = idx.shape
+        bucket = relative_buckets(idx[:, :, None] - idx[:, None, :], self.n_buckets, self.max_distance)
+        full = torch.full((bsz, t + 1, t + 1), self.n_buckets, dtype=torch.long, device=idx.device)
+        full[:, 1:, 1:] = bucket  # (B, 1+T, 1+T); bucket n_buckets = "involves <cls>" → zero
+        h = self.n_heads
+
+        def bias(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            dh = q.shape[-1]
+            r = self.w_k_hat(self.p_tilde).view(self.n_buckets, h, dh).transpose(0, 1)  # (H, nb, Dh)
+            r = torch.cat([r, r.new_zeros(h, 1, dh)], dim=1)  # (H, nb+1, Dh)
+            qr = torch.einsum("bhtd,hnd->bhtn", q + self.v[None, :, None, :], r)  # (B, H, T', nb+1)
+            index = full[:, None].expand(-1, h, -1, -1)  # (B, H, T', T')
+            pos = torch.gather(qr, 3, index)  # (B, H, T', T'): (q_m + v)ᵀ Ŵ_k p̃_{b(m−n)}
+            uk = torch.einsum("hd,bhtd->bht", self.u, k)[:, :, None, :]  # (B, H, 1, T')
+            return (pos + uk) / math.sqrt(dh)
+
+        return bias
+
+
+def coexpression_embedding(x: np.ndarray, dim: int) -> np.ndarray:
+    """Fixed per-feature vectors from the feature–feature correlation (gene2vec stand-in).
+
+    The top-``dim`` eigenvectors of the Pearson correlation ``C`` (M, M) of the training
+    data, scaled by √λ (so ``row_i · row_j ≈ C_ij``), signs fixed so each column's largest
+    entry is positive, then scaled to RMS 1 per entry (the scale of an N(0, 1) embedding).
+    Missing values (NaN) are ignored pairwise via mean imputation; constant features get 0.
+
+    Parameters
+    ----------
+    x
+        ``(N, M)`` float training data (log-normalized expression, β values, ...).
+    dim
+        Output width D; columns beyond ``M`` are zero.
+
+    Returns
+    -------
+    ndarray
+        ``(M, dim)`` float32.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mu = np.nanmean(x, axis=0)
+    xc = np.where(np.isnan(x), 0.0, x - np.where(np.isnan(mu), 0.0, mu))
+    sd = np.sqrt((xc**2).mean(axis=0))
+    z = np.divide(xc, sd, out=np.zeros_like(xc), where=sd > 0)
+    c = (z.T @ z) / max(x.shape[0], 1)
+    lam, vec = np.linalg.eigh(c)
+    order = np.argsort(lam)[::-1][: min(dim, c.shape[0])]
+    lam, vec = np.clip(lam[order], 0.0, None), vec[:, order]
+    flip = np.sign(vec[np.argmax(np.abs(vec), axis=0), np.arange(vec.shape[1])])
+    vec = vec * np.where(flip == 0, 1.0, flip)
+    emb = np.zeros((c.shape[0], dim))
+    emb[:, : vec.shape[1]] = vec * np.sqrt(lam)
+    rms = np.sqrt((emb**2).mean())
+    if rms > 0:
+        emb /= rms
+    return emb.astype(np.float32)
+
+
+def build_pe(
+    name: str,
+    *,
+    n_features: int,
+    d_model: int,
+    n_heads: int,
+    angles: np.ndarray | torch.Tensor | None = None,
+    static_table: np.ndarray | torch.Tensor | None = None,
+    sigma: float = 0.1,
+    rel_buckets: int = 32,
+    rel_max_distance: int = 256,
+) -> PositionalEncoding:
+    """Build a PE of the zoo by name.
+
+    Parameters
+    ----------
+    name
+        One of :data:`PE_NAMES`.
+    n_features
+        M, the number of features (rows of the per-feature tables).
+    d_model, n_heads
+        Model width D and heads H.
+    angles
+        ``(M, d)`` CAPE angles φ (radians); required for :data:`ANGLE_PES`; ``d = D/2`` for
+        :data:`ROTARY_PES`.
+    static_table
+        ``(M, D)`` fixed vectors for ``static-absolute`` (see :func:`coexpression_embedding`).
+    sigma
+        Init std of ``learned-small-norm``.
+    rel_buckets, rel_max_distance
+        Bucketing of ``trainable-relative``.
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown ``name``.
+    CapeDataError
+        Missing or misshapen ``angles`` / ``static_table``.
+    """
+    if name not in PE_NAMES:
+        raise CapeConfigError(f"pe {name!r} unknown; expected one of {list(PE_NAMES)}")
+    if name in ANGLE_PES:
+        a = check_angles(angles, n_features, name=f"pe={name!r} angles")
+        if name == "cape":
+            return CapeRotaryPE(a, d_model)
+        if name == "cape-input":
+            return CapeInputPE(a, d_model)
+        return CapeAdditivePE(a, d_model)
+    if name == "static-absolute":
+        if static_table is None:
+            raise CapeDataError("pe='static-absolute' needs static_table, an (n_vars, D) array")
+        t = torch.as_tensor(np.asarray(static_table), dtype=torch.float32)
+        if tuple(t.shape) != (n_features, d_model):
+            raise CapeDataError(
+                f"pe='static-absolute': static_table must be ({n_features}, {d_model}), got {tuple(t.shape)}"
+            )
+        return StaticAbsolutePE(t)
+    if name == "trainable-absolute":
+        return TrainableAbsolutePE(n_features, d_model)
+    if name == "learned-small-norm":
+        return LearnedSmallNormPE(n_features, d_model, sigma=sigma)
+    if name == "trainable-relative":
+        return TrainableRelativePE(d_model, n_heads, rel_buckets, rel_max_distance)
+    return NoPE()

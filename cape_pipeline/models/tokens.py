@@ -1,0 +1,119 @@
+"""Turning a batch of observations into feature tokens (pure tensor functions).
+
+An observation ``x`` ``(M,)`` becomes T ≤ M tokens, each a feature index and a value. With
+more than ``max_tokens`` features, the ``max_tokens`` highest values are kept per observation
+(scGPT's ``max_seq_len``; ties and zeros are broken by lower index), in ``var_names`` order;
+their PE rows/angles are gathered by index. Missing values (NaN) never beat observed ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["TokenBatch", "select_tokens", "quantile_bins", "global_bins"]
+
+
+@dataclass
+class TokenBatch:
+    """Tokens of B observations.
+
+    Attributes
+    ----------
+    idx
+        ``(B, T)`` long, feature index of each token (into the M features).
+    values
+        ``(B, T)`` float, the token's value (NaN = missing); the reconstruction target.
+    missing
+        ``(B, T)`` bool, value is missing.
+    bins
+        ``(B, T)`` long value-bin ids, or ``None`` for continuous-value backbones.
+    """
+
+    idx: torch.Tensor
+    values: torch.Tensor
+    missing: torch.Tensor
+    bins: torch.Tensor | None = None
+
+    def to(self, device: torch.device | str) -> TokenBatch:
+        """Move every tensor to ``device``."""
+        return TokenBatch(
+            self.idx.to(device),
+            self.values.to(device),
+            self.missing.to(device),
+            None if self.bins is None else self.bins.to(device),
+        )
+
+
+def select_tokens(x: torch.Tensor, max_tokens: int) -> torch.Tensor:
+    """Feature indices of the tokens of each observation.
+
+    Parameters
+    ----------
+    x
+        ``(B, M)`` float, NaN = missing.
+    max_tokens
+        Keep at most this many features per row (``0`` or ``>= M``: all, in order).
+
+    Returns
+    -------
+    Tensor
+        ``(B, T)`` long, ascending within each row, ``T = min(M, max_tokens)``.
+    """
+    bsz, m = x.shape
+    if max_tokens <= 0 or max_tokens >= m:
+        return torch.arange(m, device=x.device).expand(bsz, m)
+    score = torch.nan_to_num(x, nan=float("-inf"))
+    # stable descending sort: among equal values the lower index wins (deterministic)
+    order = torch.sort(score, dim=1, descending=True, stable=True).indices[:, :max_tokens]
+    return torch.sort(order, dim=1).values
+
+
+def quantile_bins(x: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """Per-observation equal-count bins of the non-zero values (scGPT value binning).
+
+    Bin 0 is zero (and missing, which callers override); the non-zero values of a row get bins
+    ``1 + floor(r * (B - 1) / n_nz)`` where ``r`` is the value's rank among that row's
+    ``n_nz`` non-zero values (ties broken by index), i.e. B − 1 quantile bins per row.
+
+    Parameters
+    ----------
+    x
+        ``(B, M)`` float, NaN = missing.
+    n_bins
+        B, including bin 0.
+
+    Returns
+    -------
+    Tensor
+        ``(B, M)`` long in ``[0, n_bins)``.
+    """
+    v = torch.nan_to_num(x, nan=0.0)
+    nz = v != 0
+    key = torch.where(nz, v, torch.full_like(v, float("-inf")))
+    rank = torch.argsort(torch.argsort(key, dim=1, stable=True), dim=1)  # (B, M), 0 = smallest
+    n_nz = nz.sum(dim=1, keepdim=True)
+    r = rank - (v.shape[1] - n_nz)  # rank among non-zero values
+    b = 1 + torch.div(r * (n_bins - 1), n_nz.clamp(min=1), rounding_mode="floor")
+    return torch.where(nz, b.clamp(1, n_bins - 1), torch.zeros_like(b))
+
+
+def global_bins(x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """Fixed absolute-value bins (scBERT, Eq. F.106): 0 for zero, else ``1 + #edges < x``.
+
+    Parameters
+    ----------
+    x
+        ``(B, M)`` float, NaN = missing.
+    edges
+        ``(B_bins - 2,)`` ascending inner edges.
+
+    Returns
+    -------
+    Tensor
+        ``(B, M)`` long in ``[0, len(edges) + 2)``.
+    """
+    v = torch.nan_to_num(x, nan=0.0)
+    b = 1 + torch.bucketize(v, edges.to(v.dtype), right=False)
+    return torch.where(v != 0, b, torch.zeros_like(b))

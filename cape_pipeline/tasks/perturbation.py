@@ -1,0 +1,225 @@
+"""Perturbation-response prediction (paper 000 Supp. E.1; GEARS / scGPT protocol).
+
+Input: a control cell's expression plus a 0/1 flag on the perturbed gene(s) (scGPT's
+perturbation tokens). Output: the post-perturbation expression of every gene,
+``x_ctrl + Δ(h_token)``. Training pairs each perturbed training cell with a random control
+cell (unpaired, as in GEARS), plus control → control pairs. Test perturbations are *unseen*:
+a seeded split of the conditions. Metric: MSE between the predicted mean profile (averaged
+over control cells) and the true mean of the condition on its top-20 DE genes (largest
+|mean change| vs control), averaged over test conditions, separately for single and double
+perturbations. ``reference_ctrl_*`` is the "no change" baseline (predict the control mean).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import torch
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.models import ValueDecoder
+from cape_pipeline.models.training import as_tensor, masked_pretrain, seeded, train_epochs
+from cape_pipeline.tasks._base import TaskConfig, TaskResult, build_model, check_pe_inputs, dense_x
+from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
+from cape_pipeline.tasks.simulate import parse_condition
+
+__all__ = ["PerturbationConfig", "predict_perturbation", "split_conditions"]
+
+
+@dataclass(frozen=True)
+class PerturbationConfig(TaskConfig):
+    """Perturbation protocol and budget.
+
+    Attributes
+    ----------
+    test_fraction
+        Fraction of the single and (separately) of the double perturbations held out unseen.
+    n_de
+        Number of top DE genes scored (GEARS: 20).
+    n_eval_ctrl
+        Control cells averaged per predicted test profile.
+    ctrl_pairs_per_epoch
+        Control → control training pairs per epoch, as a fraction of the perturbed pairs.
+    """
+
+    pretrain_epochs: int = 2
+    finetune_epochs: int = 10
+    test_fraction: float = 0.3
+    n_de: int = 20
+    n_eval_ctrl: int = 256
+    ctrl_pairs_per_epoch: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 < self.test_fraction < 1.0:
+            raise CapeConfigError(f"perturbation.test_fraction: expected in (0, 1), got {self.test_fraction}")
+        if self.n_de < 1 or self.n_eval_ctrl < 1 or self.ctrl_pairs_per_epoch < 0:
+            raise CapeConfigError("perturbation: n_de >= 1, n_eval_ctrl >= 1 and ctrl_pairs_per_epoch >= 0 required")
+
+
+def split_conditions(conditions: list[str], kinds: list[str], test_fraction: float, seed: int) -> set[str]:
+    """Seeded unseen-perturbation split: test conditions, drawn per kind (single/double).
+
+    At least one condition of each kind goes to test when that kind has two or more.
+    """
+    rng = np.random.default_rng(seed)
+    test: set[str] = set()
+    for kind in ("single", "double"):
+        c = sorted(cond for cond, k in zip(conditions, kinds, strict=True) if k == kind)
+        if len(c) < 2:
+            continue
+        n = min(max(1, int(round(test_fraction * len(c)))), len(c) - 1)
+        test.update(np.asarray(c)[rng.choice(len(c), size=n, replace=False)].tolist())
+    return test
+
+
+def predict_perturbation(
+    adata: ad.AnnData,
+    *,
+    pe: str = "cape",
+    angles: np.ndarray | None = None,
+    backbone: str = "scgpt",
+    config: PerturbationConfig | None = None,
+    label_key: str | None = None,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> TaskResult:
+    """Train on seen perturbations, predict unseen ones; MSE on the top-20 DE genes.
+
+    Parameters
+    ----------
+    adata
+        Expression (n_cells, M), ``obs[label_key or "condition"]`` with ``"ctrl"``,
+        ``"gA+ctrl"`` and ``"gA+gB"`` values (gene names from ``var_names``).
+
+    Returns
+    -------
+    TaskResult
+        ``metrics``: ``mse_top20`` (all test conditions), ``mse_top20_single``,
+        ``mse_top20_double``, ``pearson_delta`` and the ``reference_ctrl_*`` equivalents;
+        ``predictions``: one row per test condition.
+
+    Raises
+    ------
+    CapeDataError
+        No condition column, no control cells, unknown perturbed genes, fewer than 2
+        perturbations, bad angles.
+    """
+    t0 = time.perf_counter()
+    cfg = config or PerturbationConfig()
+    key = label_key or "condition"
+    if key not in adata.obs.columns:
+        raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
+    x = dense_x(adata)
+    angles = check_pe_inputs(pe, angles, adata.n_vars)
+    cond = adata.obs[key].astype(str).to_numpy()
+    is_ctrl = cond == "ctrl"
+    if is_ctrl.sum() < 2:
+        raise CapeDataError(f"perturbation: need >= 2 control cells (obs[{key!r}] == 'ctrl'), got {int(is_ctrl.sum())}")
+    names = list(adata.var_names)
+    gidx = {g: i for i, g in enumerate(names)}
+    uniq = sorted(set(cond[~is_ctrl]))
+    targets: dict[str, list[int]] = {}
+    for c in uniq:
+        genes = parse_condition(c)
+        bad = [g for g in genes if g not in gidx]
+        if bad or not genes:
+            raise CapeDataError(f"perturbation: condition {c!r} names genes {bad or genes} not in var_names")
+        targets[c] = [gidx[g] for g in genes]
+    if len(uniq) < 2:
+        raise CapeDataError(f"perturbation: need >= 2 perturbation conditions, got {len(uniq)}")
+    kinds = ["single" if len(targets[c]) == 1 else "double" for c in uniq]
+    test = split_conditions(uniq, kinds, cfg.test_fraction, seed)
+    train_conds = [c for c in uniq if c not in test]
+    m = adata.n_vars
+    flag_table = np.zeros((len(uniq), m), dtype=np.int64)
+    cid = {c: i for i, c in enumerate(uniq)}
+    for c in uniq:
+        flag_table[cid[c], targets[c]] = 1
+    tr_rows = np.flatnonzero(np.isin(cond, train_conds))
+    ctrl_rows = np.flatnonzero(is_ctrl)
+    gen = torch.Generator().manual_seed(seed)
+    xt = as_tensor(x, device)
+    flags_t = torch.as_tensor(flag_table, device=device)
+    row_cid = torch.as_tensor([cid.get(c, -1) for c in cond], device=device)
+    ctrl_t = torch.as_tensor(ctrl_rows, device=device)
+    n_ctrl_pairs = int(round(cfg.ctrl_pairs_per_epoch * tr_rows.size))
+    # training examples: indices < n_pert are perturbed training cells, the rest control→control
+    ex_rows = tr_rows
+    with seeded(seed):
+        model = build_model(
+            backbone, cfg, n_features=m, pe=pe, angles=angles, x_train=x[np.concatenate([ctrl_rows, tr_rows])],
+            overrides={"perturbation_flags": True, "max_tokens": 0}, device=device,
+        )
+        pre = torch.as_tensor(np.concatenate([ctrl_rows, tr_rows]), device=device)
+        _, plog = masked_pretrain(
+            model, xt[pre], epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+            mask_ratio=cfg.mask_ratio, generator=gen, progress=progress,
+        )
+        head = ValueDecoder(model.config.d_model).to(device)
+        n_pert = ex_rows.size
+        ex_t = torch.as_tensor(ex_rows, device=device)
+
+        def forward(x_in: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+            tok = model.tokenize(x_in)  # all genes, in order (max_tokens = 0)
+            return x_in + head(model(tok, flags=flags)[:, 1:])  # (B, M)
+
+        def step(bi: torch.Tensor) -> torch.Tensor:
+            is_pert = bi < n_pert
+            tgt_rows = torch.where(is_pert, ex_t[bi.clamp(max=n_pert - 1)], ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)])
+            src = ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)]
+            fl = torch.where(is_pert[:, None], flags_t[row_cid[tgt_rows].clamp(min=0)], torch.zeros_like(flags_t[:1]))
+            return ((forward(xt[src], fl) - xt[tgt_rows]) ** 2).mean()
+
+        flog = train_epochs(
+            list(model.parameters()) + list(head.parameters()), step, n_pert + n_ctrl_pairs,
+            epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
+            weight_decay=cfg.weight_decay, modules=[model, head], progress=progress, desc="perturb",
+        )
+        rng = np.random.default_rng(seed)
+        ev = rng.choice(ctrl_rows, size=min(cfg.n_eval_ctrl, ctrl_rows.size), replace=False)
+        ctrl_mean = x[ctrl_rows].mean(0)
+        rows = []
+        model.eval()
+        head.eval()
+        with torch.no_grad():
+            for c in sorted(test):  # one batch per test condition (a handful of conditions)
+                fl = flags_t[cid[c]].expand(ev.size, m)
+                pred = forward(xt[torch.as_tensor(ev, device=device)], fl).mean(0).cpu().numpy()
+                truth = x[cond == c].mean(0)
+                de = top_de_genes(truth, ctrl_mean, cfg.n_de)
+                dp, dt = pred - ctrl_mean, truth - ctrl_mean
+                r = float(np.corrcoef(dp[de], dt[de])[0, 1]) if dp[de].std() > 0 and dt[de].std() > 0 else np.nan
+                rows.append({
+                    "condition": c, "kind": "single" if len(targets[c]) == 1 else "double",
+                    "mse_top_de": mse_top_de(pred, truth, de), "reference_ctrl_mse_top_de": mse_top_de(ctrl_mean, truth, de),
+                    "pearson_delta_top_de": r, "n_cells": int((cond == c).sum()),
+                })
+    df = pd.DataFrame(rows).set_index("condition")
+    metrics: dict[str, float] = {}
+    for suffix, sub in (("", df), ("_single", df[df.kind == "single"]), ("_double", df[df.kind == "double"])):
+        if len(sub):
+            metrics[f"mse_top{cfg.n_de}{suffix}"] = float(sub.mse_top_de.mean())
+            metrics[f"pearson_delta{suffix}"] = float(sub.pearson_delta_top_de.mean())
+            metrics[f"reference_ctrl_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_ctrl_mse_top_de.mean())
+    params: dict[str, Any] = {
+        "task": "perturbation", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
+        "train_conditions": train_conds, "test_conditions": sorted(test),
+        "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
+    }
+    return TaskResult(
+        task="perturbation",
+        metrics=metrics,
+        curves={"pretrain_loss": plog.losses, "finetune_loss": flog.losses},
+        seconds=time.perf_counter() - t0,
+        cells_per_second=(plog.n_seen + flog.n_seen) / max(plog.seconds + flog.seconds, 1e-9),
+        predictions=df,
+        params=params,
+    )

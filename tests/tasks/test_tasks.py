@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import math
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import torch
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.tasks import (
+    AnnotationConfig,
+    TaskResult,
+    run_task,
+    simulate_methylation_age,
+    simulate_perturbation_data,
+)
+
+TINY = {"d_model": 16, "n_heads": 2, "n_layers": 1, "max_tokens": 16}
+
+
+def _cfg(**kw):
+    return {"pretrain_epochs": 1, "finetune_epochs": 2, "model": TINY, **kw}
+
+
+@pytest.fixture(scope="module")
+def cells() -> ad.AnnData:
+    """120 cells × 24 genes, 3 cell types with distinct marker genes, sparse log1p counts."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(["T", "B", "NK"], 40)
+    lam = np.full((120, 24), 0.5)
+    for i, lab in enumerate(["T", "B", "NK"]):
+        lam[labels == lab, i * 6 : (i + 1) * 6] = 6.0
+    x = np.log1p(rng.poisson(lam)).astype(np.float32)
+    obs = pd.DataFrame({"cell_type": labels}, index=[f"c{i}" for i in range(120)])
+    return ad.AnnData(X=sp.csr_matrix(x), obs=obs, var=pd.DataFrame(index=[f"g{i}" for i in range(24)]))
+
+
+def _angles(n: int, d: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-math.pi / 4, math.pi / 4, (n, d))
+
+
+def _finite(res: TaskResult) -> None:
+    assert res.metrics and all(math.isfinite(v) for v in res.metrics.values()), res.metrics
+    assert res.seconds > 0 and res.cells_per_second > 0
+
+
+def test_annotation_end_to_end(cells):
+    res = run_task("annotation", cells, pe="cape", angles=_angles(cells.n_vars), config=_cfg(finetune_epochs=6), seed=0)
+    _finite(res)
+    assert {"accuracy", "macro_f1", "reference_accuracy", "reference_macro_f1"} <= set(res.metrics)
+    assert res.params["n_test"] == 84 and res.params["n_train"] == 36  # 3:7 split
+    assert res.embeddings.shape == (120, 16)
+    assert res.confusion.to_numpy().sum() == 84
+    assert len(res.curves["finetune_loss"]) == 6
+    assert res.metrics["reference_accuracy"] > 0.9
+
+
+def test_annotation_learns_markers(cells):
+    cfg = _cfg(finetune_epochs=15, lr=3e-3, batch_size=16, reference=False)
+    res = run_task("annotation", cells, pe="trainable-absolute", config=cfg, seed=0)
+    assert res.metrics["accuracy"] > 0.55  # chance is 1/3
+    assert res.curves["finetune_loss"][-1] < 0.5 * res.curves["finetune_loss"][0]
+
+
+def test_annotation_is_seeded_and_leaves_global_rng_alone(cells):
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = run_task("annotation", cells, pe="learned-small-norm", config=_cfg(reference=False), seed=3)
+    after = torch.rand(1)
+    b = run_task("annotation", cells, pe="learned-small-norm", config=_cfg(reference=False), seed=3)
+    assert torch.equal(before, after)
+    assert a.metrics == b.metrics and a.curves == b.curves
+    c = run_task("annotation", cells, pe="learned-small-norm", config=_cfg(reference=False), seed=4)
+    assert c.curves != a.curves
+
+
+def test_annotation_logreg(cells):
+    res = run_task("annotation-logreg", cells, seed=0)
+    assert res.metrics["accuracy"] > 0.9 and res.task == "annotation-logreg"
+
+
+def test_clustering_end_to_end(cells):
+    res = run_task("clustering", cells, pe="static-absolute", config={"pretrain_epochs": 1, "model": TINY}, seed=0)
+    _finite(res)
+    assert {"ari", "nmi", "asw", "reference_ari"} <= set(res.metrics)
+    assert 0.0 <= res.metrics["asw"] <= 1.0
+    assert res.predictions["cluster"].nunique() == 3
+
+
+def test_perturbation_end_to_end():
+    adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
+    res = run_task("perturbation", adata, pe="cape", angles=_angles(16), config=_cfg(n_eval_ctrl=16), seed=0)
+    _finite(res)
+    assert {"mse_top20_single", "mse_top20_double", "reference_ctrl_mse_top20"} <= set(res.metrics)
+    test = set(res.params["test_conditions"])
+    assert test and not test & set(res.params["train_conditions"])  # unseen perturbations
+    assert set(res.predictions.index) == test
+
+
+def test_age_end_to_end_with_missing_values():
+    adata = simulate_methylation_age(n_samples=80, n_cpgs=12, seed=0)
+    assert np.isnan(adata.X).any()
+    for backbone in ("scgpt", "methylgpt"):
+        res = run_task("age", adata, pe="cape-input", angles=_angles(12), backbone=backbone, config=_cfg(), seed=0)
+        _finite(res)
+        assert res.predictions.shape == (24, 2)
+        assert res.metrics["medae"] >= 0 and "reference_medae" in res.metrics
+
+
+def test_bad_inputs_give_clear_errors(cells):
+    with pytest.raises(CapeDataError, match="rows"):
+        run_task("annotation", cells, pe="cape", angles=_angles(cells.n_vars - 1), config=_cfg())
+    with pytest.raises(CapeDataError, match="D/2"):
+        run_task("annotation", cells, pe="cape", angles=_angles(cells.n_vars, d=5), config=_cfg())
+    with pytest.raises(CapeDataError, match="required"):
+        run_task("clustering", cells, pe="cape-additive", config=_cfg())
+    with pytest.raises(CapeDataError, match="not in adata.obs"):
+        run_task("annotation", cells, pe="none", label_key="celltype_missing", config=_cfg())
+    nolab = cells.copy()
+    del nolab.obs["cell_type"]
+    with pytest.raises(CapeDataError, match="label_key"):
+        run_task("clustering", nolab, pe="none", config=_cfg())
+    holes = cells.copy()
+    holes.obs["cell_type"] = holes.obs["cell_type"].astype(object)
+    holes.obs.iloc[0, 0] = None
+    with pytest.raises(CapeDataError, match="missing labels"):
+        run_task("annotation", holes, pe="none", config=_cfg())
+    rare = cells.copy()
+    rare.obs["cell_type"] = rare.obs["cell_type"].astype(object)
+    rare.obs.iloc[0, 0] = "singleton"
+    with pytest.raises(CapeDataError, match="fewer than 2 cells"):
+        run_task("annotation", rare, pe="none", config=_cfg())
+    with pytest.raises(CapeConfigError, match="task"):
+        run_task("imputation", cells)
+    with pytest.raises(CapeConfigError, match="unknown field"):
+        run_task("annotation", cells, pe="none", config={"epochs": 3})
+    with pytest.raises(CapeConfigError, match="test_size"):
+        AnnotationConfig(test_size=1.5)
+    with pytest.raises(CapeConfigError, match="pe"):
+        run_task("annotation", cells, pe="rope", config=_cfg())
+    with pytest.raises(CapeDataError, match="condition"):
+        run_task("perturbation", cells, pe="none", config=_cfg())
+    with pytest.raises(CapeDataError, match="age"):
+        run_task("age", cells, pe="none", config=_cfg())
+    nan = cells.copy()
+    nan.X = nan.X.toarray()
+    nan.X[0, 0] = np.nan
+    with pytest.raises(CapeDataError, match="NaN"):
+        run_task("annotation", nan, pe="none", config=_cfg())
