@@ -1,0 +1,217 @@
+"""Rotary injection of CAPE angles into attention (paper 000, Eqs. 22–26).
+
+``R(φ)`` is block diagonal with 2×2 blocks ``r(φ_i) = [[cos φ_i, −sin φ_i], [sin φ_i, cos φ_i]]``
+(Eq. 26). **Pairing convention: interleaved** — angle ``i`` rotates the model dimensions
+``(2i, 2i+1)``:
+
+    y[2i]   = x[2i] cos φ_i − x[2i+1] sin φ_i
+    y[2i+1] = x[2i] sin φ_i + x[2i+1] cos φ_i
+
+Queries and keys are rotated (Eq. 24), values are not; then
+``⟨R(φ_m) q, R(φ_n) k⟩ = qᵀ R(φ_n − φ_m) k`` depends on the angles only through φ_n − φ_m
+(Eq. 25). With H heads of size Dh = D/H, head h uses the angle slice
+``angles[..., h·Dh/2 : (h+1)·Dh/2]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["apply_rotary", "RotaryMultiheadAttention"]
+
+
+def apply_rotary(x: torch.Tensor, angles: torch.Tensor | Any) -> torch.Tensor:
+    """Rotate each feature's vector by its CAPE angles, ``x_m ← R(φ_m) x_m`` (Eqs. 24, 26).
+
+    Parameters
+    ----------
+    x
+        ``(..., M, D)`` tensor (queries, keys or token embeddings), D even, any float dtype and
+        device.
+    angles
+        ``(M, D/2)`` angles in radians (tensor or array-like), or any shape ``(..., M, D/2)``
+        that broadcasts against ``x``'s leading axes (e.g. ``(B, M, D/2)`` when every sample has
+        its own feature set, or ``(H, M, Dh/2)`` per head). Angle i rotates the pair
+        (2i, 2i+1) (interleaved convention).
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape, dtype and device as ``x``. The rotation is computed in float32 (float64 if
+        ``x`` is float64) with autocast disabled, then cast back to ``x.dtype``.
+
+    Raises
+    ------
+    ValueError
+        If D is odd, ``angles`` has fewer than 2 axes, its last axis is not D/2, or its
+        feature axis does not match ``x.shape[-2]``.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> x = torch.tensor([[1.0, 0.0]])                 # M = 1, D = 2
+    >>> apply_rotary(x, torch.tensor([[math.pi / 2]])).round(decimals=6).abs()
+    tensor([[0., 1.]])
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"x: expected shape (..., M, D), got {tuple(x.shape)}")
+    m, dim = x.shape[-2], x.shape[-1]
+    if dim % 2:
+        raise ValueError(f"x: the last dimension D={dim} must be even (one angle per pair)")
+    ang = torch.as_tensor(angles, device=x.device)
+    if ang.ndim < 2:
+        raise ValueError(f"angles: expected shape (M, D/2), got {tuple(ang.shape)}")
+    if ang.shape[-1] != dim // 2:
+        raise ValueError(
+            f"angles: last dimension {ang.shape[-1]} must equal D/2 = {dim // 2} (x has D={dim})"
+        )
+    if ang.shape[-2] != m:
+        raise ValueError(
+            f"angles: {ang.shape[-2]} features, but x has M={m} along axis -2 "
+            "(align the encodings to the data's features first)"
+        )
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        xf = x.to(work)
+        af = ang.to(work)
+        cos, sin = torch.cos(af), torch.sin(af)  # (..., M, D/2)
+        x_even, x_odd = xf[..., 0::2], xf[..., 1::2]  # (..., M, D/2)
+        y_even = x_even * cos - x_odd * sin
+        y_odd = x_even * sin + x_odd * cos
+        y = torch.stack((y_even, y_odd), dim=-1).flatten(-2)  # re-interleave → (..., M, D)
+    return y.to(x.dtype)
+
+
+class RotaryMultiheadAttention(nn.Module):
+    """Multi-head self-attention with CAPE rotary encodings on queries and keys (Eqs. 24–25).
+
+    ``q, k, v = x W_q, x W_k, x W_v`` split into H heads ``(B, H, M, Dh)``; head h's q and k are
+    rotated with its slice of the D/2 angles (``angles[..., h·Dh/2:(h+1)·Dh/2]``), values are
+    left untouched, and ``torch.nn.functional.scaled_dot_product_attention`` computes
+    ``softmax(q kᵀ / sqrt(Dh)) v`` (fused kernels where available).
+
+    Parameters
+    ----------
+    embed_dim
+        Model width D; must be divisible by ``num_heads`` with an even head size Dh.
+    num_heads
+        Number of heads H.
+    dropout
+        Attention-probability dropout (training only).
+    bias
+        Bias in the q/k/v and output projections.
+
+    Raises
+    ------
+    ValueError
+        If ``embed_dim`` is not divisible by ``num_heads`` or the head size is odd.
+
+    Examples
+    --------
+    >>> import torch
+    >>> attn = RotaryMultiheadAttention(8, 2)
+    >>> attn(torch.randn(3, 5, 8), torch.zeros(5, 4)).shape
+    torch.Size([3, 5, 8])
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(
+                f"embed_dim={embed_dim} must be a positive multiple of num_heads={num_heads}"
+            )
+        head_dim = embed_dim // num_heads
+        if head_dim % 2:
+            raise ValueError(
+                f"head size embed_dim/num_heads = {head_dim} must be even for rotary pairs"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a value in [0, 1), got {dropout}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dropout = float(dropout)
+        self.in_proj = nn.Linear(embed_dim, 3 * embed_dim, bias=bias)  # W_q | W_k | W_v
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def _head_angles(self, angles: torch.Tensor | Any, ref: torch.Tensor) -> torch.Tensor:
+        """``(..., M, D/2) → (..., H, M, Dh/2)``: split the angle vector into per-head slices."""
+        ang = torch.as_tensor(angles, device=ref.device)
+        if ang.ndim < 2 or ang.shape[-1] != self.embed_dim // 2:
+            raise ValueError(
+                f"angles: expected shape (M, D/2) = (M, {self.embed_dim // 2}), got {tuple(ang.shape)}"
+            )
+        lead, m = ang.shape[:-2], ang.shape[-2]
+        ang = ang.reshape(*lead, m, self.num_heads, self.head_dim // 2)
+        return ang.movedim(-2, -3)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        angles: torch.Tensor | Any | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attend over the M feature tokens.
+
+        Parameters
+        ----------
+        x
+            ``(B, M, D)`` token states.
+        angles
+            ``(M, D/2)`` or ``(B, M, D/2)`` CAPE angles in radians; ``None`` gives plain
+            attention (no positional information).
+        key_padding_mask
+            ``(B, M)`` bool, True marks padding keys to ignore (``nn.MultiheadAttention``
+            convention). A row with every key masked yields NaN.
+        need_weights
+            Also return the attention probabilities.
+
+        Returns
+        -------
+        torch.Tensor or tuple
+            ``(B, M, D)``; with ``need_weights=True``, ``(out, weights)`` where ``weights`` is
+            ``(B, H, M, M)`` (after dropout when training).
+
+        Raises
+        ------
+        ValueError
+            On shape mismatches.
+        """
+        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x: expected shape (B, M, {self.embed_dim}), got {tuple(x.shape)}")
+        bsz, m, _ = x.shape
+        q, k, v = self.in_proj(x).split(self.embed_dim, dim=-1)
+        # (B, M, D) → (B, H, M, Dh)
+        q, k, v = (t.view(bsz, m, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        if angles is not None:
+            ang = self._head_angles(angles, x)  # (H, M, Dh/2) or (B, H, M, Dh/2)
+            if ang.shape[-2] != m:
+                raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
+            q = apply_rotary(q, ang)
+            k = apply_rotary(k, ang)
+        mask = None
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (bsz, m):
+                raise ValueError(
+                    f"key_padding_mask: expected shape ({bsz}, {m}), got {tuple(key_padding_mask.shape)}"
+                )
+            mask = ~key_padding_mask.to(torch.bool).view(bsz, 1, 1, m)  # True = attend
+        p_drop = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, M, M)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf)
+            weights = F.dropout(torch.softmax(scores, dim=-1), p=p_drop, training=self.training)
+            out = weights @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
+        out = self.out_proj(out.transpose(1, 2).reshape(bsz, m, self.embed_dim))  # (B, M, D)
+        return (out, weights) if need_weights else out

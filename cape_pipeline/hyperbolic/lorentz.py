@@ -1,0 +1,217 @@
+"""Pure tensor functions on the Lorentz (hyperboloid) model H^d of curvature −1.
+
+Paper 000, Sec. 3.4 and App. A.2. A point is ``p = (p⁰, p̃) ∈ R^{d+1}`` with ⟨p, p⟩_l = −1 and
+p⁰ > 0 (Eq. 11); the origin is ``p_o = (1, 0, …, 0)``. Every function here is stateless, works on
+the last axis, broadcasts over leading axes and keeps the input dtype (use float64: geoopt
+recommends double precision for this manifold). The optimizer-facing manifold object is
+``geoopt.Lorentz``; these helpers are the closed forms the loss and the export use.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: Lower clamp for −⟨p, q⟩_l before arcosh: keeps d arcosh/dx = 1/sqrt(x² − 1) finite when two
+#: points coincide (the gradient through a clamped entry is zero).
+ACOSH_EPS = 1e-12
+
+
+def minkowski_inner(u: torch.Tensor, v: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
+    r"""Minkowski (Lorentzian) inner product ⟨u, v⟩_l = −u⁰v⁰ + ũᵀṽ (paper 000, Eq. 12).
+
+    Parameters
+    ----------
+    u, v
+        ``(..., d+1)`` tensors (broadcastable).
+    keepdim
+        Keep the reduced last axis (size 1).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(...)`` (or ``(..., 1)``) inner products, same dtype as the inputs.
+    """
+    prod = u * v
+    out = prod[..., 1:].sum(dim=-1) - prod[..., 0]
+    return out.unsqueeze(-1) if keepdim else out
+
+
+def pairwise_minkowski_inner(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """All-pairs Minkowski inner products ⟨x_i, y_j⟩_l as one matrix product (Eq. 12).
+
+    Parameters
+    ----------
+    x
+        ``(B, d+1)`` points.
+    y
+        ``(N, d+1)`` points.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, N)`` matrix; never materializes a ``(B, N, d+1)`` tensor.
+    """
+    y_flip = torch.cat([-y[..., :1], y[..., 1:]], dim=-1)  # g_l y
+    return x @ y_flip.transpose(-1, -2)
+
+
+def arcosh(x: torch.Tensor, *, eps: float = ACOSH_EPS) -> torch.Tensor:
+    """Numerically safe arcosh for arguments that should be ≥ 1.
+
+    ``x`` is clamped to ``[1 + eps, ∞)`` so that round-off (x slightly below 1) gives 0-ish
+    distances rather than NaN and the derivative stays finite.
+
+    Parameters
+    ----------
+    x
+        Any-shape tensor.
+    eps
+        Clamp margin above 1.
+
+    Returns
+    -------
+    torch.Tensor
+        ``log(x + sqrt(x² − 1))`` elementwise, same shape and dtype.
+    """
+    x = torch.clamp_min(x, 1.0 + eps)
+    return torch.log(x + torch.sqrt((x - 1.0) * (x + 1.0)))
+
+
+def dist(x: torch.Tensor, y: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
+    """Geodesic distance d_l(x, y) = arcosh(−⟨x, y⟩_l) (paper 000, Sec. 3.4).
+
+    Parameters
+    ----------
+    x, y
+        ``(..., d+1)`` points on H^d (broadcastable).
+    keepdim
+        Keep the reduced last axis.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(...)`` non-negative distances (curvature −1, so unitless "hyperbolic units").
+    """
+    return arcosh(-minkowski_inner(x, y, keepdim=keepdim))
+
+
+def pairwise_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """All-pairs geodesic distances, ``(B, d+1) × (N, d+1) → (B, N)``.
+
+    Uses :func:`pairwise_minkowski_inner`, so memory is O(B·N), not O(B·N·d).
+    """
+    return arcosh(-pairwise_minkowski_inner(x, y))
+
+
+def dist0(x: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
+    """Distance to the origin p_o = (1, 0, …, 0): d_l(x, p_o) = arcosh(x⁰) (Eqs. 14, 17).
+
+    Parameters
+    ----------
+    x
+        ``(..., d+1)`` points on H^d.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(...)`` distances.
+    """
+    out = arcosh(x[..., 0])
+    return out.unsqueeze(-1) if keepdim else out
+
+
+def project(x: torch.Tensor) -> torch.Tensor:
+    """Project onto H^d by recomputing the time coordinate: x⁰ = sqrt(1 + ‖x̃‖²).
+
+    Parameters
+    ----------
+    x
+        ``(..., d+1)``; only ``x[..., 1:]`` is used.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., d+1)`` points with ⟨x, x⟩_l = −1 up to round-off.
+    """
+    space = x[..., 1:]
+    time = torch.sqrt(1.0 + (space * space).sum(dim=-1, keepdim=True))
+    return torch.cat([time, space], dim=-1)
+
+
+def expmap0(u: torch.Tensor) -> torch.Tensor:
+    """Exponential map at the origin for a tangent vector given by its spatial part.
+
+    ``exp_{p_o}((0, ũ)) = (cosh‖ũ‖, sinh‖ũ‖ · ũ/‖ũ‖)`` (paper 000, Prop. A.3 at p_o).
+
+    Parameters
+    ----------
+    u
+        ``(..., d)`` spatial part of a tangent vector at the origin (the time part is 0).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., d+1)`` points on H^d; ``u = 0`` maps to the origin.
+    """
+    r = torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+    safe = torch.clamp_min(r, 1e-300 if u.dtype == torch.float64 else 1e-30)
+    scale = torch.where(r > 0, torch.sinh(r) / safe, torch.ones_like(r))
+    return torch.cat([torch.cosh(r), scale * u], dim=-1)
+
+
+def logmap0(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`expmap0`: the spatial tangent vector at p_o pointing to ``x``.
+
+    Parameters
+    ----------
+    x
+        ``(..., d+1)`` points on H^d.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., d)`` vectors ``u`` with ``‖u‖ = d_l(x, p_o)``.
+    """
+    space = x[..., 1:]
+    n = torch.linalg.vector_norm(space, dim=-1, keepdim=True)
+    d = dist0(x, keepdim=True)
+    safe = torch.clamp_min(n, 1e-300 if x.dtype == torch.float64 else 1e-30)
+    return torch.where(n > 0, d / safe, torch.ones_like(n)) * space
+
+
+def to_poincare(x: torch.Tensor) -> torch.Tensor:
+    """Hyperboloid → Poincaré ball, e = p̃ / (p⁰ + 1) (paper 000, Eq. A.22).
+
+    Parameters
+    ----------
+    x
+        ``(..., d+1)`` points on H^d.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., d)`` points with ‖e‖ < 1 (‖e‖ = tanh(d_l(x, p_o)/2)).
+    """
+    return x[..., 1:] / (x[..., :1] + 1.0)
+
+
+def from_poincare(e: torch.Tensor) -> torch.Tensor:
+    """Poincaré ball → hyperboloid, p = (1 + ‖e‖², 2e) / (1 − ‖e‖²) (paper 000, Eq. A.23).
+
+    Parameters
+    ----------
+    e
+        ``(..., d)`` points with ‖e‖ < 1.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., d+1)`` points on H^d.
+    """
+    sq = (e * e).sum(dim=-1, keepdim=True)
+    return torch.cat([1.0 + sq, 2.0 * e], dim=-1) / (1.0 - sq)
+
+
+def constraint_residual(x: torch.Tensor) -> torch.Tensor:
+    """``⟨x, x⟩_l + 1`` per point: zero on H^d (Eq. 11). ``(..., d+1) → (...)``."""
+    return minkowski_inner(x, x) + 1.0

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.hyperbolic import causal_pagerank, embed, k_hop_positives, lorentz
+
+
+def _tree() -> CausalGraph:
+    edges = [("r", f"c{i}") for i in range(3)]
+    edges += [(f"c{i}", f"l{i}{j}") for i in range(3) for j in range(3)]
+    return CausalGraph.from_edges(edges)
+
+
+def _random_dag(m: int = 30, p: float = 0.1, seed: int = 0) -> CausalGraph:
+    rng = np.random.default_rng(seed)
+    a = np.triu(rng.random((m, m)) < p, k=1) * rng.uniform(0.5, 2.0, (m, m))
+    a *= rng.choice([-1.0, 1.0], (m, m))
+    return CausalGraph.from_adjacency(a, [f"g{i}" for i in range(m)])
+
+
+def _dense_strongest_paths(a: np.ndarray, k: int) -> np.ndarray:
+    """Reference: max over paths of length ≤ k of the product of |A|, by brute force."""
+    a = np.abs(a)
+    best = a.copy()
+    power = a.copy()
+    for _ in range(k - 1):
+        power = (power[:, :, None] * a[None, :, :]).max(axis=1)
+        best = np.maximum(best, power)
+    out = np.maximum(best, best.T)
+    np.fill_diagonal(out, 0)
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_k_hop_positives_match_brute_force(k):
+    g = _random_dag(25, 0.15, seed=k)
+    w = k_hop_positives(g.adjacency, k)
+    assert sp.issparse(w)
+    np.testing.assert_allclose(
+        w.toarray(), _dense_strongest_paths(g.adjacency.toarray(), k), atol=1e-12
+    )
+
+
+def test_k_hop_direct_edge_weight_and_two_hop():
+    a = np.zeros((3, 3))
+    a[0, 1], a[1, 2], a[0, 2] = 2.0, 3.0, -0.5  # direct 0→2 weaker than the path 0→1→2
+    w = k_hop_positives(a, 2).toarray()
+    assert w[0, 1] == 2.0 and w[1, 0] == 2.0
+    assert w[0, 2] == 6.0  # strongest path: 2 * 3
+    assert k_hop_positives(a, 1).toarray()[0, 2] == 0.5
+
+
+def test_pagerank_roots_collect_mass():
+    g = _tree()
+    pr = dict(zip(g.feature_names, causal_pagerank(g), strict=True))
+    assert pytest.approx(sum(pr.values())) == 1.0
+    assert pr["r"] > pr["c0"] > pr["l00"]
+
+
+def test_embedding_on_manifold_and_shapes():
+    g = _random_dag(30)
+    emb = embed(g, dim=4, epochs=20, seed=1)
+    assert emb.hyperboloid.shape == (30, 5) and emb.hyperboloid.dtype == np.float64
+    assert emb.poincare.shape == (30, 4)
+    assert emb.pagerank.shape == (30,)
+    assert len(emb.loss_history) == 20
+    assert list(emb.feature_names) == list(g.feature_names)
+    p = torch.from_numpy(emb.hyperboloid)
+    assert torch.max(torch.abs(lorentz.constraint_residual(p))) < 1e-9
+    assert np.all(np.linalg.norm(emb.poincare, axis=1) < 1)
+    np.testing.assert_allclose(emb.poincare, emb.hyperboloid[:, 1:] / (emb.hyperboloid[:, :1] + 1))
+    assert emb.params["dim"] == 4 and emb.params["geometry"] == "hyperbolic"
+
+
+def test_roots_nearer_origin_than_leaves():
+    g = _tree()
+    emb = embed(g, dim=2, epochs=200, lr=1e-2, seed=0)
+    norm = dict(zip(emb.feature_names, np.linalg.norm(emb.poincare, axis=1), strict=True))
+    leaves = [v for k, v in norm.items() if k.startswith("l")]
+    assert norm["r"] < min(leaves)
+    assert emb.loss_history[-1] < emb.loss_history[0]
+
+
+def test_reproducible_and_seed_dependent():
+    g = _random_dag(20)
+    a = embed(g, dim=3, epochs=10, seed=5)
+    b = embed(g, dim=3, epochs=10, seed=5)
+    c = embed(g, dim=3, epochs=10, seed=6)
+    np.testing.assert_array_equal(a.hyperboloid, b.hyperboloid)
+    assert not np.allclose(a.hyperboloid, c.hyperboloid)
+
+
+def test_does_not_touch_global_rng():
+    torch.manual_seed(123)
+    ref = torch.rand(3)
+    torch.manual_seed(123)
+    embed(_random_dag(10), dim=2, epochs=3, negatives=4)
+    assert torch.equal(torch.rand(3), ref)
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(optimizer="radam"), dict(negatives=5), dict(geometry="euclidean")]
+)
+def test_variants_run_and_stay_valid(kw):
+    g = _random_dag(25)
+    emb = embed(g, dim=3, epochs=30, lr=1e-2, **kw)
+    assert np.isfinite(emb.loss_history).all()
+    assert np.all(np.linalg.norm(emb.poincare, axis=1) < 1)
+    p = torch.from_numpy(emb.hyperboloid)
+    assert torch.max(torch.abs(lorentz.constraint_residual(p) / p[:, 0] ** 2)) < 1e-9
+    if kw.get("geometry") == "euclidean":
+        assert emb.euclidean.shape == (25, 3)
+        # expmap0 keeps direction and maps the Euclidean norm to the hyperbolic radius
+        np.testing.assert_allclose(
+            lorentz.dist0(p).numpy(), np.linalg.norm(emb.euclidean, axis=1), rtol=1e-8, atol=1e-8
+        )
+        assert emb.params["optimizer"] == "adam"
+
+
+def test_graph_without_edges():
+    g = CausalGraph.from_adjacency(sp.csr_array((4, 4)), ["a", "b", "c", "d"])
+    emb = embed(g, dim=2, epochs=3)
+    assert np.isfinite(emb.hyperboloid).all()
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(dim=0),
+        dict(k_hop=0),
+        dict(epochs=0),
+        dict(lr=-1.0),
+        dict(optimizer="sgd"),
+        dict(geometry="sphere"),
+        dict(negatives=0),
+        dict(restart=1.0),
+        dict(lambda_g=-1.0),
+    ],
+)
+def test_bad_config(kw):
+    with pytest.raises(CapeConfigError):
+        embed(_tree(), **kw)
+
+
+def test_rejects_non_graph():
+    with pytest.raises(TypeError):
+        embed(np.eye(3))
