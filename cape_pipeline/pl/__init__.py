@@ -1,0 +1,7 @@
+"""Plots: the causal DAG, the Poincaré embedding and training curves (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from cape_pipeline.pl.figures import plot_dag, plot_loss, plot_poincare
+
+__all__ = ["plot_dag", "plot_loss", "plot_poincare"]

@@ -1,0 +1,273 @@
+"""Figures for Steps I–III: the causal DAG, the Poincaré embedding and the training loss.
+
+Every function draws on an Agg-backed :class:`matplotlib.figure.Figure` (no pyplot global
+state), returns it, and writes a PNG when ``save`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle
+
+from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.pl._utils import as_embedding_arrays, maybe_save, new_axes
+
+__all__ = ["plot_dag", "plot_poincare", "plot_loss"]
+
+
+def _subgraph_for_display(graph: CausalGraph, max_edges: int) -> tuple[Any, str]:
+    """Return a networkx DiGraph of the ``max_edges`` strongest edges (largest
+    weakly connected component if that splits the graph) and a caption."""
+    import networkx as nx
+
+    df = graph.to_frame()
+    caption = f"{graph.n_features} features, {len(df)} edges"
+    g = nx.DiGraph()
+    if len(df) > max_edges:
+        df = df.reindex(df["weight"].abs().sort_values(ascending=False).index[:max_edges])
+        caption += f"; top {max_edges} by |weight|"
+        g.add_weighted_edges_from(zip(df["source"], df["target"], df["weight"], strict=True))
+        comps = list(nx.weakly_connected_components(g))
+        if len(comps) > 1:
+            largest = max(comps, key=len)
+            g = g.subgraph(largest).copy()
+            caption += f", largest component ({g.number_of_nodes()} nodes)"
+    else:
+        g.add_nodes_from(graph.feature_names.astype(str))
+        g.add_weighted_edges_from(zip(df["source"], df["target"], df["weight"], strict=True))
+    return g, caption
+
+
+def _layout(g: Any, layout: str, seed: int) -> dict[Any, np.ndarray]:
+    import networkx as nx
+
+    if layout == "layered" and nx.is_directed_acyclic_graph(g) and g.number_of_nodes():
+        for layer, nodes in enumerate(nx.topological_generations(g)):
+            for n in nodes:
+                g.nodes[n]["layer"] = layer
+        pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
+        return {n: np.array([x, -y]) for n, (x, y) in pos.items()}
+    if layout not in ("layered", "spring"):
+        raise ValueError(f"layout: expected 'layered' or 'spring', got {layout!r}")
+    return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes())))
+
+
+def plot_dag(
+    graph: CausalGraph,
+    *,
+    max_edges: int = 150,
+    layout: str = "layered",
+    pagerank: np.ndarray | None = None,
+    labels: bool | None = None,
+    seed: int = 0,
+    ax: Axes | None = None,
+    save: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """Draw the causal DAG (Step I output) with networkx.
+
+    Parameters
+    ----------
+    graph
+        The DAG; ``adjacency[m, n] ≠ 0`` ⇔ m → n.
+    max_edges
+        Larger graphs show only their ``max_edges`` strongest edges (by |weight|) and, if that
+        splits the graph, the largest weakly connected component.
+    layout
+        ``"layered"`` (topological generations, roots on top; falls back to spring for
+        graphs with cycles) or ``"spring"``.
+    pagerank
+        ``(M,)`` values to color nodes by (e.g. ``encodings.pagerank``); default: uniform color.
+    labels
+        Draw node names; default only when at most 40 nodes are shown.
+    seed
+        Seed of the spring layout.
+    ax
+        Axes to draw on; default: a new figure.
+    save
+        Write a PNG here.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        If ``graph`` is not a CausalGraph.
+    ValueError
+        For an unknown ``layout``.
+    """
+    import networkx as nx
+
+    if not isinstance(graph, CausalGraph):
+        raise TypeError(f"graph: expected a CausalGraph, got {type(graph).__name__}")
+    fig, ax = new_axes(ax, (7, 6))
+    g, caption = _subgraph_for_display(graph, max_edges)
+    pos = _layout(g, layout, seed)
+    nodes = list(g.nodes)
+    if pagerank is not None:
+        lookup = dict(zip(graph.feature_names.astype(str), np.asarray(pagerank), strict=True))
+        color: Any = [lookup[n] for n in nodes]
+    else:
+        color = "tab:blue"
+    weights = np.array([abs(d["weight"]) for _, _, d in g.edges(data=True)])
+    widths = 0.5 + 2.5 * weights / weights.max() if weights.size else []
+    edge_color = ["tab:red" if d["weight"] < 0 else "0.35" for _, _, d in g.edges(data=True)]
+    size = 300 if len(nodes) <= 40 else max(20, 6000 // max(1, len(nodes)))
+    drawn = nx.draw_networkx_nodes(
+        g, pos, nodelist=nodes, node_color=color, node_size=size, cmap="viridis", ax=ax
+    )
+    nx.draw_networkx_edges(
+        g, pos, width=widths, edge_color=edge_color, arrowsize=10, node_size=size, ax=ax, alpha=0.8
+    )
+    if labels if labels is not None else len(nodes) <= 40:
+        nx.draw_networkx_labels(g, pos, font_size=8, ax=ax)
+    if pagerank is not None and drawn is not None:
+        fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
+    ax.set_title(f"Causal DAG ({caption}); red = negative weight", fontsize=9)
+    ax.set_axis_off()
+    maybe_save(fig, save)
+    return fig
+
+
+def _project_2d(e: np.ndarray) -> tuple[np.ndarray, str]:
+    """First two coordinates when d ≤ 2, else an *uncentered* 2-D PCA (top right singular
+    vectors), which keeps the origin at the center and points inside the unit disk."""
+    if e.shape[1] == 1:
+        return np.column_stack([e[:, 0], np.zeros(len(e))]), "e₀"
+    if e.shape[1] == 2:
+        return e, "Poincaré coordinates"
+    _, _, vt = np.linalg.svd(e, full_matrices=False)
+    return e @ vt[:2].T, f"2-D PCA of the {e.shape[1]}-D ball (uncentered)"
+
+
+def plot_poincare(
+    obj: Any,
+    *,
+    annotate: int | Sequence[str] = 10,
+    edges: bool = True,
+    max_edges: int = 300,
+    ax: Axes | None = None,
+    save: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """Poincaré-ball view of the embedding, colored by causal PageRank (Eq. A.22, Eq. 18).
+
+    Roots (high PageRank) should sit near the center and leaves near the unit circle.
+
+    Parameters
+    ----------
+    obj
+        :class:`~cape_pipeline.encodings.CapeEncodings` or
+        :class:`~cape_pipeline.hyperbolic.HyperbolicEmbedding` (``poincare`` (M, d), ``pagerank``).
+    annotate
+        Label the ``annotate`` features with the largest PageRank, or the named features.
+    edges
+        Draw the DAG's edges (the strongest ``max_edges``) as faint lines when a graph is attached.
+    max_edges
+        Maximum number of edges drawn.
+    ax
+        Axes to draw on; default: a new figure.
+    save
+        Write a PNG here.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` has no ``poincare``/``pagerank``.
+    """
+    e, pr, names, graph = as_embedding_arrays(obj)
+    e = np.asarray(e, dtype=np.float64)
+    pr = np.asarray(pr, dtype=np.float64)
+    names = np.asarray(names).astype(str)
+    xy, how = _project_2d(e)
+    fig, ax = new_axes(ax, (6.5, 6))
+    ax.add_patch(Circle((0, 0), 1.0, fill=False, color="0.3", lw=1))
+    if edges and graph is not None and graph.n_edges:
+        df = graph.to_frame()
+        df = df.reindex(df["weight"].abs().sort_values(ascending=False).index[:max_edges])
+        index = {n: i for i, n in enumerate(names)}
+        for s, t in zip(df["source"], df["target"], strict=True):
+            i, j = index[s], index[t]
+            ax.plot([xy[i, 0], xy[j, 0]], [xy[i, 1], xy[j, 1]], color="0.7", lw=0.5, zorder=1)
+    positive = pr[pr > 0]
+    norm = (
+        LogNorm(vmin=positive.min(), vmax=positive.max())
+        if positive.size and positive.min() < positive.max()
+        else None
+    )
+    sc = ax.scatter(
+        xy[:, 0], xy[:, 1], c=pr, cmap="viridis", norm=norm, s=18 if len(e) > 200 else 40, zorder=2
+    )
+    fig.colorbar(sc, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
+    label_idx = (
+        np.argsort(-pr)[: int(annotate)]
+        if isinstance(annotate, int)
+        else np.flatnonzero(np.isin(names, list(annotate)))
+    )
+    for i in label_idx:
+        ax.annotate(names[i], xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlim(-1.05, 1.05)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_aspect("equal")
+    ax.set_title(f"Poincaré ball, M = {len(e)}, d = {e.shape[1]} ({how})", fontsize=9)
+    maybe_save(fig, save)
+    return fig
+
+
+def plot_loss(
+    history: Sequence[float] | Any,
+    *,
+    logy: bool = False,
+    label: str | None = None,
+    ax: Axes | None = None,
+    save: str | os.PathLike[str] | None = None,
+) -> Figure:
+    """Training curve: mean loss per epoch (Eq. 15 for the embedding).
+
+    Parameters
+    ----------
+    history
+        Sequence of floats, or an object with ``loss_history`` (HyperbolicEmbedding).
+    logy
+        Logarithmic y axis.
+    label
+        Legend label.
+    ax
+        Axes to draw on (to overlay several curves); default: a new figure.
+    save
+        Write a PNG here.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If the history is empty.
+    """
+    values = np.asarray(getattr(history, "loss_history", history), dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError("history: expected a non-empty sequence of loss values")
+    fig, ax = new_axes(ax, (6, 4))
+    ax.plot(np.arange(1, values.size + 1), values, label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    if logy:
+        ax.set_yscale("log")
+    if label:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    maybe_save(fig, save)
+    return fig
