@@ -7,11 +7,12 @@ state), returns it, and writes a PNG when ``save`` is given.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
@@ -226,23 +227,26 @@ def plot_poincare(
 
 
 def plot_loss(
-    history: Sequence[float] | Any,
+    history: Sequence[float] | Mapping[str, Sequence[float]] | Any,
     *,
     logy: bool = False,
     label: str | None = None,
     ax: Axes | None = None,
     save: str | os.PathLike[str] | None = None,
 ) -> Figure:
-    """Training curve: mean loss per epoch (Eq. 15 for the embedding).
+    """Training curves: loss per epoch (Eq. 15 for the embedding, Eq. 10 terms for Step I).
 
     Parameters
     ----------
     history
-        Sequence of floats, or an object with ``loss_history`` (HyperbolicEmbedding).
+        A sequence of floats, an object with ``loss_history`` (HyperbolicEmbedding), or a
+        mapping ``{label: sequence}`` of several curves. A mapping is drawn one panel per curve
+        (their scales differ, e.g. −ELBO and h(A)), or overlaid when ``ax`` is given; empty
+        curves are skipped.
     logy
         Logarithmic y axis.
     label
-        Legend label.
+        Legend label (single curve).
     ax
         Axes to draw on (to overlay several curves); default: a new figure.
     save
@@ -255,19 +259,35 @@ def plot_loss(
     Raises
     ------
     ValueError
-        If the history is empty.
+        If there is no loss value to draw.
     """
-    values = np.asarray(getattr(history, "loss_history", history), dtype=np.float64)
-    if values.ndim != 1 or values.size == 0:
+    if isinstance(history, Mapping):
+        curves = {
+            str(k): np.asarray(v, dtype=np.float64).ravel() for k, v in history.items() if len(v)
+        }
+    else:
+        curves = {
+            label or "": np.asarray(getattr(history, "loss_history", history), dtype=np.float64)
+        }
+    if not curves or any(v.ndim != 1 or v.size == 0 for v in curves.values()):
         raise ValueError("history: expected a non-empty sequence of loss values")
-    fig, ax = new_axes(ax, (6, 4))
-    ax.plot(np.arange(1, values.size + 1), values, label=label)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss")
-    if logy:
-        ax.set_yscale("log")
-    if label:
-        ax.legend()
-    ax.grid(alpha=0.3)
+    if ax is not None or len(curves) == 1:
+        fig, ax = new_axes(ax, (6, 4))
+        axes = [ax] * len(curves)
+    else:
+        fig = Figure(figsize=(4.2 * len(curves), 3.6), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = list(fig.subplots(1, len(curves), squeeze=False)[0])
+    for (name, values), a in zip(curves.items(), axes, strict=True):
+        a.plot(np.arange(1, values.size + 1), values, label=name or None)
+        a.set_xlabel("epoch" if len(curves) == 1 or "embed" in name else "step")
+        a.set_ylabel("loss")
+        if logy:
+            a.set_yscale("log")
+        if len(curves) > 1 and len(set(map(id, axes))) > 1:
+            a.set_title(name, fontsize=9)
+        elif name:
+            a.legend()
+        a.grid(alpha=0.3)
     maybe_save(fig, save)
     return fig

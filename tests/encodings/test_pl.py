@@ -43,5 +43,11 @@ def test_plot_poincare_embedding_and_encodings(emb, tmp_path):
 def test_plot_loss(emb, tmp_path):
     assert isinstance(plot_loss(emb, save=tmp_path / "l.png", logy=True), Figure)
     assert isinstance(plot_loss([3.0, 2.0, 1.0], label="x"), Figure)
+    fig = plot_loss(
+        {"embed (Step II)": [3.0, 2.0], "discover h(A) (Step I)": [1.0, 0.1], "empty": []}
+    )
+    assert len(fig.axes) == 2
     with pytest.raises(ValueError):
         plot_loss([])
+    with pytest.raises(ValueError):
+        plot_loss({"a": []})
