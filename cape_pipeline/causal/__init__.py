@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cape_pipeline.causal.api import discover
 from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.causal.metrics import dag_metrics
 
-__all__ = ["CausalGraph"]
+__all__ = ["CausalGraph", "dag_metrics", "discover"]

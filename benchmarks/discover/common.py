@@ -1,0 +1,74 @@
+"""Shared helpers for the Step I benchmarks: datasets, machine description, caching."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / "cache"
+SYNTH_SIZES = (10, 20, 50)
+SEED = 0
+
+
+def load(name: str):
+    """Return (X (N, M) float64, feature_names, true_dag (M, M) int) for a benchmark dataset.
+
+    ``synth{M}``: cape_pipeline.datasets.synthetic_mlp(n_nodes=M, n_edges=2M, n_obs=2000, seed=0).
+    ``sachs``: cape_pipeline.datasets.sachs() with log1p applied (SPEC Step I).
+    """
+    from cape_pipeline import datasets
+
+    if name == "sachs":
+        ad = datasets.sachs()
+        x = np.log1p(np.asarray(ad.X, dtype=np.float64))
+    else:
+        m = int(name.removeprefix("synth"))
+        ad = datasets.synthetic_mlp(n_nodes=m, n_edges=2 * m, n_obs=2000, seed=SEED)
+        x = np.asarray(ad.X, dtype=np.float64)
+    true = (ad.varp["true_dag"].toarray() != 0).astype(int)
+    return x, np.asarray(ad.var_names), true
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"CPU {cpu}; {os.cpu_count()} cores; torch {torch.__version__} "
+        f"(threads {torch.get_num_threads()}); python {platform.python_version()}; "
+        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
+
+
+def command() -> str:
+    return "python " + " ".join(shlex.quote(a) for a in sys.argv)
+
+
+def cache_path(dataset: str, method: str) -> Path:
+    return CACHE / f"{dataset}__{method}.json"
+
+
+def read_cache(dataset: str, method: str) -> dict | None:
+    p = cache_path(dataset, method)
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def write_cache(dataset: str, method: str, rec: dict) -> None:
+    CACHE.mkdir(exist_ok=True)
+    tmp = cache_path(dataset, method).with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1, default=float))
+    tmp.replace(cache_path(dataset, method))

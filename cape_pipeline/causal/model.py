@@ -1,0 +1,231 @@
+"""Low-rank NOTEARS-VAE of CAPE Step I (paper 000, Eqs. 5–8): a torch module on tensors only.
+
+The generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) with ``A = U Vᵀ`` (Supp. G.4, rank r) gives
+
+* A has a zero diagonal: ``A = U Vᵀ − diag(d)``, ``d_m = Σ_k U_mk V_mk`` (a self-loop would
+  rescale f(X) and let the KL term shrink without explaining anything);
+* encoder (Eq. 6): ``μ = f(X) (I − A) = f(X) − (f(X) U) Vᵀ + f(X) ∘ d``, the mean of
+  ``q(Z | X)``;
+* decoder (Eq. 7): ``X̂ = f⁻¹(Z (I − A)⁻¹)`` with Woodbury: for ``d = 0``
+  ``(I − U Vᵀ)⁻¹ = I + U (I_r − Vᵀ U)⁻¹ Vᵀ``; in general ``I − A = D − U Vᵀ`` with
+  ``D = I + diag(d)`` and ``(D − U Vᵀ)⁻¹ = D⁻¹ + D⁻¹ U (I_r − Vᵀ D⁻¹ U)⁻¹ Vᵀ D⁻¹``.
+
+Both cost O(B·M·r) for a batch of B rows; no ``M × M`` matrix is ever formed. ``f`` and ``f⁻¹``
+are 1–64–1 MLPs applied to every entry (Supp. F.4), written in residual form
+``f(x) = x + MLP(x)`` with the MLP's output layer initialised at zero, so training starts from
+the linear SEM (NOTEARS) and bends it as far as the data asks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
+
+
+class EntrywiseMLP(nn.Module):
+    """A scalar ``1 → hidden → 1`` ReLU MLP applied to every entry, in residual form.
+
+    ``g(x) = x + Σ_h w₂ₕ relu(w₁ₕ x + b₁ₕ) + b₂`` entrywise (paper 000, Supp. F.4: 1–64–1
+    MLPs), one set of weights for all features. A 1–H–1 ReLU network is a continuous piecewise
+    linear function with at most H breakpoints ``tₕ = −b₁ₕ / w₁ₕ``, so it is evaluated *exactly*
+    as ``slope[k] x + intercept[k]`` with ``k`` the bucket of x among the sorted breakpoints
+    (``torch.bucketize``) and the ``H + 1`` slopes/intercepts computed from the weights with
+    gradient. Cost O(B·M·log H + H²) instead of O(B·M·H) — measured ~50× faster on CPU than the
+    ``(B, M, H)`` activation tensor — with identical values and (almost-everywhere) gradients.
+
+    Parameters
+    ----------
+    hidden
+        Hidden width H (64 in the paper).
+    generator
+        ``torch.Generator`` for the initialisation (keeps global RNG state untouched).
+    """
+
+    def __init__(self, hidden: int = 64, *, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(hidden, generator=generator))
+        self.b1 = nn.Parameter(torch.randn(hidden, generator=generator))
+        self.w2 = nn.Parameter(torch.zeros(hidden))
+        self.b2 = nn.Parameter(torch.zeros(()))
+
+    def pieces(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sorted breakpoints ``(H,)`` and per-bucket slopes, intercepts ``(H + 1,)``."""
+        w1, b1 = self.w1, self.b1
+        with torch.no_grad():
+            big = torch.finfo(w1.dtype).max / 8
+            safe = w1.abs() > 1e-12
+            t = torch.where(safe, -b1 / torch.where(safe, w1, torch.ones_like(w1)), big)
+            t = t.clamp(-big, big)
+            tb, _ = torch.sort(t)
+            # one representative point inside each of the H + 1 buckets
+            reps = torch.cat([tb[:1] - 1.0, 0.5 * (tb[:-1] + tb[1:]), tb[-1:] + 1.0])
+            active = (torch.outer(reps, w1) + b1 > 0).to(w1.dtype)  # (H + 1, H)
+        slope = 1.0 + active @ (w1 * self.w2)
+        intercept = self.b2 + active @ (b1 * self.w2)
+        return tb, slope, intercept
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply entrywise: ``x`` of any shape ``(..., M)`` → same shape, same dtype."""
+        tb, slope, intercept = self.pieces()
+        k = torch.bucketize(x.detach(), tb)
+        return slope[k] * x + intercept[k]
+
+    def forward_dense(self, x: torch.Tensor) -> torch.Tensor:
+        """Reference evaluation through the ``(..., M, H)`` hidden layer (tests only)."""
+        return x + torch.relu(x.unsqueeze(-1) * self.w1 + self.b1) @ self.w2 + self.b2
+
+
+@dataclass
+class ElboTerms:
+    """Per-row averages of the negative-ELBO pieces of one batch (paper 000, Eq. 8).
+
+    Attributes
+    ----------
+    recon
+        ``E_q[−log p(X | Z)]`` summed over features, averaged over rows (unit-variance
+        Gaussian, additive constant dropped).
+    kl
+        ``KL(q(Z | X) ‖ N(0, I))`` summed over features, averaged over rows.
+    """
+
+    recon: torch.Tensor
+    kl: torch.Tensor
+
+    @property
+    def neg_elbo(self) -> torch.Tensor:
+        """``−ELBO = recon + kl`` (0-dim tensor)."""
+        return self.recon + self.kl
+
+
+class LowRankSEMVAE(nn.Module):
+    """VAE with a low-rank SEM adjacency ``A = U Vᵀ`` (paper 000, Eqs. 5–8, Supp. G.4).
+
+    Parameters
+    ----------
+    n_features
+        M, number of features (nodes).
+    rank
+        r, ``1 ≤ r ≤ M − 1``.
+    hidden
+        Width of the entrywise MLPs f and f⁻¹ (64 in Supp. F.4).
+    init_scale
+        Target spectral radius of the majorant ``|U||V|ᵀ`` at initialisation: factors are drawn
+        ``N(0, s²)`` with ``s = sqrt(init_scale / (M r))``.
+    generator
+        Generator for all initial values.
+
+    Attributes
+    ----------
+    u, v
+        ``(M, r)`` factors of A.
+    log_var
+        ``(M,)`` log-variance of ``q(Z | X)`` per feature.
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        rank: int,
+        *,
+        hidden: int = 64,
+        init_scale: float = 0.1,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        if not 1 <= rank <= max(n_features - 1, 1):
+            raise ValueError(f"rank must be in [1, {n_features - 1}], got {rank}")
+        s = math.sqrt(init_scale / (n_features * rank))
+        self.u = nn.Parameter(torch.randn(n_features, rank, generator=generator) * s)
+        self.v = nn.Parameter(torch.randn(n_features, rank, generator=generator) * s)
+        self.log_var = nn.Parameter(torch.zeros(n_features))
+        self.f = EntrywiseMLP(hidden, generator=generator)
+        self.f_inv = EntrywiseMLP(hidden, generator=generator)
+
+    @property
+    def n_features(self) -> int:
+        """M."""
+        return int(self.u.shape[0])
+
+    @property
+    def rank(self) -> int:
+        """R."""
+        return int(self.u.shape[1])
+
+    def transform(self, x: torch.Tensor) -> torch.Tensor:
+        """``f(X)`` standardized per feature over the batch (mean 0, sd 1). ``(B, M)``, B ≥ 2.
+
+        Without this, Eq. 6 has a scale degeneracy: shrinking f drives ``KL(q ‖ N(0, I))`` to
+        zero while f⁻¹ scales back up, and the ELBO prefers the posterior-collapsed,
+        edge-free solution (measured: recon = M/2, no edge found). Fixing the scale of f(X)
+        makes ``½‖f(X)(I − A)‖²`` in the KL the NOTEARS least-squares loss on f(X).
+        """
+        fx = self.f(x)
+        mean = fx.mean(dim=0, keepdim=True)
+        sd = (fx - mean).pow(2).mean(dim=0, keepdim=True).add(1e-6).sqrt()
+        return (fx - mean) / sd
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean of ``q(Z | X)``: ``μ = f(X)(I − U Vᵀ)`` (Eq. 6). ``(B, M)`` → ``(B, M)``.
+
+        ``f(X)`` is taken from :meth:`transform` (batch-standardized).
+        """
+        fx = self.transform(x)
+        return fx - (fx @ self.u) @ self.v.T + fx * self.diag()
+
+    def diag(self) -> torch.Tensor:
+        """``(M,)`` diagonal of ``U Vᵀ``, ``d_m = Σ_k U_mk V_mk``; it is removed from A."""
+        return (self.u * self.v).sum(dim=1)
+
+    def solve_right(self, z: torch.Tensor) -> torch.Tensor:
+        """``Z (I − A)⁻¹`` for ``A = U Vᵀ − diag(d)`` by Woodbury. ``(B, M)`` → ``(B, M)``.
+
+        With ``D = I + diag(d)``, ``I − A = D − U Vᵀ`` and
+        ``(D − U Vᵀ)⁻¹ = D⁻¹ + D⁻¹ U K⁻¹ Vᵀ D⁻¹``, ``K = I_r − Vᵀ D⁻¹ U`` (r × r). With a zero
+        diagonal (``d = 0``) this is ``(I − UVᵀ)⁻¹ = I + U (I_r − VᵀU)⁻¹ Vᵀ``.
+        """
+        r = self.rank
+        dinv = 1.0 / (1.0 + self.diag())  # (M,)
+        k = torch.eye(r, dtype=z.dtype, device=z.device) - self.v.T @ (dinv[:, None] * self.u)
+        w = z * dinv  # (B, M)
+        wu = w @ self.u  # (B, r)
+        # (W U) K⁻¹ = solve(Kᵀ, (W U)ᵀ)ᵀ
+        return w + (torch.linalg.solve(k.T, wu.T).T @ self.v.T) * dinv
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7). ``(B, M)`` → ``(B, M)``."""
+        return self.f_inv(self.solve_right(z))
+
+    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> ElboTerms:
+        """Negative-ELBO terms (Eq. 8) for a standardized batch ``x`` of shape ``(B, M)``.
+
+        One reparameterised sample ``Z = μ + σ ε`` with ``ε ~ N(0, I)`` drawn from
+        ``generator``.
+        """
+        mu = self.encode(x)
+        log_var = self.log_var.expand_as(mu)
+        eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
+        z = mu + torch.exp(0.5 * log_var) * eps
+        x_hat = self.decode(z)
+        recon = 0.5 * (x - x_hat).pow(2).sum(dim=1).mean()
+        kl = 0.5 * (mu.pow(2) + log_var.exp() - 1.0 - log_var).sum(dim=1).mean()
+        return ElboTerms(recon=recon, kl=kl)
+
+    def l1_surrogate(self) -> torch.Tensor:
+        """O(M r) upper bound of ``‖U Vᵀ‖₁``: ``‖ |U||V|ᵀ ‖₁ = Σ_k ‖U_{:k}‖₁ ‖V_{:k}‖₁``.
+
+        Since ``|A_mn| ≤ Σ_k |U_mk||V_nk|``, this bounds the exact L1 norm of Eq. 9 from above,
+        is tight when each entry's rank-one contributions share a sign, and pushes the factors
+        themselves to be sparse — which also makes the majorant acyclicity tighter.
+        """
+        return (self.u.abs().sum(dim=0) * self.v.abs().sum(dim=0)).sum()
+
+    def adjacency_dense(self) -> torch.Tensor:
+        """``A = U Vᵀ − diag(U Vᵀ)`` as a dense ``(M, M)`` tensor (no gradient; tests, small M)."""
+        with torch.no_grad():
+            a = self.u @ self.v.T
+            return a - torch.diag(torch.diagonal(a))

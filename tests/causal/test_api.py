@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import logging
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from cape_pipeline.causal.api import discover, prepare_matrix
+from cape_pipeline.causal.metrics import dag_metrics
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+
+
+def _chain(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 5))
+    x[:, 0] = rng.normal(size=n)
+    for j in range(1, 5):
+        x[:, j] = x[:, j - 1] + rng.normal(size=n)
+    return x
+
+
+def _small(n=200, m=4, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, m))
+
+
+@pytest.mark.xfail(
+    reason="known miss: the low-rank VAE converges to a hub-like DAG on this Gaussian chain "
+    "(e.g. d -> {b, c, e}); see benchmarks/discover/RESULTS.md",
+    strict=False,
+)
+def test_chain_skeleton_recovered():
+    x = _chain()
+    g = discover(x, feature_names=list("abcde"), device="cpu", seed=0)
+    assert g.is_dag()
+    true = np.diag(np.ones(4), 1)
+    m = dag_metrics(g, true)
+    skel = {frozenset(e) for e in g.to_frame()[["source", "target"]].itertuples(index=False)}
+    # every chain link is found (orientation of a Gaussian chain is not identifiable after
+    # standardization, so only the skeleton is checked), with at most one extra pair
+    for pair in ["ab", "bc", "cd", "de"]:
+        assert frozenset(pair) in skel
+    assert m["skeleton_f1"] >= 0.85
+    assert g.params["effective_rank"] == 4
+    assert len(g.history) >= 1 and {"h", "rho", "alpha", "neg_elbo", "seconds"} <= set(g.history[0])
+
+
+def test_majorant_option_runs_and_is_dag():
+    g = discover(_chain(n=300), acyclicity="majorant", epochs=5, device="cpu")
+    assert g.is_dag() and g.params["acyclicity"] == "majorant"
+
+
+def test_reproducible_with_seed():
+    x = _small()
+    a = discover(x, epochs=3, device="cpu", seed=3, threshold=0.0)
+    b = discover(x, epochs=3, device="cpu", seed=3, threshold=0.0)
+    assert (a.adjacency != b.adjacency).nnz == 0
+
+
+def test_rank_capped_with_info(caplog):
+    with caplog.at_level(logging.INFO, logger="cape_pipeline.causal.api"):
+        g = discover(_small(), rank=40, epochs=1, device="cpu")
+    assert g.params["effective_rank"] == 3 and g.params["rank"] == 40
+    assert any("rank 40" in r.getMessage() for r in caplog.records)
+
+
+def test_input_types_and_names():
+    x = _small()
+    df = pd.DataFrame(x, columns=["g1", "g2", "g3", "g4"])
+    g = discover(df, epochs=1, device="cpu")
+    assert list(g.feature_names) == ["g1", "g2", "g3", "g4"]
+    adata = ad.AnnData(sp.csr_matrix(x), var=pd.DataFrame(index=["p", "q", "r", "s"]))
+    g2 = discover(adata, epochs=1, device="cpu")
+    assert list(g2.feature_names) == ["p", "q", "r", "s"]
+    xs, _ = prepare_matrix(x)
+    assert np.allclose(xs.mean(0), 0) and np.allclose(xs.std(0), 1)
+
+
+def test_correlation_is_symmetric_not_dag():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=500)
+    x = np.c_[a, a + 0.3 * rng.normal(size=500), rng.normal(size=500)]
+    g = discover(x, method="correlation", threshold=0.5)
+    dense = g.adjacency.toarray()
+    assert dense[0, 1] != 0 and dense[1, 0] != 0 and np.allclose(dense, dense.T)
+    assert dense[0, 2] == 0 and not g.is_dag()
+    assert dense[0, 1] == pytest.approx(np.corrcoef(x.T)[0, 1])
+
+
+def test_correlation_topk_blockwise():
+    x = _small(n=100, m=30, seed=1)
+    g = discover(x, method="correlation", threshold=0.0, max_edges_per_row=2)
+    d = g.adjacency.toarray()
+    assert np.allclose(d, d.T) and (np.count_nonzero(d, axis=1) >= 2).all()
+
+
+@pytest.mark.parametrize(
+    ("x", "match"),
+    [
+        (np.c_[np.ones(10), np.arange(10.0)], r"'x0'.*constant"),
+        (np.c_[np.full(10, np.nan), np.arange(10.0)], r"'x0'.*all missing"),
+        (np.c_[np.arange(10.0), np.r_[np.arange(9.0), np.inf]], r"'x1'.*NaN or inf"),
+        (np.ones((1, 3)), "at least 2 observations"),
+        (np.arange(10.0)[:, None], "at least 2 features"),
+        (np.zeros(5), "2-D"),
+    ],
+)
+def test_bad_data(x, match):
+    with pytest.raises(CapeDataError, match=match):
+        discover(x, epochs=1)
+
+
+def test_bad_names_and_frame():
+    with pytest.raises(CapeDataError, match="feature_names"):
+        discover(_small(), feature_names=["a"], epochs=1)
+    df = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "y", "z"]})
+    with pytest.raises(CapeDataError, match="'b'"):
+        discover(df, epochs=1)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"method": "pc"}, "method"),
+        ({"rank": 0}, "rank"),
+        ({"threshold": -1}, "threshold"),
+        ({"epochs": 0}, "epochs"),
+        ({"lr": 0}, "lr"),
+        ({"acyclicity": "expm"}, "acyclicity"),
+        ({"bogus": 1}, "bogus"),
+        ({"device": "tpu9"}, "device"),
+    ],
+)
+def test_bad_config(kw, match):
+    with pytest.raises(CapeConfigError, match=match):
+        discover(_small(), **kw)
