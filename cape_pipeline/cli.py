@@ -35,6 +35,10 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a para
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+CompareOpt = Annotated[
+    str | None,
+    typer.Option("--compare", help="Train several positional encodings side by side: pe=cape,trainable-absolute,none"),
+]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
 
 
@@ -70,6 +74,7 @@ def _run(
     device: str | None,
     seed: int | None,
     verbose: bool,
+    compare: str | None = None,
 ) -> None:
     from cape_pipeline.pipeline.config import merge, parse_assignments, read_config_file
     from cape_pipeline.pipeline.runner import run_pipeline
@@ -78,6 +83,13 @@ def _run(
     if device is not None and device not in ("cpu", "cuda", "auto"):
         raise CapeInputError(f"--device {device!r}: expected cpu, cuda or auto")
     overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []))
+    if compare:
+        key, eq, values = compare.partition("=")
+        pes = [v.strip() for v in values.split(",") if v.strip()]
+        if key.strip() != "pe" or not eq or not pes:
+            raise CapeInputError(f"--compare {compare!r}: expected pe=NAME,NAME,... e.g. pe=cape,trainable-absolute,none")
+        overrides.setdefault("train", {})["pe"] = pes[0]
+        overrides["train"]["compare"] = pes[1:]
     result = run_pipeline(
         source,
         until=until,
@@ -129,11 +141,12 @@ def run_cmd(
     until: Annotated[str | None, typer.Option("--until", help="Last stage to run.")] = None,
     device: DeviceOpt = None,
     seed: SeedOpt = None,
+    compare: CompareOpt = None,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run every stage (or up to --until) on SOURCE, reusing cached results."""
-    _run(source, until, workdir, out, config, set_, device, seed, verbose)
+    _run(source, until, workdir, out, config, set_, device, seed, verbose, compare)
 
 
 def _stage_command(stage: str) -> None:

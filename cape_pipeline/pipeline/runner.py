@@ -174,7 +174,9 @@ def run_pipeline(
         hit = cache.lookup(name, key)
         if hit is not None:
             outputs[name] = _lazy_loader(st, hit)
-            summary = cache.manifest(name, key).get("summary", {})
+            man = cache.manifest(name, key)
+            summary = man.get("summary", {})
+            ctx.timings[name] = float(man.get("timings", {}).get("seconds", 0.0))
             rec = StageRecord(name, key, True, 0.0, hit, summary)
             records.append(rec)
             if report:
@@ -185,6 +187,7 @@ def run_pipeline(
         t0 = time.perf_counter()
         result = st.run({u: get(u) for u in st.inputs}, configs[name], ctx)
         seconds = time.perf_counter() - t0
+        ctx.timings[name] = seconds
         summary = st.summary(result) if st.summary else {}
         manifest = {
             "params": config_params(configs[name]),
@@ -203,7 +206,10 @@ def run_pipeline(
     exported: list[Path] = []
     if out is not None and records:
         last = records[-1]
-        exported = export_artifact(STAGES[last.stage], last.path, Path(out))
+        by_stage = {r.stage: r for r in records}
+        for extra in STAGES[last.stage].export_also:
+            exported += export_artifact(STAGES[extra], by_stage[extra].path, Path(out))
+        exported += export_artifact(STAGES[last.stage], last.path, Path(out))
     return RunResult(records=records, missing=missing, exported=exported, outputs=outputs)
 
 

@@ -8,6 +8,7 @@ in :data:`STAGES` once it is implemented; the runner reports the others as missi
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -16,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import anndata as ad
+import numpy as np
 
 from cape_pipeline._utils import atomic_path, hash_array, hash_bytes, hash_file
-from cape_pipeline.errors import CapeFileError
+from cape_pipeline.errors import CapeConfigError, CapeFileError
 from cape_pipeline.pp import PreprocessConfig, preprocess
 
 STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
@@ -33,6 +35,8 @@ class StageContext:
     seed: int = 0
     device: str = "auto"
     progress: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds each earlier stage took (for cache hits: when it was computed), for the report."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class Stage:
         Config field that collects unknown parameters (ingest: loader arguments).
     export
         ``export(artifact_dir, out_dir) -> written paths``; default copies ``export_files``.
+    export_also
+        Upstream stages whose products ``--out`` also receives when this stage is the last
+        (train and evaluate add the encodings export).
     """
 
     name: str
@@ -74,6 +81,7 @@ class Stage:
     summary: Callable[[Any], dict[str, Any]] | None = None
     extra_field: str | None = None
     export: Callable[[Path, Path], list[Path]] | None = None
+    export_also: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- AnnData artifacts
@@ -209,6 +217,477 @@ def _preprocess_run(inputs: Mapping[str, Any], cfg: PreprocessConfig, ctx: Stage
     return preprocess(inputs["ingest"], cfg)
 
 
+# ---------------------------------------------------------------------------- discover
+@dataclass(frozen=True)
+class DiscoverConfig:
+    """Parameters of the discover stage (Step I; see :func:`cape_pipeline.causal.api.discover`).
+
+    ``method="true-dag"`` takes the data's known graph (``varp["true_dag"]``) instead of learning
+    one, so later stages can run on ground truth. ``acyclicity=None`` uses the package default.
+    """
+
+    method: str = "cape"
+    rank: int = 40
+    lambda_sparse: float = 1.0
+    threshold: float = 0.2
+    epochs: int = 100
+    batch_size: int = 128
+    lr: float = 3e-3
+    acyclicity: str | None = None
+    max_outer: int = 20
+    device: str = "auto"
+    seed: int = 0
+
+
+def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:
+    from cape_pipeline.causal.graph import CausalGraph
+    from cape_pipeline.datasets import TRUE_DAG_KEY
+
+    adata = inputs["preprocess"]
+    truth = adata.varp[TRUE_DAG_KEY] if TRUE_DAG_KEY in adata.varp else None
+    if cfg.method == "true-dag":
+        if truth is None:
+            raise CapeConfigError(
+                f"discover.method='true-dag': {ctx.source} has no known graph (varp['{TRUE_DAG_KEY}'])"
+            )
+        graph = CausalGraph.from_adjacency(truth, adata.var_names, params={"method": "true-dag"})
+    else:
+        from cape_pipeline.causal.api import discover
+
+        kwargs = {k: v for k, v in asdict(cfg).items() if v is not None}
+        graph = discover(adata, progress=ctx.progress, **kwargs)
+    if truth is not None:
+        from cape_pipeline.causal.metrics import dag_metrics
+
+        graph.params["metrics_vs_truth"] = {k: float(v) for k, v in dag_metrics(graph.adjacency, truth).items()}
+    return graph
+
+
+def _discover_save(graph: Any, d: Path) -> None:
+    graph.write_parquet(d / "dag.parquet")
+    with atomic_path(d / "history.json") as tmp:
+        tmp.write_text(json.dumps(graph.history, indent=1, default=float))
+
+
+def _discover_load(d: Path) -> Any:
+    from cape_pipeline.causal.graph import CausalGraph
+
+    graph = CausalGraph.read_parquet(d / "dag.parquet")
+    graph.history = json.loads((d / "history.json").read_text())
+    return graph
+
+
+def _discover_summary(graph: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
+    m = graph.params.get("metrics_vs_truth")
+    if m:
+        out.update({f"{k}_vs_truth": round(m[k], 4) for k in ("shd", "f1") if k in m})
+    return out
+
+
+# ---------------------------------------------------------------------------- embed
+@dataclass(frozen=True)
+class EmbedConfig:
+    """Parameters of the embed stage (Step II; see :func:`cape_pipeline.hyperbolic.embed`)."""
+
+    dim: int = 64
+    k_hop: int = 2
+    lambda_g: float = 0.1
+    restart: float = 0.15
+    epochs: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    optimizer: str = "rsgd"
+    geometry: str = "hyperbolic"
+    negatives: int | None = None
+    device: str = "cpu"
+    seed: int = 0
+
+
+def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -> Any:
+    from cape_pipeline.hyperbolic import embed
+
+    kwargs = asdict(cfg)
+    if kwargs["device"] == "auto":
+        import torch
+
+        kwargs["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    return embed(inputs["discover"], progress=ctx.progress, **kwargs)
+
+
+def _embed_save(emb: Any, d: Path) -> None:
+    arrays = {
+        "hyperboloid": np.asarray(emb.hyperboloid, dtype=np.float64),
+        "poincare": np.asarray(emb.poincare, dtype=np.float64),
+        "pagerank": np.asarray(emb.pagerank, dtype=np.float64),
+        "feature_names": np.asarray(emb.feature_names).astype(str),
+    }
+    if emb.euclidean is not None:
+        arrays["euclidean"] = np.asarray(emb.euclidean, dtype=np.float64)
+    with atomic_path(d / "embedding.npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    meta = {"params": emb.params, "geometry": emb.geometry, "loss_history": list(map(float, emb.loss_history))}
+    with atomic_path(d / "embedding.json") as tmp:
+        tmp.write_text(json.dumps(meta, indent=1, default=str))
+    emb.graph.write_parquet(d / "dag.parquet")
+
+
+def _embed_load(d: Path) -> Any:
+    from cape_pipeline.causal.graph import CausalGraph
+    from cape_pipeline.hyperbolic import HyperbolicEmbedding
+
+    with np.load(d / "embedding.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads((d / "embedding.json").read_text())
+    return HyperbolicEmbedding(
+        hyperboloid=arrays["hyperboloid"],
+        poincare=arrays["poincare"],
+        pagerank=arrays["pagerank"],
+        feature_names=arrays["feature_names"].astype(object),
+        loss_history=meta["loss_history"],
+        params=meta["params"],
+        geometry=meta["geometry"],
+        graph=CausalGraph.read_parquet(d / "dag.parquet"),
+        euclidean=arrays.get("euclidean"),
+    )
+
+
+def _embed_summary(emb: Any) -> dict[str, Any]:
+    from cape_pipeline.pipeline.report import spearman_norm_pagerank
+
+    rho = spearman_norm_pagerank(emb.poincare, emb.pagerank)
+    return {
+        "dim": int(np.asarray(emb.poincare).shape[1]),
+        "final_loss": round(float(emb.loss_history[-1]), 4) if len(emb.loss_history) else None,
+        "spearman_norm_vs_neg_pagerank": round(float(rho), 3) if np.isfinite(rho) else None,
+    }
+
+
+# ---------------------------------------------------------------------------- encode
+@dataclass(frozen=True)
+class EncodeConfig:
+    """Parameters of the encode stage (Step III; see :func:`cape_pipeline.encodings.encode`).
+
+    ``scale`` is c in φ = c·e (Eq. 25), radians per unit of Poincaré coordinate.
+    """
+
+    scale: float = math.pi / 4
+
+
+@dataclass
+class EncodeOutput:
+    """Output of the encode stage: the encodings plus what the export manifest and figures need.
+
+    Attributes
+    ----------
+    encodings
+        :class:`~cape_pipeline.encodings.CapeEncodings`.
+    provenance
+        Source, data fingerprint and shape, discovery parameters and metrics against a known
+        graph; stored in the encodings manifest.
+    embed_loss
+        Loss per epoch of Step II.
+    discover_history
+        Per-outer-step history of Step I.
+    """
+
+    encodings: Any
+    provenance: dict[str, Any]
+    embed_loss: list[float] = field(default_factory=list)
+    discover_history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _encode_run(inputs: Mapping[str, Any], cfg: EncodeConfig, ctx: StageContext) -> EncodeOutput:
+    from cape_pipeline.encodings import encode
+
+    emb = inputs["embed"]
+    adata = inputs["preprocess"]
+    graph = inputs["discover"]
+    provenance = {
+        "source": ctx.source,
+        "data_fingerprint": data_fingerprint(adata),
+        "data_shape": [int(adata.n_obs), int(adata.n_vars)],
+        "discover_params": {k: v for k, v in graph.params.items() if k != "metrics_vs_truth"},
+        "metrics_vs_truth": graph.params.get("metrics_vs_truth"),
+    }
+    return EncodeOutput(
+        encodings=encode(emb, scale=cfg.scale, graph=graph),
+        provenance=provenance,
+        embed_loss=[float(x) for x in emb.loss_history],
+        discover_history=list(graph.history),
+    )
+
+
+def _encode_save(out: EncodeOutput, d: Path) -> None:
+    out.encodings.save(d / "encodings", manifest_extra={"provenance": out.provenance})
+    with atomic_path(d / "histories.json") as tmp:
+        tmp.write_text(json.dumps({"embed_loss": out.embed_loss, "discover": out.discover_history}, default=float))
+    save_export_figures(out, d / "figures")
+
+
+def _encode_load(d: Path) -> EncodeOutput:
+    from cape_pipeline.encodings import load_encodings
+
+    enc = load_encodings(d / "encodings")
+    hist = json.loads((d / "histories.json").read_text())
+    return EncodeOutput(enc, enc.manifest.get("provenance", {}), hist["embed_loss"], hist["discover"])
+
+
+def save_export_figures(out: EncodeOutput, d: Path) -> list[Path]:
+    """Render the export figures into ``d`` (PNG, 120 dpi): ``dag.png`` (the DAG),
+    ``poincare.png`` (the Poincaré disk colored by PageRank) and ``loss.png`` (Step II loss per
+    epoch; Step I −ELBO and h(A) per augmented-Lagrangian outer step)."""
+    from matplotlib.figure import Figure
+
+    from cape_pipeline import pl
+
+    d.mkdir(parents=True, exist_ok=True)
+    enc = out.encodings
+    loss = Figure(figsize=(11, 4), layout="constrained")
+    ax_embed, ax_disc = loss.subplots(1, 2)
+    if out.embed_loss:
+        pl.plot_loss(out.embed_loss, ax=ax_embed, label="contrastive + PageRank loss (Eq. 15)")
+    ax_embed.set_title("Step II: hyperboloid embedding")
+    steps = [h for h in out.discover_history if "h" in h]
+    if steps:
+        x = np.arange(1, len(steps) + 1)
+        if all("neg_elbo" in h for h in steps):
+            ax_disc.plot(x, [float(h["neg_elbo"]) for h in steps], marker="o", label="−ELBO")
+        ax_disc.plot(x, [max(float(h["h"]), 1e-16) for h in steps], marker="s", label="h(A)")
+        ax_disc.set_yscale("log")
+        ax_disc.set_xlabel("outer step (augmented Lagrangian)")
+        ax_disc.legend()
+    ax_disc.set_title("Step I: causal discovery" + ("" if steps else " (no history: given graph)"))
+    figs = {"poincare.png": pl.plot_poincare(enc), "loss.png": loss}
+    if enc.graph is not None:
+        figs["dag.png"] = pl.plot_dag(enc.graph, pagerank=enc.pagerank)
+    written = []
+    for name, fig in figs.items():
+        with atomic_path(d / name) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+        written.append(d / name)
+    return written
+
+
+def _encode_export(artifact: Path, out: Path) -> list[Path]:
+    """Write the encodings directory's files (encodings.parquet, dag.parquet, manifest.json)
+    and the figures into ``out``, each copied under a temporary name and renamed."""
+    written = []
+    for sub in ("encodings", "figures"):  # histories.json stays in the cache
+        for src in sorted((artifact / sub).glob("*")):
+            if src.is_file():
+                dst = out / src.name
+                with atomic_path(dst) as tmp:
+                    shutil.copyfile(src, tmp)
+                written.append(dst)
+    dst = out / "encode_manifest.json"
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(artifact / "manifest.json", tmp)
+    written.append(dst)
+    return written
+
+
+def _encode_summary(out: EncodeOutput) -> dict[str, Any]:
+    enc = out.encodings
+    norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
+    return {"d": int(enc.d), "scale": round(float(enc.scale), 6), "max_norm_e": round(float(norms.max()), 4)}
+
+
+# ---------------------------------------------------------------------------- train
+TASKS = ("annotation", "clustering", "perturbation", "age")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Parameters of the train stage: which tasks, backbone and positional encodings.
+
+    Every PE in ``(pe, *compare)`` is trained with the same backbone size, budget and seeds.
+
+    Attributes
+    ----------
+    tasks
+        Subset of ``annotation``, ``clustering``, ``perturbation``, ``age``; ``None`` takes the
+        tasks of the dataset's catalog entry (files: annotation + clustering when
+        ``label_key`` or an ingest label column is given, else none).
+    backbone
+        ``scgpt``, ``scbert`` or ``methylgpt``.
+    pe, compare
+        The positional encoding, and further ones trained side by side (``--compare``).
+    n_seeds
+        Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them.
+    d_model
+        Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
+    n_layers, n_heads, max_tokens
+        ``None`` keeps the backbone's CPU defaults.
+    pretrain_epochs, finetune_epochs, batch_size, lr
+        Training budget (see :class:`cape_pipeline.tasks.TaskConfig`).
+    label_key
+        ``obs`` column with labels; ``None`` takes the task's default.
+    """
+
+    tasks: tuple[str, ...] | None = None
+    backbone: str = "scgpt"
+    pe: str = "cape"
+    compare: tuple[str, ...] = ()
+    n_seeds: int = 1
+    d_model: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
+    max_tokens: int | None = None
+    pretrain_epochs: int = 3
+    finetune_epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    label_key: str | None = None
+    device: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = sorted(set(self.tasks or ()) - set(TASKS))
+        if bad:
+            raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
+        if self.n_seeds < 1:
+            raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
+
+
+@dataclass
+class TrainOutput:
+    """Results of the train stage: one :class:`~cape_pipeline.tasks.TaskResult` per
+    (task, pe, seed), in run order, and the label column used per task."""
+
+    results: list[Any]
+    tasks: list[str]
+    pes: list[str]
+    d_model: int
+
+
+def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
+    if cfg.tasks is not None:
+        return list(cfg.tasks)
+    from cape_pipeline.io.catalog import load_catalog
+
+    entry = load_catalog().get(ctx.source)
+    if entry is not None:
+        return [t for t in entry.tasks if t in TASKS]
+    labelled = cfg.label_key or adata.uns.get("cape_ingest", {}).get("label_columns")
+    return ["annotation", "clustering"] if labelled else []
+
+
+def _torch_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
+    from cape_pipeline.tasks import run_task
+
+    adata = inputs["preprocess"]
+    enc = inputs["encode"].encodings
+    tasks = _resolve_tasks(cfg, ctx, adata)
+    pes = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    angles = enc.align(adata.var_names, missing="error")
+    d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
+    model = {"d_model": d_model}
+    for k in ("n_layers", "n_heads", "max_tokens"):
+        if getattr(cfg, k) is not None:
+            model[k] = getattr(cfg, k)
+    label_key = cfg.label_key
+    if label_key is None:
+        cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
+        label_key = cols[0] if cols else None
+    task_cfg = {
+        "model": model,
+        "pretrain_epochs": cfg.pretrain_epochs,
+        "finetune_epochs": cfg.finetune_epochs,
+        "batch_size": cfg.batch_size,
+        "lr": cfg.lr,
+    }
+    results = []
+    for task in tasks:
+        for pe in pes:
+            for i in range(cfg.n_seeds):
+                res = run_task(
+                    task,
+                    adata,
+                    pe=pe,
+                    angles=angles if pe.startswith("cape") else None,
+                    backbone=cfg.backbone,
+                    config=task_cfg,
+                    label_key=label_key if task in ("annotation", "clustering") else None,
+                    seed=cfg.seed + i,
+                    device=_torch_device(cfg.device),
+                    progress=ctx.progress,
+                )
+                res.params.update({"task": task, "pe": pe, "seed": cfg.seed + i})
+                results.append(res)
+    return TrainOutput(results=results, tasks=tasks, pes=pes, d_model=d_model)
+
+
+def _train_save(out: TrainOutput, d: Path) -> None:
+    from cape_pipeline.pipeline.report import write_results
+
+    write_results(out, d)
+
+
+def _train_load(d: Path) -> TrainOutput:
+    from cape_pipeline.pipeline.report import read_results
+
+    return read_results(d)
+
+
+def _train_summary(out: TrainOutput) -> dict[str, Any]:
+    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "pes": ",".join(out.pes)}
+
+
+# ---------------------------------------------------------------------------- evaluate
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """Parameters of the evaluate stage (the report).
+
+    ``umap`` draws a UMAP of the cell embeddings of the first seed of each PE (scanpy).
+    """
+
+    umap: bool = True
+
+
+def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageContext) -> Any:
+    from cape_pipeline.pipeline.report import build_report
+
+    return build_report(
+        train=inputs["train"],
+        adata=inputs["preprocess"],
+        encode=inputs["encode"],
+        source=ctx.source,
+        timings=dict(ctx.timings),
+        umap=cfg.umap,
+    )
+
+
+def _evaluate_save(rep: Any, d: Path) -> None:
+    rep.write(d)
+
+
+def _evaluate_load(d: Path) -> Any:
+    from cape_pipeline.pipeline.report import Report
+
+    return Report.read(d)
+
+
+def _evaluate_export(artifact: Path, out: Path) -> list[Path]:
+    written = []
+    for src in sorted(artifact.rglob("*")):
+        if src.is_file() and src.name != "manifest.json":
+            dst = out / src.relative_to(artifact)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(dst) as tmp:
+                shutil.copyfile(src, tmp)
+            written.append(dst)
+    return written
+
+
 STAGES: dict[str, Stage] = {
     "ingest": Stage(
         name="ingest",
@@ -231,6 +710,60 @@ STAGES: dict[str, Stage] = {
         load=lambda d: load_adata(d / "preprocessed.h5ad"),
         export_files=("preprocessed.h5ad",),
         summary=_adata_summary,
+    ),
+    "discover": Stage(
+        name="discover",
+        config_cls=DiscoverConfig,
+        inputs=("preprocess",),
+        run=_discover_run,
+        save=_discover_save,
+        load=_discover_load,
+        export_files=("dag.parquet", "history.json"),
+        summary=_discover_summary,
+    ),
+    "embed": Stage(
+        name="embed",
+        config_cls=EmbedConfig,
+        inputs=("discover",),
+        run=_embed_run,
+        save=_embed_save,
+        load=_embed_load,
+        export_files=("embedding.npz", "embedding.json", "dag.parquet"),
+        summary=_embed_summary,
+    ),
+    "encode": Stage(
+        name="encode",
+        config_cls=EncodeConfig,
+        inputs=("embed", "discover", "preprocess"),
+        run=_encode_run,
+        save=_encode_save,
+        load=_encode_load,
+        export_files=(),
+        summary=_encode_summary,
+        export=_encode_export,
+    ),
+    "train": Stage(
+        name="train",
+        config_cls=TrainConfig,
+        inputs=("preprocess", "encode"),
+        run=_train_run,
+        save=_train_save,
+        load=_train_load,
+        export_files=("results.json",),
+        summary=_train_summary,
+        export_also=("encode",),
+    ),
+    "evaluate": Stage(
+        name="evaluate",
+        config_cls=EvaluateConfig,
+        inputs=("train", "preprocess", "encode"),
+        run=_evaluate_run,
+        save=_evaluate_save,
+        load=_evaluate_load,
+        export_files=(),
+        summary=lambda rep: rep.summary(),
+        export=_evaluate_export,
+        export_also=("encode",),
     ),
 }
 

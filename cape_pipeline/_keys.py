@@ -1,0 +1,16 @@
+"""Default AnnData keys written by :mod:`cape_pipeline.tl` (one place, as scanpy's ``_keys``)."""
+
+from __future__ import annotations
+
+DAG = "cape_dag"
+"""``varp``: (n_vars, n_vars) sparse float64, ``[i, j]`` = weight of edge i → j (Step I)."""
+LORENTZ = "cape_lorentz"
+"""``varm``: (n_vars, d + 1) float64 points on the hyperboloid (Step II, Eq. 11)."""
+POINCARE = "cape_poincare"
+"""``varm``: (n_vars, d) float64 Poincaré-ball coordinates e (Eq. A.22)."""
+PAGERANK = "cape_pagerank"
+"""``var``: (n_vars,) float64 causal PageRank π (Eq. 18)."""
+ANGLES = "cape_angles"
+"""``varm``: (n_vars, d) float64 rotary angles φ = c·e in radians (Eq. 25)."""
+UNS = "cape"
+"""``uns``: parameters and diagnostics of each step, under ``"discover"``, ``"embed"``, ``"encode"``."""

@@ -1,0 +1,369 @@
+"""The train stage's stored results and the evaluate stage's report (``report.md``/``.json``).
+
+The report holds: a data summary, the DAG summary (with metrics against a known graph), the
+embedding's quality, per PE × task metrics as mean ± sd over seeds, training throughput, the
+time each stage took, and figures (training curves, confusion matrix, UMAP of cell embeddings).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cape_pipeline._utils import atomic_path, write_json_atomic
+from cape_pipeline._version import __version__
+
+RESULTS = "results.json"
+
+
+# ------------------------------------------------------------------------------------ results
+def write_results(out: Any, d: Path) -> None:
+    """Store a train stage's :class:`TrainOutput` in ``d``: ``results.json`` (metrics, curves,
+    timings, params per run), ``embeddings.npz`` (``run{i}`` → (n_obs, D) float32),
+    ``predictions_{i}.parquet`` and ``confusion_{i}.csv`` where a run has them."""
+    runs = []
+    arrays: dict[str, np.ndarray] = {}
+    for i, r in enumerate(out.results):
+        runs.append(
+            {
+                "task": r.task,
+                "metrics": {k: float(v) for k, v in r.metrics.items()},
+                "curves": {k: [float(x) for x in v] for k, v in r.curves.items()},
+                "seconds": float(r.seconds),
+                "cells_per_second": float(r.cells_per_second),
+                "params": r.params,
+            }
+        )
+        if r.embeddings is not None:
+            arrays[f"run{i}"] = np.asarray(r.embeddings, dtype=np.float32)
+        if r.predictions is not None:
+            with atomic_path(d / f"predictions_{i}.parquet") as tmp:
+                r.predictions.to_parquet(tmp)
+        if r.confusion is not None:
+            with atomic_path(d / f"confusion_{i}.csv") as tmp:
+                r.confusion.to_csv(tmp)
+    if arrays:
+        with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+    doc = {"tasks": out.tasks, "pes": out.pes, "d_model": out.d_model, "runs": runs}
+    with atomic_path(d / RESULTS) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1, default=str))
+
+
+def read_results(d: Path) -> Any:
+    """Inverse of :func:`write_results`."""
+    from cape_pipeline.pipeline.stages import TrainOutput
+    from cape_pipeline.tasks import TaskResult
+
+    doc = json.loads((d / RESULTS).read_text())
+    arrays: dict[str, np.ndarray] = {}
+    if (d / "embeddings.npz").is_file():
+        with np.load(d / "embeddings.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    results = []
+    for i, run in enumerate(doc["runs"]):
+        pred = d / f"predictions_{i}.parquet"
+        conf = d / f"confusion_{i}.csv"
+        results.append(
+            TaskResult(
+                task=run["task"],
+                metrics=run["metrics"],
+                curves=run["curves"],
+                seconds=run["seconds"],
+                cells_per_second=run["cells_per_second"],
+                embeddings=arrays.get(f"run{i}"),
+                predictions=pd.read_parquet(pred) if pred.is_file() else None,
+                confusion=pd.read_csv(conf, index_col=0) if conf.is_file() else None,
+                params=run["params"],
+            )
+        )
+    return TrainOutput(results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"])
+
+
+# ------------------------------------------------------------------------------------ report
+@dataclass
+class Report:
+    """The evaluate stage's output: a JSON-able document plus rendered figures.
+
+    Attributes
+    ----------
+    doc
+        Everything in ``report.json``.
+    figures
+        ``{file name: matplotlib Figure}``; written as PNG under ``figures/``.
+    """
+
+    doc: dict[str, Any]
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """A few numbers for the CLI line: the first metric of each task for the first PE."""
+        out: dict[str, Any] = {}
+        for row in self.doc.get("metrics", [])[:4]:
+            out[f"{row['task']}.{row['pe']}.{row['metric']}"] = round(row["mean"], 4)
+        return out
+
+    def write(self, d: Path) -> None:
+        """Write ``report.json``, ``report.md`` and ``figures/*.png`` into ``d`` (atomically)."""
+        import matplotlib.pyplot as plt
+
+        write_json_atomic(d / "report.json", self.doc)
+        with atomic_path(d / "report.md") as tmp:
+            tmp.write_text(render_markdown(self.doc))
+        for name, fig in self.figures.items():
+            (d / "figures").mkdir(parents=True, exist_ok=True)
+            with atomic_path(d / "figures" / name) as tmp:
+                fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+            plt.close(fig)
+
+    @classmethod
+    def read(cls, d: Path) -> Report:
+        """Read ``report.json`` back (figures stay on disk)."""
+        return cls(doc=json.loads((d / "report.json").read_text()))
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+REFERENCE_PE = "reference (no transformer)"
+
+
+def spearman_norm_pagerank(poincare: Any, pagerank: Any) -> float:
+    """Spearman ρ between ‖e_j‖ and −π_j (SPEC Step II quality check; paper 000 Sec. 3.2).
+
+    Positive when causally general (high-PageRank) features sit nearer the origin. NaN when
+    either has no variation (e.g. a graph without edges) or there are fewer than 3 features.
+    """
+    from scipy.stats import spearmanr
+
+    norms = np.linalg.norm(np.asarray(poincare, dtype=np.float64), axis=1)
+    pr = np.asarray(pagerank, dtype=np.float64)
+    if norms.size < 3 or np.ptp(norms) == 0 or np.ptp(pr) == 0:
+        return float("nan")
+    return float(spearmanr(norms, -pr).statistic)
+
+
+def aggregate_metrics(results: list[Any]) -> list[dict[str, Any]]:
+    """Rows ``{task, pe, metric, mean, sd, n}`` over seeds, in first-seen order.
+
+    Metrics named ``reference_*`` (the non-transformer baseline each task computes on the same
+    split: logistic regression, k-means on PCA, ...) are the same for every PE, so they are
+    taken from the first PE's runs and reported once under pe = ``reference (no transformer)``.
+    """
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    first_pe: dict[str, str] = {}
+    for r in results:
+        pe = r.params.get("pe", "?")
+        first_pe.setdefault(r.task, pe)
+        for metric, value in r.metrics.items():
+            if metric.startswith("reference_"):
+                if pe != first_pe[r.task]:
+                    continue
+                key = (r.task, REFERENCE_PE, metric.removeprefix("reference_"))
+            else:
+                key = (r.task, pe, metric)
+            groups.setdefault(key, []).append(float(value))
+    rows = []
+    for (task, pe, metric), vals in groups.items():
+        mean, sd = _mean_sd(vals)
+        rows.append({"task": task, "pe": pe, "metric": metric, "mean": mean, "sd": sd, "n": len(vals)})
+    return rows
+
+
+def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: dict[str, float], umap: bool = True) -> Report:
+    """Assemble the report of a run (see the module docstring).
+
+    Parameters
+    ----------
+    train
+        The train stage's ``TrainOutput``.
+    adata
+        The preprocessed AnnData (labels in ``obs``).
+    encode
+        The encode stage's ``EncodeOutput``.
+    source
+        Dataset name or file.
+    timings
+        Seconds per stage.
+    umap
+        Draw UMAPs of the cell embeddings (scanpy).
+    """
+    enc = encode.encodings
+    norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
+    rho = spearman_norm_pagerank(enc.poincare, enc.pagerank)
+    graph = enc.graph
+    prep = adata.uns.get("cape_preprocess", {})
+    throughput: dict[str, list[float]] = {}
+    for r in train.results:
+        if np.isfinite(r.cells_per_second):
+            throughput.setdefault(r.params.get("pe", "?"), []).append(float(r.cells_per_second))
+    doc: dict[str, Any] = {
+        "cape_pipeline": __version__,
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "processor": platform.processor()},
+        "data": {
+            "source": source,
+            "n_obs": int(adata.n_obs),
+            "n_vars": int(adata.n_vars),
+            "modality": prep.get("modality"),
+            "input_state": prep.get("input_state"),
+            "preprocess_steps": prep.get("steps", []),
+            "fingerprint": encode.provenance.get("data_fingerprint"),
+        },
+        "dag": {
+            "method": (graph.params.get("method") if graph is not None else None),
+            "n_edges": graph.n_edges if graph is not None else 0,
+            "n_cycle_edges_dropped": graph.n_cycle_edges_dropped if graph is not None else 0,
+            "metrics_vs_truth": encode.provenance.get("metrics_vs_truth"),
+        },
+        "embedding": {
+            "d": int(enc.d),
+            "geometry": enc.geometry,
+            "scale": float(enc.scale),
+            "max_norm_e": float(norms.max()),
+            "spearman_norm_vs_neg_pagerank": rho,
+            "final_loss": encode.embed_loss[-1] if encode.embed_loss else None,
+        },
+        "training": {"tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results)},
+        "metrics": aggregate_metrics(train.results),
+        "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
+        "timings_s": {k: round(float(v), 3) for k, v in timings.items()},
+    }
+    return Report(doc=doc, figures=_figures(train, adata, umap=umap))
+
+
+def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    figs: dict[str, Any] = {}
+    first: dict[tuple[str, str], Any] = {}
+    for r in train.results:
+        first.setdefault((r.task, r.params.get("pe", "?")), r)
+    # training curves: one panel per task, one line per PE and curve
+    for task in train.tasks:
+        runs = [(pe, r) for (t, pe), r in first.items() if t == task and r.curves]
+        if not runs:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for pe, r in runs:
+            for name, vals in r.curves.items():
+                ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss")
+        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)})")
+        ax.legend(fontsize=7)
+        figs[f"curves_{task}.png"] = fig
+    # confusion matrices (annotation)
+    for (task, pe), r in first.items():
+        if r.confusion is None:
+            continue
+        cm = r.confusion.to_numpy(dtype=float)
+        cm = cm / np.maximum(cm.sum(axis=1, keepdims=True), 1)
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        im = ax.imshow(cm, cmap="Blues", vmin=0, vmax=1)
+        ax.set_xticks(range(len(r.confusion.columns)), [str(c) for c in r.confusion.columns], rotation=90, fontsize=7)
+        ax.set_yticks(range(len(r.confusion.index)), [str(c) for c in r.confusion.index], fontsize=7)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        ax.set_title(f"{task}, pe={pe}: confusion (row-normalized, test cells)")
+        fig.colorbar(im, ax=ax, fraction=0.046)
+        figs[f"confusion_{task}_{pe}.png"] = fig
+    # UMAP of cell embeddings, colored by label
+    if umap:
+        figs.update(_umaps(first, adata))
+    return figs
+
+
+def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
+    import warnings
+
+    import anndata as ad
+    import matplotlib.pyplot as plt
+    import scanpy as sc
+
+    figs = {}
+    for (task, pe), r in first.items():
+        if task != "clustering" or r.embeddings is None or r.embeddings.shape[0] != adata.n_obs:
+            continue
+        label = r.params.get("label_key")
+        emb = ad.AnnData(X=np.zeros((adata.n_obs, 1), dtype=np.float32), obs=adata.obs.copy())
+        emb.obsm["X_cape"] = r.embeddings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sc.pp.neighbors(emb, use_rep="X_cape", random_state=0)
+            sc.tl.umap(emb, random_state=0)
+        xy = emb.obsm["X_umap"]
+        fig, ax = plt.subplots(figsize=(6, 5))
+        if label in emb.obs:
+            cats = emb.obs[label].astype("category")
+            for i, c in enumerate(cats.cat.categories):
+                m = (cats == c).to_numpy()
+                ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
+            ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
+        else:
+            ax.scatter(xy[:, 0], xy[:, 1], s=6)
+        ax.set_title(f"UMAP of cell embeddings, pe={pe}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        figs[f"umap_{pe}.png"] = fig
+    return figs
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The report as Markdown (tables of metrics, timings and summaries)."""
+    d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
+    lines = [
+        f"# CAPE report: {d['source']}",
+        "",
+        f"cape_pipeline {doc['cape_pipeline']}; Python {doc['machine']['python']} on {doc['machine']['platform']}.",
+        "",
+        "## Data",
+        f"- {d['n_obs']} observations × {d['n_vars']} features, modality {d['modality']}, input {d['input_state']}",
+        f"- preprocessing: {'; '.join(d['preprocess_steps']) or 'none'}",
+        f"- data fingerprint: `{d['fingerprint']}`",
+        "",
+        "## Causal DAG (Step I)",
+        f"- method {g['method']}: {g['n_edges']} edges; {g['n_cycle_edges_dropped']} edge(s) dropped to break cycles",
+    ]
+    if g.get("metrics_vs_truth"):
+        m = g["metrics_vs_truth"]
+        lines.append("- against the known graph: " + ", ".join(f"{k} {v:.3g}" for k, v in m.items()))
+    lines += [
+        "",
+        "## Embedding (Steps II–III)",
+        f"- d = {e['d']}, geometry {e['geometry']}, angle scale c = {e['scale']:.4f} rad",
+        f"- max ‖e‖ = {e['max_norm_e']:.4f}; Spearman(‖e‖, −PageRank) = {e['spearman_norm_vs_neg_pagerank']:.3f}"
+        " (positive: causally general features sit nearer the origin; nan: no variation, e.g. a graph without edges)",
+        "",
+        "## Tasks",
+    ]
+    if not doc["metrics"]:
+        lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
+    else:
+        lines += [
+            f"Backbone width D = {t['d_model']}; PEs {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds.",
+            "",
+            "| task | pe | metric | mean | sd | seeds |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in doc["metrics"]:
+            lines.append(f"| {r['task']} | {r['pe']} | {r['metric']} | {r['mean']:.4f} | {r['sd']:.4f} | {r['n']} |")
+        if doc["throughput_cells_per_s"]:
+            lines += ["", "Training throughput (cells/s): " + ", ".join(
+                f"{pe} {v:.1f}" for pe, v in doc["throughput_cells_per_s"].items())]
+        lines += ["", f"`{REFERENCE_PE}` rows are each task's classical baseline on the same split "
+                  "(logistic regression on the log-normalized input for annotation; see the task docs)."]
+    lines += ["", "## Time per stage (s)", "", "| stage | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in doc["timings_s"].items()]
+    lines += ["", "Figures are in `figures/`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cape_pipeline as cape
+from cape_pipeline import tl
+from cape_pipeline.errors import CapeDataError
+
+
+def _data():
+    a = cape.read("synthetic-mlp", n_nodes=6, n_obs=200, seed=2)
+    return cape.pp.preprocess(a)
+
+
+def test_discover_embed_encode_write_axes():
+    a = _data()
+    tl.discover(a, epochs=3, max_outer=2)
+    assert a.varp["cape_dag"].shape == (6, 6) and "discover" in a.uns["cape"]
+    tl.embed(a, dim=4, epochs=5)
+    assert a.varm["cape_lorentz"].shape == (6, 5) and a.varm["cape_poincare"].shape == (6, 4)
+    assert "cape_pagerank" in a.var
+    tl.encode(a)
+    np.testing.assert_allclose(a.varm["cape_angles"], (np.pi / 4) * a.varm["cape_poincare"])
+    assert a.uns["cape"]["encode"]["d"] == 4
+
+
+def test_copy_leaves_input_untouched():
+    a = _data()
+    b = tl.discover(a, epochs=2, max_outer=1, copy=True)
+    assert "cape_dag" not in a.varp and "cape_dag" in b.varp
+
+
+def test_encode_from_saved_encodings_aligns_by_name(tmp_path):
+    from cape_pipeline.encodings import encode
+    from cape_pipeline.hyperbolic import embed
+
+    a = _data()
+    graph = cape.CausalGraph.from_adjacency(a.varp["true_dag"], a.var_names)
+    enc = encode(embed(graph, dim=4, epochs=5), graph=graph)
+    enc.save(tmp_path / "enc")
+    b = a[:, ::-1].copy()  # another dataset with the features in another order
+    tl.encode(b, str(tmp_path / "enc"))
+    want = enc.angles[[list(enc.feature_names).index(n) for n in b.var_names]]
+    np.testing.assert_array_equal(b.varm["cape_angles"], want)
+    c = cape.read("synthetic-mlp", n_nodes=7, n_obs=50, seed=2)  # x6 is not in the encodings
+    with pytest.raises(CapeDataError, match="x6"):
+        tl.encode(c, str(tmp_path / "enc"))
+    tl.encode(c, str(tmp_path / "enc"), missing="zero")
+    assert (c.varm["cape_angles"][-1] == 0).all()
+
+
+def test_missing_prerequisites_are_clear():
+    a = _data()
+    with pytest.raises(CapeDataError, match="run cape_pipeline.tl.discover"):
+        tl.embed(a)
+    with pytest.raises(CapeDataError, match="run cape_pipeline.tl.embed"):
+        tl.encode(a)
