@@ -1,0 +1,64 @@
+"""Shared helpers for the Step II benchmarks: graphs, metrics, machine description."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import spearmanr
+from sklearn.metrics import average_precision_score
+
+from cape_pipeline.causal.graph import CausalGraph
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def scale_free(m: int, seed: int) -> CausalGraph:
+    """True DAG of a gcastle scale-free simulation, M nodes, 2M edges, |w| in [0.5, 2]."""
+    from castle.datasets import DAG
+
+    w = DAG.scale_free(n_nodes=m, n_edges=2 * m, weight_range=(0.5, 2.0), seed=seed)
+    return CausalGraph.from_adjacency(w, [f"g{i}" for i in range(m)], params={"source": f"gcastle scale_free M={m} seed={seed}"})
+
+
+def sachs() -> CausalGraph:
+    df = pd.read_csv(ROOT / "cape_pipeline/data/sachs/sachs_consensus_graph.csv")
+    return CausalGraph.from_edges(list(zip(df["Cause"], df["Effect"], strict=True)), params={"source": "Sachs consensus"})
+
+
+def mean_average_precision(emb, graph: CausalGraph, rows: np.ndarray | None = None) -> float:
+    """Nickel & Kiela reconstruction mAP: for each node, rank all others by distance and score
+    its DAG neighbours (either direction); mean AP over nodes with at least one neighbour."""
+    adj = graph.adjacency
+    und = ((adj != 0) + (adj != 0).T).tocsr()
+    idx = np.arange(graph.n_features) if rows is None else rows
+    aps = []
+    for start in range(0, idx.size, 256):
+        chunk = idx[start : start + 256]
+        dist = emb.distances(chunk)
+        for r, i in enumerate(chunk):
+            truth = und[[i]].toarray().ravel().astype(bool)
+            mask = np.ones_like(truth)
+            mask[i] = False
+            if truth[mask].any():
+                aps.append(average_precision_score(truth[mask], -dist[r, mask]))
+    return float(np.mean(aps))
+
+
+def hierarchy_rho(emb) -> float:
+    """Spearman ρ between ‖e‖ and −PageRank (positive: high-PageRank roots near the origin)."""
+    return float(spearmanr(np.linalg.norm(emb.poincare, axis=1), -emb.pagerank)[0])
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return (
+        f"{platform.node()} | {platform.processor() or platform.machine()} | {os.cpu_count()} CPU cores | "
+        f"Python {sys.version.split()[0]} | torch {torch.__version__} (threads={torch.get_num_threads()}) | "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
