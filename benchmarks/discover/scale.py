@@ -1,0 +1,97 @@
+"""Step I scaling: seconds per epoch and peak memory of CAPE vs M at N = 10⁴.
+
+Each M runs in its own subprocess (so peak RSS, from ``resource.getrusage``, is per case) on a
+random sparse linear SEM (2 parents per node), with the package defaults except ``epochs``
+(default 2: the per-epoch time is the quantity measured). Writes ``scale.json``, ``scale.png``
+(log-log) and prints the fitted slope of log(seconds/epoch) on log(M).
+
+Usage: python benchmarks/discover/scale.py [--sizes 100,300,1000,3000] [--epochs 2] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+N = 10_000
+
+
+def one(m: int, epochs: int, threads: int) -> dict:
+    import resource
+    import time
+
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    from cape_pipeline.causal.api import discover
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, m)).astype(np.float32)
+    for j in range(1, m):
+        par = rng.choice(j, size=min(2, j), replace=False)
+        x[:, j] += (x[:, par] * rng.uniform(0.5, 1.0, size=par.size)).sum(1)
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    g = discover(x, epochs=epochs, max_outer=epochs, seed=0, device="cpu")
+    total = time.perf_counter() - t0
+    per_epoch = [h["seconds"] for h in g.history]
+    return {
+        "M": m, "N": N, "epochs": epochs, "seconds_total": total,
+        "seconds_per_epoch": float(np.median(per_epoch)),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load_average": [load0, os.getloadavg()[0]], "threads": threads,
+        "n_edges": g.n_edges,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="100,300,1000,3000")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--one", type=int)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one, a.epochs, a.threads)))
+        return
+    print("command:", common.command())
+    print("machine:", common.machine())
+    rows = []
+    for m in map(int, a.sizes.split(",")):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(m), "--epochs", str(a.epochs), "--threads", str(a.threads)],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip().splitlines()[-1]
+        rows.append(json.loads(out))
+        print(rows[-1], flush=True)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ms = np.array([r["M"] for r in rows], dtype=float)
+    sec = np.array([r["seconds_per_epoch"] for r in rows])
+    slope, icpt = np.polyfit(np.log(ms), np.log(sec), 1)
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    ax.loglog(ms, sec, "o-", label=f"CAPE Step I (slope {slope:.2f})")
+    ax.loglog(ms, np.exp(icpt) * ms, ":", color="gray", label="slope 1")
+    ax.set_xlabel("M (features)")
+    ax.set_ylabel("seconds / epoch (N = 10⁴)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(common.HERE / "scale.png", dpi=120)
+    res = {"rows": rows, "slope": slope, "machine": common.machine(), "command": common.command()}
+    (common.HERE / "scale.json").write_text(json.dumps(res, indent=1))
+    print(f"slope in M: {slope:.2f}")
+
+
+if __name__ == "__main__":
+    main()

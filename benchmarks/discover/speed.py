@@ -1,0 +1,40 @@
+"""Step I speed: CAPE vs gcastle DAG_GNN at M = 50, N = 2000, default settings each.
+
+Both sides come from the accuracy cache (``cache/synth50__cape-spectral.json`` written by
+``accuracy.py`` and ``cache/synth50__dag-gnn.json`` written by ``run_baselines.py``; the
+latter runs in the background with a wall-clock limit). Prints the wall-time ratio and SHDs,
+or says which side was not run.
+
+Usage: python benchmarks/discover/speed.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def main() -> None:
+    print("command:", common.command())
+    print("machine:", common.machine())
+    cape = common.read_cache("synth50", "cape-spectral")
+    gnn = common.read_cache("synth50", "dag-gnn")
+    if not cape or cape.get("status") != "ok":
+        print("cape synth50: not run")
+        return
+    print(f"cape: {cape['seconds']:.1f} s, SHD {cape['metrics']['shd']} (load {cape['load_average'][0]:.1f})")
+    if not gnn or gnn.get("status") != "ok":
+        lim = (gnn or {}).get("limit_seconds")
+        print(f"dag-gnn: {gnn['status'] if gnn else 'not run (time)'}" + (f" (> {lim:.0f} s)" if lim else ""))
+        if lim:
+            print(f"ratio lower bound: > {lim / cape['seconds']:.1f}x")
+        return
+    print(f"dag-gnn: {gnn['seconds']:.1f} s, SHD {gnn['metrics']['shd']}")
+    print(f"ratio: {gnn['seconds'] / cape['seconds']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
