@@ -34,6 +34,10 @@ _CAPE_KWARGS = {
     "weight_decay",
     "init_scale",
     "max_edges_per_row",
+    "l1",
+    "l1_exact_max",
+    "l1_pairs",
+    "dag_threshold",
 }
 
 
@@ -228,6 +232,8 @@ def discover_scored(
     n_dropped = 0
     if method == "cape":
         solver_kwargs = {k: v for k, v in method_kwargs.items() if k != "max_edges_per_row"}
+        # hold the AL penalty once the τ-thresholded output is a DAG (SolverConfig.dag_threshold)
+        solver_kwargs.setdefault("dag_threshold", float(threshold))
         config = SolverConfig(
             rank=eff_rank,
             lambda_sparse=float(lambda_sparse),
@@ -315,7 +321,7 @@ def discover(
     rank
         r of ``A = U Vᵀ`` (40). ``rank >= M`` is capped to ``M − 1`` (logged at INFO).
     lambda_sparse
-        λs (Eq. 9), weight of the O(M r) L1 surrogate ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁`` per batch.
+        λs (Eq. 9), weight of ``‖A‖₁`` per batch of ``batch_size`` rows (see ``l1`` below).
     threshold
         τ on ``|A|`` (0.2); for ``"correlation"`` the threshold on ``|r|``.
     epochs, batch_size, lr
@@ -336,7 +342,11 @@ def discover(
         Augmented-Lagrangian outer steps; each runs ``ceil(epochs / max_outer)`` epochs.
     **method_kwargs
         ``"cape"``: ``h_tol``, ``rho_max``, ``rho_init``, ``hidden``, ``power_iters``,
-        ``weight_decay``, ``max_edges_per_row`` (default: all above τ for M ≤ 5000, else 200).
+        ``weight_decay``, ``max_edges_per_row`` (default: all above τ for M ≤ 5000, else 200),
+        ``l1`` (``"auto"``: exact ‖A‖₁ for M ≤ ``l1_exact_max`` = 1000, else an unbiased
+        estimate from ``l1_pairs`` sampled entries; or ``"exact"``, ``"sampled"``,
+        ``"surrogate"``), ``dag_threshold`` (default τ: the augmented-Lagrangian penalty
+        stops growing once ``|A| > τ`` is a DAG; None for the plain rule of Eq. 10).
         gcastle methods: forwarded to the gcastle constructor.
 
     Returns

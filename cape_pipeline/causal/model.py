@@ -224,6 +224,57 @@ class LowRankSEMVAE(nn.Module):
         """
         return (self.u.abs().sum(dim=0) * self.v.abs().sum(dim=0)).sum()
 
+    def l1_exact(self, block: int = 256) -> torch.Tensor:
+        """Exact ``‖A‖₁ = Σ_{m≠n} |(U Vᵀ)_mn|`` (Eq. 9), computed in row blocks.
+
+        Each block forms ``(b, M)`` entries, so the cost is O(M² r) time and O(b M) memory;
+        meant for small M (the solver uses it up to ``SolverConfig.l1_exact_max``).
+
+        Parameters
+        ----------
+        block
+            Rows per block.
+
+        Returns
+        -------
+        torch.Tensor
+            0-dim, differentiable in ``u`` and ``v``.
+        """
+        total = self.u.new_zeros(())
+        m = self.n_features
+        for start in range(0, m, block):
+            a = self.u[start : start + block] @ self.v.T  # (b, M)
+            total = total + a.abs().sum()
+        return total - self.diag().abs().sum()
+
+    def l1_sampled(self, n_pairs: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Unbiased Monte-Carlo estimate of ``‖A‖₁`` from ``S = n_pairs`` random (i, j) pairs.
+
+        ``‖A‖₁ ≈ M (M − 1) / S · Σ_s |u_{i_s} · v_{j_s}|`` with ``(i_s, j_s)`` drawn uniformly
+        among the off-diagonal pairs; its expectation (and that of its gradient) is the exact
+        L1 norm of Eq. 9. Cost O(S r) time and memory — no ``M × M`` matrix.
+
+        Parameters
+        ----------
+        n_pairs
+            S, number of sampled pairs.
+        generator
+            Generator on the factors' device for the pair indices.
+
+        Returns
+        -------
+        torch.Tensor
+            0-dim estimate, differentiable in ``u`` and ``v``.
+        """
+        m = self.n_features
+        dev = self.u.device
+        i = torch.randint(0, m, (n_pairs,), generator=generator, device=dev)
+        # j uniform over the M − 1 columns other than i
+        j = torch.randint(0, m - 1, (n_pairs,), generator=generator, device=dev)
+        j = j + (j >= i).to(j.dtype)
+        vals = (self.u[i] * self.v[j]).sum(dim=1).abs()
+        return vals.mean() * (m * (m - 1))
+
     def adjacency_dense(self) -> torch.Tensor:
         """``A = U Vᵀ − diag(U Vᵀ)`` as a dense ``(M, M)`` tensor (no gradient; tests, small M)."""
         with torch.no_grad():

@@ -32,6 +32,7 @@ __all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
 logger = logging.getLogger(__name__)
 
 ACYCLICITY = ("spectral", "majorant")
+L1_MODES = ("auto", "exact", "sampled", "surrogate")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class SolverConfig:
     rank
         r of ``A = U Vᵀ`` (Supp. G.4: 40).
     lambda_sparse
-        λs of Eq. 9 (Supp. F.4: 1), weight of the O(M r) L1 surrogate per batch.
+        λs of Eq. 9 (Supp. F.4: 1), weight of ``‖A‖₁`` (see ``l1``) per batch.
     epochs
         Total epoch budget over all outer steps (Supp. F.4: 100).
     batch_size
@@ -69,6 +70,18 @@ class SolverConfig:
         Spectral radius of ``|U||V|ᵀ`` at initialisation (see :class:`LowRankSEMVAE`).
     seed
         Seed of the local generators (initialisation, shuffling, reparameterisation noise).
+    l1
+        How ``‖A‖₁`` of Eq. 9 is evaluated: ``"exact"`` (blockwise, O(M² r) per step),
+        ``"sampled"`` (unbiased estimate from ``l1_pairs`` random pairs, O(S r)),
+        ``"surrogate"`` (the factor bound ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁``, O(M r)), or ``"auto"``:
+        exact for ``M ≤ l1_exact_max``, else sampled.
+    l1_exact_max, l1_pairs
+        Switch point of ``"auto"`` and S of the sampled estimate.
+    dag_threshold
+        When set (the API passes τ), the augmented-Lagrangian penalty is only tightened
+        while the τ-thresholded graph ``|A| > τ`` still has a cycle: once it is a DAG, ρ and
+        α are held and the remaining epochs fit the data under that penalty (None: the
+        plain rule of Eq. 10, which drives every entry towards 0 for the spectral h).
     """
 
     rank: int = 40
@@ -87,6 +100,10 @@ class SolverConfig:
     weight_decay: float = 1e-2
     init_scale: float = 0.1
     seed: int = 0
+    l1: str = "auto"
+    l1_exact_max: int = 1000
+    l1_pairs: int = 4096
+    dag_threshold: float | None = None
 
 
 @dataclass
@@ -123,12 +140,42 @@ def _h(model: LowRankSEMVAE, kind: str, state: dict[str, torch.Tensor], iters: i
     return h_spectral(model.u, model.v, n_iter=iters, state=state)
 
 
+def _l1(model: LowRankSEMVAE, kind: str, config: SolverConfig, gen: torch.Generator) -> torch.Tensor:
+    if kind == "surrogate":
+        return model.l1_surrogate()
+    if kind == "exact":
+        return model.l1_exact()
+    return model.l1_sampled(config.l1_pairs, generator=gen)
+
+
+def thresholded_is_dag(model: LowRankSEMVAE, tau: float, max_edges_per_row: int | None = None) -> bool:
+    """Whether the graph ``|A| > τ`` of the current factors has no directed cycle.
+
+    The thresholded graph is formed in row blocks as a sparse matrix
+    (:func:`~cape_pipeline.causal.postprocess.threshold_low_rank`, O(M² r) time, O(M·b)
+    memory), once per outer step; it is acyclic iff every strongly connected component is a
+    single node.
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    from cape_pipeline.causal.postprocess import threshold_low_rank
+
+    u = model.u.detach().cpu().double().numpy()
+    v = model.v.detach().cpu().double().numpy()
+    adj = threshold_low_rank(u, v, tau, max_edges_per_row=max_edges_per_row)
+    if adj.nnz == 0:
+        return True
+    n_comp, _ = connected_components(adj, directed=True, connection="strong")
+    return int(n_comp) == adj.shape[0]
+
+
 def fit_low_rank_vae(
     x: torch.Tensor,
     config: SolverConfig,
     *,
     device: str | torch.device = "auto",
     progress: bool = False,
+    callback: Any = None,
 ) -> FitResult:
     """Fit ``A = U Vᵀ`` to standardized data by the augmented Lagrangian (Eqs. 9–10).
 
@@ -142,6 +189,9 @@ def fit_low_rank_vae(
         ``"auto"``, ``"cpu"``, ``"cuda"``...
     progress
         Show a rich progress bar (outer step, epoch, current h).
+    callback
+        Optional ``callback(model, record)`` called after every outer step with the model and
+        that step's history record (diagnostics; its return value is ignored).
 
     Returns
     -------
@@ -155,6 +205,8 @@ def fit_low_rank_vae(
     """
     if config.acyclicity not in ACYCLICITY:
         raise ValueError(f"acyclicity must be one of {ACYCLICITY}, got {config.acyclicity!r}")
+    if config.l1 not in L1_MODES:
+        raise ValueError(f"l1 must be one of {L1_MODES}, got {config.l1!r}")
     dev = resolve_device(device)
     n, m = x.shape
     x = x.to(dev, torch.float32)
@@ -168,6 +220,9 @@ def fit_low_rank_vae(
     bs = min(config.batch_size, n)
     n_batches = max(1, math.ceil(n / bs))
     inner_epochs = max(1, math.ceil(config.epochs / config.max_outer))
+    l1_kind = config.l1
+    if l1_kind == "auto":
+        l1_kind = "exact" if m <= config.l1_exact_max else "sampled"
     rho, alpha = config.rho_init, config.alpha_init
     h_last = math.inf
     state: dict[str, torch.Tensor] = {}
@@ -202,7 +257,7 @@ def fit_low_rank_vae(
                     if idx.numel() < 2:  # batch statistics need two rows
                         continue
                     terms = model(x[idx], generator=gen_dev)
-                    l1 = model.l1_surrogate()
+                    l1 = _l1(model, l1_kind, config, gen_dev)
                     h = _h(model, config.acyclicity, state, config.power_iters)
                     loss = terms.neg_elbo + (
                         config.lambda_sparse * l1 + 0.5 * rho * h * h + alpha * h
@@ -238,10 +293,20 @@ def fit_low_rank_vae(
             }
             history.append(rec)
             logger.debug("outer step %s", rec)
+            if callback is not None:
+                callback(model, rec)
             outer += 1
             if not math.isfinite(h_now):
                 logger.warning("acyclicity h became non-finite; stopping the solver early")
                 break
+            if config.dag_threshold is not None:
+                rec["thresholded_dag"] = thresholded_is_dag(
+                    model, config.dag_threshold, 200 if m > 5000 else None
+                )
+                if rec["thresholded_dag"]:
+                    # the output graph is already acyclic: hold ρ and α (see SolverConfig)
+                    h_last = h_now
+                    continue
             # augmented-Lagrangian updates (Eq. 10)
             alpha += rho * h_now
             if h_now > 0.25 * h_last:
