@@ -80,14 +80,15 @@ class DotProductAttention(nn.Module):
         """
         bsz, t, d = x.shape
         h = self.n_heads
-        q, k, v = self.qkv(x).view(bsz, t, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+        qkv = self.qkv(x).view(bsz, t, 3, h, d // h).permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
+        q, k, v = qkv
         if angles is not None:
             from cape_pipeline.encodings.rope import apply_rotary
 
             a = angles.view(*angles.shape[:-1], h, d // (2 * h))  # (..., T, H, Dh/2)
             a = a.movedim(-2, -3)  # (..., H, T, Dh/2): head h takes its slice of the D/2 angles
-            # Eq. 24 on q and k in one call (one cos/sin of the angles): (2, B, H, T, Dh)
-            q, k = apply_rotary(torch.stack((q, k)), a)
+            # Eq. 24 on q and k in one call (one cos/sin of the angles, no copy): (2, B, H, T, Dh)
+            q, k = apply_rotary(qkv[:2], a)
         mask = None
         if score_bias is not None:
             mask = score_bias(q, k)  # (B, H, T, T)
