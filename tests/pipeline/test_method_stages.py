@@ -107,9 +107,10 @@ def test_train_and_evaluate_report(tmp_path):
     # everything is cached; a changed train parameter re-runs train and evaluate only
     r2 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN)
     assert all(rec.cached for rec in r2.records)
-    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": []}}
+    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": []}, "evaluate": {"umap": False}}
     r3 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     assert [rec.cached for rec in r3.records] == [True] * 5 + [False, False]
+    assert r3.output("train").pes == ["cape"]
 
 
 def test_train_rejects_unknown_task(tmp_path):
