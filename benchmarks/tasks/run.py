@@ -6,13 +6,14 @@ Usage (from the repository root):
                                    [--pes ...] [--out benchmarks/tasks/results]
 
 Needs the CAPE angles made by ``benchmarks/tasks/angles.py`` in ``benchmarks/tasks/cache``.
-Appends one row per run to ``OUT/raw.csv`` (re-running skips rows already there), then writes
+Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows already there), then writes
 ``OUT/summary.md`` (mean ± sd over seeds) and the throughput comparison ``cape`` vs ``none``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -33,10 +34,10 @@ CACHE = HERE / "cache"
 D_MODEL = 32
 MODEL = {"d_model": D_MODEL, "n_heads": 4, "n_layers": 2, "max_tokens": 64}
 BUDGET = {
-    "annotation": {"pretrain_epochs": 2, "finetune_epochs": 12, "lr": 2e-3, "model": MODEL},
-    "clustering": {"pretrain_epochs": 3, "lr": 2e-3, "model": MODEL},
-    "perturbation": {"pretrain_epochs": 1, "finetune_epochs": 6, "lr": 2e-3, "model": MODEL},
-    "age": {"pretrain_epochs": 2, "finetune_epochs": 15, "lr": 2e-3, "model": MODEL},
+    "annotation": {"pretrain_epochs": 3, "finetune_epochs": 25, "lr": 2e-3, "model": MODEL},
+    "clustering": {"pretrain_epochs": 5, "lr": 2e-3, "model": MODEL},
+    "perturbation": {"pretrain_epochs": 2, "finetune_epochs": 12, "lr": 2e-3, "model": MODEL},
+    "age": {"pretrain_epochs": 3, "finetune_epochs": 30, "lr": 2e-3, "model": MODEL},
 }
 DATASET = {"annotation": "pbmc68k_reduced", "clustering": "pbmc68k_reduced", "perturbation": "sim_perturbation", "age": "sim_methylation_age"}
 GRAPH_PREFERENCE = ("discover", "true", "correlation")
@@ -89,7 +90,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    raw_path = args.out / "raw.csv"
+    raw_path = args.out / "raw.jsonl"
     print("command:", "python " + " ".join(sys.argv))
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
           f"torch threads {torch.get_num_threads()}")
@@ -97,7 +98,7 @@ def main() -> None:
     print("seeds:", args.seeds, "| backbone: scgpt |", "model:", MODEL)
     for t in args.tasks:
         print(f"  {t}: data {DATASET[t]}, budget {dict((k, v) for k, v in BUDGET[t].items() if k != 'model')}")
-    done = pd.read_csv(raw_path) if raw_path.exists() else pd.DataFrame(columns=["task", "pe", "seed"])
+    done = pd.read_json(raw_path, lines=True) if raw_path.exists() else pd.DataFrame(columns=["task", "pe", "seed"])
     key = set(zip(done["task"], done["pe"], done["seed"].astype(int), strict=True))
     data_cache: dict[str, object] = {}
     t_all = time.perf_counter()
@@ -117,7 +118,8 @@ def main() -> None:
                        "seconds": res.seconds, "cells_per_second": res.cells_per_second, "load1": os.getloadavg()[0], **res.metrics}
                 print(f"  {pe:<19} seed {seed}: " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items() if not k.startswith("reference"))
                       + f" | {res.seconds:.0f}s, {res.cells_per_second:.0f} cells/s", flush=True)
-                pd.DataFrame([row]).to_csv(raw_path, mode="a", header=not raw_path.exists(), index=False)
+                with raw_path.open("a") as fh:  # one JSON object per run (tasks have different metrics)
+                    fh.write(json.dumps(row) + "\n")
     print(f"task runs: {time.perf_counter() - t_all:.0f}s; load average: {os.getloadavg()}")
     pbmc = data_cache.get("pbmc68k_reduced") or BENCH_DATA["pbmc68k_reduced"]()
     ang, _ = load_angles("pbmc68k_reduced", pbmc.var_names)

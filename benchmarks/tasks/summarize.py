@@ -1,4 +1,4 @@
-"""Summarize ``results/raw.csv`` of run.py into markdown tables (mean ± sd over seeds).
+"""Summarize ``results/raw.jsonl`` of run.py into markdown tables (mean ± sd over seeds).
 
 Usage: python benchmarks/tasks/summarize.py [results_dir]
 """
@@ -48,7 +48,7 @@ def table(raw: pd.DataFrame, task: str) -> str:
 
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results"
-    raw = pd.read_csv(out / "raw.csv")
+    raw = pd.read_json(out / "raw.jsonl", lines=True)
     for task in COLUMNS:
         print(f"### {task}\n")
         print(table(raw, task))
