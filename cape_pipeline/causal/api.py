@@ -304,9 +304,12 @@ def discover(
     With ``method="cape"`` this fits the low-rank NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder
     ``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7), loss ``−ELBO + λs‖A‖₁ + (ρ/2)h² + αh`` (Eqs. 8–10) with
-    ``A = U Vᵀ`` of rank r (Supp. G.4), solved by the augmented Lagrangian; then thresholds
+    ``A = U Vᵀ`` of rank r (Supp. G.4), solved by the augmented Lagrangian (the penalty is held
+    once the τ-thresholded graph is a DAG, see ``dag_threshold`` below); then thresholds
     ``|A| > τ`` and drops the weakest edge of every remaining cycle. Per-epoch cost
-    O(N·M·r + M·r²); no ``M × M`` matrix is formed during training.
+    O(N·M·r + (N/B)·M·r²) plus, for the exact ‖A‖₁ used when M ≤ 1000, O((N/B)·M²·r) in row
+    blocks; above that the sampled estimate costs O((N/B)·S·r) and no ``M × M`` matrix is
+    formed during training (one sparse τ-thresholded graph is built per outer step).
 
     Parameters
     ----------
