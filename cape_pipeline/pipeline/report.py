@@ -51,7 +51,7 @@ def write_results(out: Any, d: Path) -> None:
     if arrays:
         with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
-    doc = {"tasks": out.tasks, "pes": out.pes, "d_model": out.d_model, "runs": runs}
+    doc = {"tasks": out.tasks, "pes": out.pes, "d_model": out.d_model, "encodings_dir": out.encodings_dir, "runs": runs}
     with atomic_path(d / RESULTS) as tmp:
         tmp.write_text(json.dumps(doc, indent=1, default=str))
 
@@ -83,7 +83,9 @@ def read_results(d: Path) -> Any:
                 params=run["params"],
             )
         )
-    return TrainOutput(results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"])
+    return TrainOutput(
+        results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir")
+    )
 
 
 # ------------------------------------------------------------------------------------ report

@@ -54,7 +54,9 @@ class RunResult:
 
     def output(self, stage: str) -> Any:
         """The in-memory output of ``stage`` (loaded from the cache if it was a hit)."""
-        return self.outputs[stage]() if callable(self.outputs[stage]) else self.outputs[stage]
+        if isinstance(self.outputs[stage], _Cached):
+            self.outputs[stage] = self.outputs[stage].load()
+        return self.outputs[stage]
 
 
 def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
@@ -151,12 +153,16 @@ def run_pipeline(
     ctx = StageContext(source=source, seed=seed or 0, device=device or "auto", progress=progress)
     cache = ArtifactCache(workdir)
 
+    inputs = {name: STAGES[name].inputs_for(configs) for name in stages}
+    needed = _needed(stages, inputs)
+    stages = [s for s in stages if s in needed]
+
     keys: dict[str, str] = {}
     for name in stages:
         st = STAGES[name]
         fp = st.fingerprint(configs[name], ctx) if st.fingerprint else ""
-        params = {**config_params(configs[name]), **({"source": source} if not st.inputs else {})}
-        keys[name] = stage_key(name, params, {u: keys[u] for u in st.inputs}, fp)
+        params = {**config_params(configs[name]), **({"source": source} if not inputs[name] else {})}
+        keys[name] = stage_key(name, params, {u: keys[u] for u in inputs[name]}, fp)
 
     outputs: dict[str, Any] = {}
     records: list[StageRecord] = []
@@ -164,8 +170,8 @@ def run_pipeline(
     def get(name: str) -> Any:
         if name not in outputs:
             raise RuntimeError(f"stage {name} has no output")  # invariant: order guarantees it
-        if callable(outputs[name]):
-            outputs[name] = outputs[name]()
+        if isinstance(outputs[name], _Cached):
+            outputs[name] = outputs[name].load()
         return outputs[name]
 
     for name in stages:
@@ -173,7 +179,7 @@ def run_pipeline(
         key = keys[name]
         hit = cache.lookup(name, key)
         if hit is not None:
-            outputs[name] = _lazy_loader(st, hit)
+            outputs[name] = _Cached(st, hit)
             man = cache.manifest(name, key)
             summary = man.get("summary", {})
             ctx.timings[name] = float(man.get("timings", {}).get("seconds", 0.0))
@@ -185,14 +191,14 @@ def run_pipeline(
         if report:
             report(name, None, "start")
         t0 = time.perf_counter()
-        result = st.run({u: get(u) for u in st.inputs}, configs[name], ctx)
+        result = st.run({u: get(u) for u in inputs[name]}, configs[name], ctx)
         seconds = time.perf_counter() - t0
         ctx.timings[name] = seconds
         summary = st.summary(result) if st.summary else {}
         manifest = {
             "params": config_params(configs[name]),
             "source": source,
-            "upstream": {u: keys[u] for u in st.inputs},
+            "upstream": {u: keys[u] for u in inputs[name]},
             "timings": {"seconds": round(seconds, 4)},
             "summary": summary,
         }
@@ -208,10 +214,31 @@ def run_pipeline(
         last = records[-1]
         by_stage = {r.stage: r for r in records}
         for extra in STAGES[last.stage].export_also:
-            exported += export_artifact(STAGES[extra], by_stage[extra].path, Path(out))
+            if extra in by_stage:  # not when skipped (train with a ready encodings directory)
+                exported += export_artifact(STAGES[extra], by_stage[extra].path, Path(out))
         exported += export_artifact(STAGES[last.stage], last.path, Path(out))
     return RunResult(records=records, missing=missing, exported=exported, outputs=outputs)
 
 
-def _lazy_loader(st: Stage, path: Path) -> Callable[[], Any]:
-    return lambda: st.load(path)
+@dataclass
+class _Cached:
+    """A cache hit whose output is read from disk only when a later stage asks for it."""
+
+    stage: Stage
+    path: Path
+
+    def load(self) -> Any:
+        return self.stage.load(self.path)
+
+
+def _needed(stages: list[str], inputs: Mapping[str, tuple[str, ...]]) -> set[str]:
+    """The last stage and every stage it depends on, transitively (others are skipped, e.g.
+    Steps I–III when ``train.encodings`` names a ready encodings directory)."""
+    need: set[str] = set()
+    todo = [stages[-1]] if stages else []
+    while todo:
+        s = todo.pop()
+        if s not in need:
+            need.add(s)
+            todo.extend(inputs[s])
+    return need

@@ -20,7 +20,7 @@ import anndata as ad
 import numpy as np
 
 from cape_pipeline._utils import atomic_path, hash_array, hash_bytes, hash_file
-from cape_pipeline.errors import CapeConfigError, CapeFileError
+from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.pp import PreprocessConfig, preprocess
 
 STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
@@ -68,6 +68,9 @@ class Stage:
     export_also
         Upstream stages whose products ``--out`` also receives when this stage is the last
         (train and evaluate add the encodings export).
+    needs
+        ``needs(configs) -> inputs`` when the inputs depend on parameters (train with a ready
+        ``encodings`` directory does not need Steps I–III); default: ``inputs``.
     """
 
     name: str
@@ -82,6 +85,11 @@ class Stage:
     extra_field: str | None = None
     export: Callable[[Path, Path], list[Path]] | None = None
     export_also: tuple[str, ...] = ()
+    needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+
+    def inputs_for(self, configs: Mapping[str, Any]) -> tuple[str, ...]:
+        """Upstream stages this run of the stage reads, given every stage's config."""
+        return self.needs(configs) if self.needs is not None else self.inputs
 
 
 # ---------------------------------------------------------------------------- AnnData artifacts
@@ -523,6 +531,13 @@ class TrainConfig:
         Training budget (see :class:`cape_pipeline.tasks.TaskConfig`).
     label_key
         ``obs`` column with labels; ``None`` takes the task's default.
+    encodings
+        A ready encodings directory (``cape ... --out DIR`` or ``CapeEncodings.save``) to use
+        instead of running Steps I–III on this data; its angles are aligned to the data's
+        features by name.
+    encodings_missing
+        With ``encodings``: ``error`` (default) fails naming the data's features that the
+        encodings lack; ``zero`` gives them angle 0.
     """
 
     tasks: tuple[str, ...] | None = None
@@ -539,10 +554,14 @@ class TrainConfig:
     batch_size: int = 32
     lr: float = 1e-3
     label_key: str | None = None
+    encodings: str | None = None
+    encodings_missing: str = "error"
     device: str = "auto"
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.encodings_missing not in ("error", "zero"):
+            raise CapeConfigError(f"train.encodings_missing: expected error or zero, got {self.encodings_missing!r}")
         bad = sorted(set(self.tasks or ()) - set(TASKS))
         if bad:
             raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
@@ -559,6 +578,7 @@ class TrainOutput:
     tasks: list[str]
     pes: list[str]
     d_model: int
+    encodings_dir: str | None = None
 
 
 def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
@@ -581,14 +601,39 @@ def _torch_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _train_encodings(inputs: Mapping[str, Any], cfg: TrainConfig) -> EncodeOutput:
+    """The encodings train uses: the encode stage's, or those of ``cfg.encodings``."""
+    if cfg.encodings is None:
+        return inputs["encode"]
+    from cape_pipeline.encodings import load_encodings
+
+    enc = load_encodings(cfg.encodings)
+    return EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": str(cfg.encodings)})
+
+
+def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
+    """Content hash of a ready encodings directory named by ``train.encodings``."""
+    if getattr(cfg, "encodings", None) is None:
+        return ""
+    d = Path(cfg.encodings)
+    files = sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
+    if not files:
+        raise CapeFileError(f"train.encodings: {d} is not an encodings directory (expected encodings.parquet, manifest.json)")
+    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
+
+
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
     from cape_pipeline.tasks import run_task
 
     adata = inputs["preprocess"]
-    enc = inputs["encode"].encodings
+    enc = _train_encodings(inputs, cfg).encodings
     tasks = _resolve_tasks(cfg, ctx, adata)
     pes = list(dict.fromkeys([cfg.pe, *cfg.compare]))
-    angles = enc.align(adata.var_names, missing="error")
+    try:
+        angles = enc.align(adata.var_names, missing=cfg.encodings_missing)
+    except CapeDataError as exc:
+        where = f"train.encodings={cfg.encodings}" if cfg.encodings else "encodings"
+        raise CapeDataError(f"{where}: {exc} (CLI: --set train.encodings_missing=zero)") from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
     model = {"d_model": d_model}
     for k in ("n_layers", "n_heads", "max_tokens"):
@@ -623,7 +668,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                 )
                 res.params.update({"task": task, "pe": pe, "seed": cfg.seed + i})
                 results.append(res)
-    return TrainOutput(results=results, tasks=tasks, pes=pes, d_model=d_model)
+    return TrainOutput(results=results, tasks=tasks, pes=pes, d_model=d_model, encodings_dir=cfg.encodings)
 
 
 def _train_save(out: TrainOutput, d: Path) -> None:
@@ -656,10 +701,18 @@ class EvaluateConfig:
 def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageContext) -> Any:
     from cape_pipeline.pipeline.report import build_report
 
+    train = inputs["train"]
+    if "encode" in inputs:
+        encode = inputs["encode"]
+    else:  # train used a ready encodings directory
+        from cape_pipeline.encodings import load_encodings
+
+        enc = load_encodings(train.encodings_dir)
+        encode = EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": train.encodings_dir})
     return build_report(
-        train=inputs["train"],
+        train=train,
         adata=inputs["preprocess"],
-        encode=inputs["encode"],
+        encode=encode,
         source=ctx.source,
         timings=dict(ctx.timings),
         umap=cfg.umap,
@@ -752,6 +805,8 @@ STAGES: dict[str, Stage] = {
         export_files=("results.json",),
         summary=_train_summary,
         export_also=("encode",),
+        fingerprint=_encodings_fingerprint,
+        needs=lambda cfgs: ("preprocess",) if cfgs["train"].encodings else ("preprocess", "encode"),
     ),
     "evaluate": Stage(
         name="evaluate",
@@ -764,6 +819,7 @@ STAGES: dict[str, Stage] = {
         summary=lambda rep: rep.summary(),
         export=_evaluate_export,
         export_also=("encode",),
+        needs=lambda cfgs: ("train", "preprocess") if cfgs["train"].encodings else ("train", "preprocess", "encode"),
     ),
 }
 

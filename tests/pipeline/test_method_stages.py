@@ -116,3 +116,25 @@ def test_train_and_evaluate_report(tmp_path):
 def test_train_rejects_unknown_task(tmp_path):
     with pytest.raises(CapeConfigError, match="train.tasks: unknown task"):
         run_pipeline("krumsiek11", workdir=tmp_path, overrides={"train": {"tasks": ["annotate"]}})
+
+
+def test_train_with_ready_encodings_skips_steps_1_to_3(tmp_path, capsys):
+    from cape_pipeline.cli import main
+    from cape_pipeline.errors import CapeDataError
+
+    enc_dir = tmp_path / "enc"
+    run_pipeline("krumsiek11", until="encode", workdir=tmp_path / "w1", overrides=TINY_TRAIN, out=enc_dir)
+    over = {"train": {**TINY_TRAIN["train"], "compare": [], "encodings": str(enc_dir)}, "evaluate": {"umap": False}}
+    r = run_pipeline("krumsiek11", workdir=tmp_path / "w2", overrides=over, out=tmp_path / "out")
+    assert [rec.stage for rec in r.records] == ["ingest", "preprocess", "train", "evaluate"]
+    assert (tmp_path / "out" / "report.md").is_file()
+    # encodings of another dataset: the features do not match -> clear error, named features
+    other = tmp_path / "other"
+    run_pipeline("synthetic-mlp", until="encode", workdir=tmp_path / "w3",
+                 overrides={**FAST, "discover": {"method": "true-dag"}}, out=other)
+    bad = {"train": {**over["train"], "encodings": str(other)}, "evaluate": {"umap": False}}
+    with pytest.raises(CapeDataError, match="Gata2"):
+        run_pipeline("krumsiek11", workdir=tmp_path / "w2", overrides=bad)
+    code = main(["run", "krumsiek11", "--workdir", str(tmp_path / "w2"), "--set", f"train.encodings={other}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Gata2" in err and "Traceback" not in err
