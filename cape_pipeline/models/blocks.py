@@ -163,7 +163,10 @@ class TokenTransformer(nn.Module):
         h = torch.cat([self.cls_token.expand(bsz, 1, -1), h], dim=1)  # (B, 1+T, D)
         angles = self.pe.rotary(tokens.idx)  # (B, T, D/2) or None
         if angles is not None:
+            from cape_pipeline.encodings.rope import rotations
+
             angles = torch.cat([angles.new_zeros(bsz, 1, angles.shape[-1]), angles], dim=1)
+            angles = rotations(angles)  # e^{jφ} once for all layers: (B, 1+T, D/2) complex
         bias = self.pe.score_bias(tokens.idx)
         kpm = None
         if self.missing_key_padding and bool(tokens.missing.any()):
