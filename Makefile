@@ -19,8 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# Uses workflows/$(DEMO_DATA).yaml when it exists (dataset-specific settings, each explained there).
 demo: setup
-	$(CAPE) run $(DEMO_DATA) --workdir cape_work --out $(DEMO_OUT)
+	$(CAPE) run $(DEMO_DATA) --workdir cape_work --out $(DEMO_OUT) \
+		$(if $(wildcard workflows/$(DEMO_DATA).yaml),--config workflows/$(DEMO_DATA).yaml)
 
 test: setup
 	$(PY) -m pytest -q

@@ -337,6 +337,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "## Causal DAG (Step I)",
         f"- method {g['method']}: {g['n_edges']} edges; {g['n_cycle_edges_dropped']} edge(s) dropped to break cycles",
     ]
+    if g["n_edges"] == 0:
+        lines.append(
+            "- **The DAG is empty**: no edge passed the threshold, so the CAPE angles carry no causal "
+            "structure and `cape` cannot differ from `none` for a reason the paper intends. Lower "
+            "`discover.threshold` (see the warning of the discover stage)."
+        )
     if g.get("metrics_vs_truth"):
         m = g["metrics_vs_truth"]
         lines.append("- against the known graph: " + ", ".join(f"{k} {v:.3g}" for k, v in m.items()))

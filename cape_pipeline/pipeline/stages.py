@@ -8,6 +8,7 @@ in :data:`STAGES` once it is implemented; the runner reports the others as missi
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -22,6 +23,8 @@ import numpy as np
 from cape_pipeline._utils import atomic_path, hash_array, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.pp import PreprocessConfig, preprocess
+
+log = logging.getLogger(__name__)
 
 STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
 
@@ -260,10 +263,20 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
             )
         graph = CausalGraph.from_adjacency(truth, adata.var_names, params={"method": "true-dag"})
     else:
-        from cape_pipeline.causal.api import discover
+        from cape_pipeline.causal.api import discover_scored
 
         kwargs = {k: v for k, v in asdict(cfg).items() if v is not None}
-        graph = discover(adata, progress=ctx.progress, **kwargs)
+        graph, scores = discover_scored(adata, progress=ctx.progress, **kwargs)
+        if graph.n_edges == 0:
+            top = float(np.abs(scores).max()) if scores is not None else float("nan")
+            graph.params["empty_graph_max_abs_weight"] = top
+            log.warning(
+                "discover: no edge has |weight| above threshold %.3g (largest |A_ij| = %.3g), so the DAG is "
+                "empty and the CAPE angles carry no causal structure; lower it, e.g. --set discover.threshold=%.2g",
+                cfg.threshold,
+                top,
+                max(top / 3, 1e-3) if np.isfinite(top) else cfg.threshold / 4,
+            )
     if truth is not None:
         from cape_pipeline.causal.metrics import dag_metrics
 

@@ -138,3 +138,22 @@ def test_train_with_ready_encodings_skips_steps_1_to_3(tmp_path, capsys):
     code = main(["run", "krumsiek11", "--workdir", str(tmp_path / "w2"), "--set", f"train.encodings={other}"])
     err = capsys.readouterr().err
     assert code == 2 and "Gata2" in err and "Traceback" not in err
+
+
+def test_empty_graph_is_flagged(tmp_path, caplog):
+    import logging
+
+    over = {**FAST, "discover": {**FAST["discover"], "threshold": 50.0}}
+    with caplog.at_level(logging.WARNING, logger="cape_pipeline.pipeline.stages"):
+        r = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over)
+    assert r.output("discover").n_edges == 0
+    assert "no edge has |weight| above threshold 50" in caplog.text and "--set discover.threshold=" in caplog.text
+    from cape_pipeline.pipeline.report import render_markdown
+
+    doc = {"data": {"source": "x", "n_obs": 1, "n_vars": 1, "modality": "m", "input_state": "s", "preprocess_steps": [],
+                    "fingerprint": "f"},
+           "dag": {"method": "cape", "n_edges": 0, "n_cycle_edges_dropped": 0, "metrics_vs_truth": None},
+           "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.0, "spearman_norm_vs_neg_pagerank": float("nan")},
+           "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
+           "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
+    assert "The DAG is empty" in render_markdown(doc)
