@@ -1,12 +1,16 @@
 """Build CAPE angles for the task benchmark via the project's Steps I–III.
 
-Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS]
+Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS] [GEOMETRIES]
 
 GRAPH is ``discover`` (Step I, ``cape_pipeline.causal.api.discover``), ``true`` (the simulator's
-known DAG; simulated data only) or ``correlation`` (the w/o-CSL ablation graph). The graph is
+known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph) or ``discover005``
+(Step I with ``threshold=0.05``, defaults otherwise; the pbmc68k_reduced workflow's setting). The graph is
 then embedded (``cape_pipeline.hyperbolic.embed``, d = D/2) and encoded
 (``cape_pipeline.encodings.encode``, φ = (π/4)·e). Writes
 OUT_DIR/angles_<DATASET>_<GRAPH>_d<D/2>.npz with ``angles`` (M, D/2) and ``var_names``.
+GEOMETRIES (comma-separated, default ``hyperbolic``) embeds the same graph once per geometry;
+``euclidean`` (the w/o-hyperbolic ablation: same loss, Adam) writes ``angles_<DATASET>_<GRAPH>-euclidean_d<D/2>.npz``;
+``hyperbolic-radam`` (hyperbolic, Riemannian Adam instead of the default RSGD, same lr) writes ``..._<GRAPH>-radam_d<D/2>.npz``.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ EMBED_EPOCHS = 300
 def main() -> None:
     out, d_model, name, graph = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
+    geometries = sys.argv[6].split(",") if len(sys.argv) > 6 else ["hyperbolic"]
     out.mkdir(parents=True, exist_ok=True)
     d = d_model // 2
     adata = BENCH_DATA[name]()
-    f = out / f"angles_{name}_{graph}_d{d}.npz"
     x = adata.X.toarray() if sp.issparse(adata.X) else np.asarray(adata.X)
     if np.isnan(x).any():  # methylation: mean-impute for structure learning only
         x = np.where(np.isnan(x), np.nanmean(x, axis=0), x)
@@ -43,17 +47,24 @@ def main() -> None:
         g = CausalGraph(np.asarray(names, dtype=object), sp.csr_array(adata.varp["true_dag"].astype(np.float64)))
     elif graph == "correlation":
         g = discover(x, feature_names=names, method="correlation", seed=0)
+    elif graph == "discover005":
+        g = discover(x, feature_names=names, epochs=epochs, threshold=0.05, seed=0)
     else:
         g = discover(x, feature_names=names, epochs=epochs, seed=0)
-    t1 = time.perf_counter()
-    e = embed(g, dim=d, epochs=EMBED_EPOCHS, seed=0)
-    t2 = time.perf_counter()
-    enc = encode(e)
-    a = np.asarray(enc.angles, dtype=np.float64)
-    print(f"{name} graph={graph}: M={adata.n_vars} edges={g.n_edges} graph {t1 - t0:.0f}s embed {t2 - t1:.0f}s "
-          f"(embed epochs {EMBED_EPOCHS}, discover epochs {epochs if graph == 'discover' else '-'}); "
-          f"|phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}", flush=True)
-    np.savez(f, angles=a, var_names=np.asarray(names, dtype=str), n_edges=g.n_edges, graph_s=t1 - t0, embed_s=t2 - t1)
+    graph_s = time.perf_counter() - t0
+    for geometry in geometries:
+        t1 = time.perf_counter()
+        geo, _, opt = geometry.partition("-")
+        e = embed(g, dim=d, epochs=EMBED_EPOCHS, seed=0, geometry=geo, optimizer=opt or "rsgd")
+        t2 = time.perf_counter()
+        enc = encode(e)
+        a = np.asarray(enc.angles, dtype=np.float64)
+        tag = graph if geometry == "hyperbolic" else f"{graph}-{opt or geo}"
+        print(f"{name} graph={tag}: M={adata.n_vars} edges={g.n_edges} graph {graph_s:.0f}s embed {t2 - t1:.0f}s "
+              f"(embed epochs {EMBED_EPOCHS}, geometry {geometry}, discover epochs {epochs if graph.startswith('discover') else '-'}); "
+              f"|phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}", flush=True)
+        np.savez(out / f"angles_{name}_{tag}_d{d}.npz", angles=a, var_names=np.asarray(names, dtype=str),
+                 n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1)
 
 
 if __name__ == "__main__":

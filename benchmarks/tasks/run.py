@@ -4,10 +4,14 @@ Usage (from the repository root):
 
     python benchmarks/tasks/run.py [--seeds 0 1 2] [--tasks annotation clustering perturbation age]
                                    [--pes ...] [--out benchmarks/tasks/results]
+                                   [--graph KIND] [--no-throughput]
 
 Needs the CAPE angles made by ``benchmarks/tasks/angles.py`` in ``benchmarks/tasks/cache``.
 Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows already there), then writes
 ``OUT/summary.md`` (mean ± sd over seeds) and the throughput comparison ``cape`` vs ``none``.
+``--graph KIND`` uses only ``angles_<DATASET>_<KIND>_d16.npz`` (e.g. ``discover005``,
+``discover005-euclidean``) instead of the first of GRAPH_PREFERENCE found; with it the skip key
+includes the graph, so several graph kinds can share one OUT.
 """
 
 from __future__ import annotations
@@ -44,10 +48,10 @@ GRAPH_PREFERENCE = ("discover", "true", "correlation")
 LABEL = {"annotation": "bulk_labels", "clustering": "bulk_labels", "perturbation": "condition", "age": "age"}
 
 
-def load_angles(dataset: str, var_names: pd.Index) -> tuple[np.ndarray, str]:
-    """CAPE angles for ``dataset`` aligned by name; the first graph kind found in the cache."""
+def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...] = GRAPH_PREFERENCE) -> tuple[np.ndarray, str]:
+    """CAPE angles for ``dataset`` aligned by name; the first graph kind of ``graphs`` found in the cache."""
     d = D_MODEL // 2
-    for graph in GRAPH_PREFERENCE:
+    for graph in graphs:
         f = CACHE / f"angles_{dataset}_{graph}_d{d}.npz"
         if f.exists():
             z = np.load(f, allow_pickle=False)
@@ -88,6 +92,8 @@ def main() -> None:
     ap.add_argument("--tasks", nargs="+", default=list(BUDGET))
     ap.add_argument("--pes", nargs="+", default=list(PE_NAMES))
     ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--graph", default=None, help="use only this graph kind's angles (ablations)")
+    ap.add_argument("--no-throughput", action="store_true")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     raw_path = args.out / "raw.jsonl"
@@ -99,7 +105,12 @@ def main() -> None:
     for t in args.tasks:
         print(f"  {t}: data {DATASET[t]}, budget {dict((k, v) for k, v in BUDGET[t].items() if k != 'model')}")
     done = pd.read_json(raw_path, lines=True) if raw_path.exists() else pd.DataFrame(columns=["task", "pe", "seed"])
-    key = set(zip(done["task"], done["pe"], done["seed"].astype(int), strict=True))
+    if args.graph is None:
+        key = set(zip(done["task"], done["pe"], done["seed"].astype(int), strict=True))
+    else:
+        gcol = done["graph"].fillna("") if "graph" in done else pd.Series([""] * len(done))
+        key = set(zip(done["task"], done["pe"], done["seed"].astype(int), gcol, strict=True))
+    graphs = GRAPH_PREFERENCE if args.graph is None else (args.graph,)
     data_cache: dict[str, object] = {}
     t_all = time.perf_counter()
     for task in args.tasks:
@@ -107,11 +118,12 @@ def main() -> None:
         if ds not in data_cache:
             data_cache[ds] = BENCH_DATA[ds]()
         adata = data_cache[ds]
-        angles, graph = load_angles(ds, adata.var_names)
+        angles, graph = load_angles(ds, adata.var_names, graphs)
         print(f"{task}: {ds} {adata.n_obs}x{adata.n_vars}; CAPE angles from the '{graph}' graph", flush=True)
         for pe in args.pes:
             for seed in args.seeds:
-                if (task, pe, seed) in key:
+                k = (task, pe, seed) if args.graph is None else (task, pe, seed, graph if pe.startswith("cape") else "")
+                if k in key:
                     continue
                 res = run_task(task, adata, pe=pe, angles=angles, backbone="scgpt", config=BUDGET[task], label_key=LABEL[task], seed=seed)
                 row = {"task": task, "dataset": ds, "pe": pe, "seed": seed, "graph": graph if pe.startswith("cape") else "",
@@ -121,6 +133,8 @@ def main() -> None:
                 with raw_path.open("a") as fh:  # one JSON object per run (tasks have different metrics)
                     fh.write(json.dumps(row) + "\n")
     print(f"task runs: {time.perf_counter() - t_all:.0f}s; load average: {os.getloadavg()}")
+    if args.no_throughput:
+        return
     pbmc = data_cache.get("pbmc68k_reduced") or BENCH_DATA["pbmc68k_reduced"]()
     ang, _ = load_angles("pbmc68k_reduced", pbmc.var_names)
     tp = throughput(pbmc, ang)
