@@ -136,6 +136,8 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 REFERENCE_PE = "reference (no transformer)"
+SMALL_ANGLE = 0.05
+"""Radians; below this largest |φ| the report flags the encodings as nearly no rotation."""
 
 
 def spearman_norm_pagerank(poincare: Any, pagerank: Any) -> float:
@@ -230,6 +232,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "geometry": enc.geometry,
             "scale": float(enc.scale),
             "max_norm_e": float(norms.max()),
+            "max_abs_angle": float(np.abs(np.asarray(enc.angles)).max()),
             "spearman_norm_vs_neg_pagerank": rho,
             "final_loss": encode.embed_loss[-1] if encode.embed_loss else None,
         },
@@ -352,6 +355,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- d = {e['d']}, geometry {e['geometry']}, angle scale c = {e['scale']:.4f} rad",
         f"- max ‖e‖ = {e['max_norm_e']:.4f}; Spearman(‖e‖, −PageRank) = {e['spearman_norm_vs_neg_pagerank']:.3f}"
         " (positive: causally general features sit nearer the origin; nan: no variation, e.g. a graph without edges)",
+    ]
+    if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
+        lines.append(
+            f"- **The angles are nearly zero** (max |φ| = {e['max_abs_angle']:.3g} rad < {SMALL_ANGLE} rad): the "
+            "rotation barely changes attention, so `cape` behaves like `none`. The embedding stayed near its "
+            "start; more `embed.epochs` or a larger `embed.lr` move it further (benchmarks/embed)."
+        )
+    lines += [
         "",
         "## Tasks",
     ]

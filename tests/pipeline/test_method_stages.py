@@ -156,4 +156,7 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
            "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.0, "spearman_norm_vs_neg_pagerank": float("nan")},
            "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
            "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
-    assert "The DAG is empty" in render_markdown(doc)
+    md = render_markdown(doc)
+    assert "The DAG is empty" in md and "The angles are nearly zero" not in md  # no max_abs_angle given
+    doc["embedding"]["max_abs_angle"] = 0.001
+    assert "The angles are nearly zero" in render_markdown(doc)
