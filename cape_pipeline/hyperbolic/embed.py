@@ -430,7 +430,10 @@ def embed(
     negatives
         ``None``: all non-positive nodes are negatives (Eq. 16 exactly). An int K: K nodes drawn
         uniformly per anchor (positives and the anchor itself are dropped), and the sum over
-        negatives is estimated as ``|N^-(m)| / K_valid`` times the sampled sum.
+        negatives is estimated as ``|N^-(m)| / K_valid`` times the sampled sum. Effect on quality
+        (``benchmarks/embed/results_negatives.md``; M = 500 scale-free, d = 16, lr 1e-2): edge
+        reconstruction mAP 0.311 with all negatives, 0.304 with K = 128, 0.265 with K = 32; the
+        step cost falls from O(B·M·d) to O(B·K·d), which matters for M in the thousands.
     seed
         Seed of the local ``torch.Generator`` (initial points, negative samples) and of the numpy
         generator (anchor order). Global RNG state is not touched.
