@@ -92,8 +92,7 @@ def read(
     """
     src = str(source)
     path = Path(src).expanduser()
-    is_path = path.suffix.lower() in _READERS or os.sep in src or path.exists()
-    if not is_path:
+    if not is_file_source(src):
         entry = get_entry(src)
         modality = modality or entry.modality
         adata = entry.load(**loader_kwargs)
@@ -131,6 +130,14 @@ def read(
         "backed": bool(adata.isbacked),
     }
     return adata
+
+
+def is_file_source(source: str | os.PathLike[str]) -> bool:
+    """Whether ``source`` names a file (a known suffix, a path separator, or an existing path)
+    rather than a catalog entry."""
+    src = str(source)
+    path = Path(src).expanduser()
+    return path.suffix.lower() in _READERS or os.sep in src or path.exists()
 
 
 def read_h5ad(path: str | os.PathLike[str], *, backed: bool | None = None) -> ad.AnnData:

@@ -54,9 +54,7 @@ class RunResult:
 
     def output(self, stage: str) -> Any:
         """The in-memory output of ``stage`` (loaded from the cache if it was a hit)."""
-        if isinstance(self.outputs[stage], _Cached):
-            self.outputs[stage] = self.outputs[stage].load()
-        return self.outputs[stage]
+        return _resolve(self.outputs, stage)
 
 
 def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
@@ -167,13 +165,6 @@ def run_pipeline(
     outputs: dict[str, Any] = {}
     records: list[StageRecord] = []
 
-    def get(name: str) -> Any:
-        if name not in outputs:
-            raise RuntimeError(f"stage {name} has no output")  # invariant: order guarantees it
-        if isinstance(outputs[name], _Cached):
-            outputs[name] = outputs[name].load()
-        return outputs[name]
-
     for name in stages:
         st: Stage = STAGES[name]
         key = keys[name]
@@ -191,7 +182,7 @@ def run_pipeline(
         if report:
             report(name, None, "start")
         t0 = time.perf_counter()
-        result = st.run({u: get(u) for u in inputs[name]}, configs[name], ctx)
+        result = st.run({u: _resolve(outputs, u) for u in inputs[name]}, configs[name], ctx)
         seconds = time.perf_counter() - t0
         ctx.timings[name] = seconds
         summary = st.summary(result) if st.summary else {}
@@ -229,6 +220,13 @@ class _Cached:
 
     def load(self) -> Any:
         return self.stage.load(self.path)
+
+
+def _resolve(outputs: dict[str, Any], name: str) -> Any:
+    """The output of stage ``name``, reading a cache hit from disk the first time it is asked for."""
+    if isinstance(outputs[name], _Cached):
+        outputs[name] = outputs[name].load()
+    return outputs[name]
 
 
 def _needed(stages: list[str], inputs: Mapping[str, tuple[str, ...]]) -> set[str]:

@@ -149,6 +149,23 @@ def _adata_summary(adata: ad.AnnData) -> dict[str, Any]:
     return {"n_obs": int(adata.n_obs), "n_vars": int(adata.n_vars), "data_fingerprint": data_fingerprint(adata)}
 
 
+def _torch_device(device: str) -> str:
+    """``"auto"`` → ``"cuda"`` when available, else ``"cpu"``; other names unchanged."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _copy_atomic(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst`` under a temporary name, then rename (never a half-copied file)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return dst
+
+
 # ---------------------------------------------------------------------------- ingest
 @dataclass(frozen=True)
 class IngestConfig:
@@ -207,10 +224,10 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
     catalog data is identified by its name (it is fixed per package version, which every key
     includes)."""
     from cape_pipeline.io.catalog import get_entry
-    from cape_pipeline.io.readers import _READERS
+    from cape_pipeline.io.readers import is_file_source
 
     p = Path(ctx.source).expanduser()
-    if p.suffix.lower() in _READERS or os.sep in ctx.source or p.exists():
+    if is_file_source(ctx.source):
         if not p.is_file():
             raise CapeFileError(f"{ctx.source}: no such file")
         return "file:" + hash_file(p)
@@ -328,11 +345,7 @@ class EmbedConfig:
 def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -> Any:
     from cape_pipeline.hyperbolic import embed
 
-    kwargs = asdict(cfg)
-    if kwargs["device"] == "auto":
-        import torch
-
-        kwargs["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    kwargs = {**asdict(cfg), "device": _torch_device(cfg.device)}
     return embed(inputs["discover"], progress=ctx.progress, **kwargs)
 
 
@@ -497,14 +510,8 @@ def _encode_export(artifact: Path, out: Path) -> list[Path]:
     for sub in ("encodings", "figures"):  # histories.json stays in the cache
         for src in sorted((artifact / sub).glob("*")):
             if src.is_file():
-                dst = out / src.name
-                with atomic_path(dst) as tmp:
-                    shutil.copyfile(src, tmp)
-                written.append(dst)
-    dst = out / "encode_manifest.json"
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(artifact / "manifest.json", tmp)
-    written.append(dst)
+                written.append(_copy_atomic(src, out / src.name))
+    written.append(_copy_atomic(artifact / "manifest.json", out / "encode_manifest.json"))
     return written
 
 
@@ -606,22 +613,17 @@ def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> li
     return ["annotation", "clustering"] if labelled else []
 
 
-def _torch_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _train_encodings(inputs: Mapping[str, Any], cfg: TrainConfig) -> EncodeOutput:
     """The encodings train uses: the encode stage's, or those of ``cfg.encodings``."""
-    if cfg.encodings is None:
-        return inputs["encode"]
+    return inputs["encode"] if cfg.encodings is None else _encodings_from_dir(cfg.encodings)
+
+
+def _encodings_from_dir(path: str) -> EncodeOutput:
+    """An :class:`EncodeOutput` for a ready encodings directory (validated by ``load_encodings``)."""
     from cape_pipeline.encodings import load_encodings
 
-    enc = load_encodings(cfg.encodings)
-    return EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": str(cfg.encodings)})
+    enc = load_encodings(path)
+    return EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": str(path)})
 
 
 def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
@@ -715,13 +717,8 @@ def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageCont
     from cape_pipeline.pipeline.report import build_report
 
     train = inputs["train"]
-    if "encode" in inputs:
-        encode = inputs["encode"]
-    else:  # train used a ready encodings directory
-        from cape_pipeline.encodings import load_encodings
-
-        enc = load_encodings(train.encodings_dir)
-        encode = EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": train.encodings_dir})
+    # without the encode stage, train used a ready encodings directory
+    encode = inputs["encode"] if "encode" in inputs else _encodings_from_dir(train.encodings_dir)
     return build_report(
         train=train,
         adata=inputs["preprocess"],
@@ -743,15 +740,12 @@ def _evaluate_load(d: Path) -> Any:
 
 
 def _evaluate_export(artifact: Path, out: Path) -> list[Path]:
-    written = []
-    for src in sorted(artifact.rglob("*")):
-        if src.is_file() and src.name != "manifest.json":
-            dst = out / src.relative_to(artifact)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(dst) as tmp:
-                shutil.copyfile(src, tmp)
-            written.append(dst)
-    return written
+    """Write the report, its JSON and ``figures/`` into ``out`` (not the cache manifest)."""
+    return [
+        _copy_atomic(src, out / src.relative_to(artifact))
+        for src in sorted(artifact.rglob("*"))
+        if src.is_file() and src.name != "manifest.json"
+    ]
 
 
 STAGES: dict[str, Stage] = {
@@ -853,22 +847,10 @@ def export_artifact(stage: Stage, artifact: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if stage.export is not None:
         return stage.export(artifact, out)
-    written = []
-    for name in (*stage.export_files, "manifest.json"):
-        src = artifact / name
-        if not src.exists():
-            continue
-        dst = out / (name if name != "manifest.json" else f"{stage.name}_manifest.json")
-        if src.is_dir():
-            tmp = out / f".{dst.name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp)
-            shutil.rmtree(dst, ignore_errors=True)
-            os.rename(tmp, dst)
-        else:
-            with atomic_path(dst) as tmp:
-                shutil.copyfile(src, tmp)
-        written.append(dst)
-    return written
+    return [
+        _copy_atomic(artifact / name, out / (name if name != "manifest.json" else f"{stage.name}_manifest.json"))
+        for name in (*stage.export_files, "manifest.json")
+        if (artifact / name).is_file()
+    ]
 
 
