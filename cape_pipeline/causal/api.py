@@ -346,7 +346,7 @@ def discover(
     **method_kwargs
         ``"cape"``: ``h_tol``, ``rho_max``, ``rho_init``, ``hidden``, ``power_iters``,
         ``weight_decay``, ``max_edges_per_row`` (default: all above τ for M ≤ 5000, else 200),
-        ``l1`` (``"auto"``: exact ‖A‖₁ for M ≤ ``l1_exact_max`` = 1000, else an unbiased
+        ``l1`` (``"auto"``: exact ‖A‖₁ for M ≤ ``l1_exact_max`` = 500, else an unbiased
         estimate from ``l1_pairs`` sampled entries; or ``"exact"``, ``"sampled"``,
         ``"surrogate"``), ``dag_threshold`` (default τ: the augmented-Lagrangian penalty
         stops growing once ``|A| > τ`` is a DAG; None for the plain rule of Eq. 10).

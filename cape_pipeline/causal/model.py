@@ -27,6 +27,38 @@ from torch import nn
 __all__ = ["ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
 
 
+class _PiecewiseLinear(torch.autograd.Function):
+    """``y = slope[k] x + intercept[k]`` with ``k = bucketize(x, breakpoints)``, entrywise.
+
+    The backward pass accumulates the per-bucket gradients with ``scatter_add_`` (O(B·M)),
+    where autograd's generic advanced-indexing backward (a sort-based ``index_put_``) took
+    about as long as the forward pass itself at B·M = 1.3·10⁵ (profiled on CPU).
+    """
+
+    @staticmethod
+    def forward(ctx, x, breakpoints, slope, intercept):  # noqa: D102
+        k = torch.bucketize(x.detach(), breakpoints)
+        s_k = slope.detach()[k]
+        ctx.save_for_backward(x, k, s_k)
+        ctx.n_buckets = slope.shape[0]
+        return s_k * x + intercept.detach()[k]
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, k, s_k = ctx.saved_tensors
+        grad_x = grad_slope = grad_intercept = None
+        flat_k = k.reshape(-1)
+        if ctx.needs_input_grad[0]:
+            grad_x = grad * s_k
+        if ctx.needs_input_grad[2]:
+            grad_slope = grad.new_zeros(ctx.n_buckets).scatter_add_(
+                0, flat_k, (grad * x).reshape(-1)
+            )
+        if ctx.needs_input_grad[3]:
+            grad_intercept = grad.new_zeros(ctx.n_buckets).scatter_add_(0, flat_k, grad.reshape(-1))
+        return grad_x, None, grad_slope, grad_intercept
+
+
 class EntrywiseMLP(nn.Module):
     """A scalar ``1 → hidden → 1`` ReLU MLP applied to every entry, in residual form.
 
@@ -36,7 +68,8 @@ class EntrywiseMLP(nn.Module):
     as ``slope[k] x + intercept[k]`` with ``k`` the bucket of x among the sorted breakpoints
     (``torch.bucketize``) and the ``H + 1`` slopes/intercepts computed from the weights with
     gradient. Cost O(B·M·log H + H²) instead of O(B·M·H) — measured ~50× faster on CPU than the
-    ``(B, M, H)`` activation tensor — with identical values and (almost-everywhere) gradients.
+    ``(B, M, H)`` activation tensor — with identical values and (almost-everywhere) gradients;
+    the backward pass is a hand-written scatter-add (see ``_PiecewiseLinear``).
 
     Parameters
     ----------
@@ -72,8 +105,7 @@ class EntrywiseMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Apply entrywise: ``x`` of any shape ``(..., M)`` → same shape, same dtype."""
         tb, slope, intercept = self.pieces()
-        k = torch.bucketize(x.detach(), tb)
-        return slope[k] * x + intercept[k]
+        return _PiecewiseLinear.apply(x, tb, slope, intercept)
 
     def forward_dense(self, x: torch.Tensor) -> torch.Tensor:
         """Reference evaluation through the ``(..., M, H)`` hidden layer (tests only)."""

@@ -82,7 +82,9 @@ class SolverConfig:
         ``"surrogate"`` (the factor bound ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁``, O(M r)), or ``"auto"``:
         exact for ``M ≤ l1_exact_max``, else sampled.
     l1_exact_max, l1_pairs
-        Switch point of ``"auto"`` and S of the sampled estimate.
+        Switch point of ``"auto"`` (500: at M = 1000 the exact form costs 6.8 ms per step
+        against 1.2 ms sampled and 27 ms for the ELBO, one thread) and S of the sampled
+        estimate.
     dag_threshold
         When set (the API passes τ), the augmented-Lagrangian penalty is only tightened
         while the τ-thresholded graph ``|A| > τ`` still has a cycle: once it is a DAG, ρ and
@@ -107,7 +109,7 @@ class SolverConfig:
     init_scale: float = 0.1
     seed: int = 0
     l1: str = "auto"
-    l1_exact_max: int = 1000
+    l1_exact_max: int = 500
     l1_pairs: int = 4096
     dag_threshold: float | None = None
 
