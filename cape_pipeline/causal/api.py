@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -38,7 +39,41 @@ _CAPE_KWARGS = {
     "l1_exact_max",
     "l1_pairs",
     "dag_threshold",
+    "min_steps",
 }
+#: paper 000, Supp. F.4: 100 epochs
+DEFAULT_EPOCHS = 100
+#: with ``epochs=None`` the budget is raised to at least this many AdamW steps (see discover)
+DEFAULT_MIN_STEPS = 5000
+
+
+def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: int = DEFAULT_MIN_STEPS) -> int:
+    """Epoch budget of a run: ``epochs`` when given, else ``max(100, ⌈min_steps / B⌉)``.
+
+    ``B = ⌈N / batch_size⌉`` is the number of AdamW steps per epoch. The paper's 100 epochs
+    (Supp. F.4) were set for single-cell data with 10⁴–10⁵ cells; below about 6,400 rows they
+    are fewer than 5,000 steps and the fit is visibly under-converged (measured in
+    ``benchmarks/discover/RESULTS.md``: a 5-node Gaussian chain, N = 600, has skeleton F1
+    0.85 at 100 epochs = 500 steps and 1.0 at 5,000 steps on seeds 0–2).
+
+    Parameters
+    ----------
+    epochs
+        Explicit budget (returned unchanged) or None for the rule above.
+    n_obs, batch_size
+        N and the batch size (rows).
+    min_steps
+        Minimum number of optimizer steps for ``epochs=None``.
+
+    Returns
+    -------
+    int
+        Number of epochs, ≥ 1.
+    """
+    if epochs is not None:
+        return int(epochs)
+    steps_per_epoch = max(1, math.ceil(n_obs / max(1, min(batch_size, n_obs))))
+    return max(DEFAULT_EPOCHS, math.ceil(int(min_steps) / steps_per_epoch))
 
 
 def _names_list(names: Any, limit: int = 5) -> str:
@@ -129,7 +164,7 @@ def _check_config(method: str, **p: Any) -> None:
         "rank": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
         "lambda_sparse": (lambda v: float(v) >= 0, "a number >= 0"),
         "threshold": (lambda v: float(v) >= 0, "a number >= 0"),
-        "epochs": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
+        "epochs": (lambda v: v is None or (isinstance(v, (int, np.integer)) and v >= 1), "an integer >= 1 or None"),
         "batch_size": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
         "lr": (lambda v: float(v) > 0, "a number > 0"),
         "max_outer": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
@@ -160,7 +195,7 @@ def discover_scored(
     rank: int = 40,
     lambda_sparse: float = 1.0,
     threshold: float = 0.2,
-    epochs: int = 100,
+    epochs: int | None = None,
     batch_size: int = 128,
     lr: float = 3e-3,
     acyclicity: str = DEFAULT_ACYCLICITY,
@@ -200,8 +235,17 @@ def discover_scored(
                 f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
                 f"expected any of {sorted(_CAPE_KWARGS)}"
             )
+    min_steps = method_kwargs.pop("min_steps", DEFAULT_MIN_STEPS) if method == "cape" else DEFAULT_MIN_STEPS
+    if isinstance(min_steps, bool) or not isinstance(min_steps, (int, np.integer)) or min_steps < 0:
+        raise CapeConfigError(f"min_steps: expected an integer >= 0, got {min_steps!r}")
     x_std, names = prepare_matrix(data, feature_names)
     n, m = x_std.shape
+    eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
+    if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
+        logger.info(
+            "epochs=None: %d rows give %d steps per epoch; using %d epochs (at least %d AdamW steps)",
+            n, math.ceil(n / min(batch_size, n)), eff_epochs, min_steps,
+        )
     eff_rank = int(rank)
     if eff_rank >= m:
         eff_rank = m - 1
@@ -212,7 +256,9 @@ def discover_scored(
         "effective_rank": eff_rank,
         "lambda_sparse": float(lambda_sparse),
         "threshold": float(threshold),
-        "epochs": int(epochs),
+        "epochs": None if epochs is None else int(epochs),
+        "effective_epochs": int(eff_epochs),
+        "min_steps": int(min_steps),
         "batch_size": int(batch_size),
         "lr": float(lr),
         "acyclicity": acyclicity,
@@ -237,7 +283,7 @@ def discover_scored(
         config = SolverConfig(
             rank=eff_rank,
             lambda_sparse=float(lambda_sparse),
-            epochs=int(epochs),
+            epochs=int(eff_epochs),
             batch_size=int(batch_size),
             lr=float(lr),
             acyclicity=acyclicity,
@@ -288,7 +334,7 @@ def discover(
     rank: int = 40,
     lambda_sparse: float = 1.0,
     threshold: float = 0.2,
-    epochs: int = 100,
+    epochs: int | None = None,
     batch_size: int = 128,
     lr: float = 3e-3,
     acyclicity: str = DEFAULT_ACYCLICITY,
@@ -329,6 +375,10 @@ def discover(
         τ on ``|A|`` (0.2); for ``"correlation"`` the threshold on ``|r|``.
     epochs, batch_size, lr
         AdamW budget over all outer steps (100 epochs, 128 rows, 3e-3; Supp. F.4).
+        ``epochs=None`` (default) means the paper's 100 epochs, raised for small N to at
+        least ``min_steps`` (5000) AdamW steps: ``max(100, ⌈min_steps / ⌈N / batch_size⌉⌉)``
+        (see :func:`resolve_epochs`; e.g. N = 600 → 1000 epochs, N = 2000 → 313,
+        N ≥ 6,400 → 100). The value used is ``params["effective_epochs"]``.
     acyclicity
         ``"spectral"`` (default: ρ(A∘A) by power iteration, NO-BEARS; chosen on the
         benchmarks in ``benchmarks/discover/RESULTS.md``) or ``"majorant"``
@@ -349,7 +399,8 @@ def discover(
         ``l1`` (``"auto"``: exact ‖A‖₁ for M ≤ ``l1_exact_max`` = 500, else an unbiased
         estimate from ``l1_pairs`` sampled entries; or ``"exact"``, ``"sampled"``,
         ``"surrogate"``), ``dag_threshold`` (default τ: the augmented-Lagrangian penalty
-        stops growing once ``|A| > τ`` is a DAG; None for the plain rule of Eq. 10).
+        stops growing once ``|A| > τ`` is a DAG; None for the plain rule of Eq. 10),
+        ``min_steps`` (5000, used with ``epochs=None``; 0 gives exactly 100 epochs).
         gcastle methods: forwarded to the gcastle constructor.
 
     Returns

@@ -258,7 +258,7 @@ class DiscoverConfig:
     rank: int = 40
     lambda_sparse: float = 1.0
     threshold: float = 0.2
-    epochs: int = 100
+    epochs: int | None = None
     batch_size: int = 128
     lr: float = 3e-3
     acyclicity: str | None = None
