@@ -14,6 +14,7 @@ import torch
 
 from cape_pipeline.causal.baselines import GCASTLE_METHODS, correlation_graph, gcastle_weights
 from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
 from cape_pipeline.causal.solver import ACYCLICITY, SolverConfig, fit_low_rank_vae
 from cape_pipeline.errors import CapeConfigError, CapeDataError
@@ -40,6 +41,7 @@ _CAPE_KWARGS = {
     "l1_pairs",
     "dag_threshold",
     "min_steps",
+    "posterior",
 }
 #: paper 000, Supp. F.4: 100 epochs
 DEFAULT_EPOCHS = 100
@@ -235,6 +237,10 @@ def discover_scored(
                 f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
                 f"expected any of {sorted(_CAPE_KWARGS)}"
             )
+    if method == "cape" and method_kwargs.get("posterior", POSTERIORS[0]) not in POSTERIORS:
+        raise CapeConfigError(
+            f"posterior: expected one of {', '.join(POSTERIORS)}, got {method_kwargs['posterior']!r}"
+        )
     min_steps = method_kwargs.pop("min_steps", DEFAULT_MIN_STEPS) if method == "cape" else DEFAULT_MIN_STEPS
     if isinstance(min_steps, bool) or not isinstance(min_steps, (int, np.integer)) or min_steps < 0:
         raise CapeConfigError(f"min_steps: expected an integer >= 0, got {min_steps!r}")
@@ -400,7 +406,10 @@ def discover(
         estimate from ``l1_pairs`` sampled entries; or ``"exact"``, ``"sampled"``,
         ``"surrogate"``), ``dag_threshold`` (default τ: the augmented-Lagrangian penalty
         stops growing once ``|A| > τ`` is a DAG; None for the plain rule of Eq. 10),
-        ``min_steps`` (5000, used with ``epochs=None``; 0 gives exactly 100 epochs).
+        ``min_steps`` (5000, used with ``epochs=None``; 0 gives exactly 100 epochs),
+        ``posterior`` (``"sampled"``, default: reparameterised Z with learned variance;
+        ``"mean"``: decoder on μ and KL ½‖μ‖², as in the DAG-GNN reference code — fewer
+        shrunk edges; compared in ``benchmarks/discover/RESULTS.md``).
         gcastle methods: forwarded to the gcastle constructor.
 
     Returns

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
+__all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
+
+#: how q(Z | X) enters the ELBO (see LowRankSEMVAE)
+POSTERIORS = ("sampled", "mean")
 
 
 class _PiecewiseLinear(torch.autograd.Function):
@@ -148,6 +151,14 @@ class LowRankSEMVAE(nn.Module):
     init_scale
         Target spectral radius of the majorant ``|U||V|ᵀ`` at initialisation: factors are drawn
         ``N(0, s²)`` with ``s = sqrt(init_scale / (M r))``.
+    posterior
+        ``"sampled"``: one reparameterised draw ``Z = μ + σ ε`` goes to the decoder, with a
+        learned per-feature σ, and the KL has its variance terms (Kingma & Welling).
+        ``"mean"``: the decoder gets ``μ`` itself and the KL reduces to ``½‖μ‖²`` (unit
+        variance), as in the DAG-GNN reference implementation that Eq. 8 cites ([27]; also
+        gcastle's ``DAG_GNN``: ``decoder(logits)``, ``kl_gaussian_sem``). The sampled form
+        adds, through ``ε (I − A)⁻¹``, a penalty of about ``σ² ‖(I − A)⁻¹‖_F²`` that shrinks
+        every edge weight.
     generator
         Generator for all initial values.
 
@@ -166,11 +177,15 @@ class LowRankSEMVAE(nn.Module):
         *,
         hidden: int = 64,
         init_scale: float = 0.1,
+        posterior: str = "sampled",
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
         if not 1 <= rank <= max(n_features - 1, 1):
             raise ValueError(f"rank must be in [1, {n_features - 1}], got {rank}")
+        if posterior not in POSTERIORS:
+            raise ValueError(f"posterior must be one of {POSTERIORS}, got {posterior!r}")
+        self.posterior = posterior
         s = math.sqrt(init_scale / (n_features * rank))
         self.u = nn.Parameter(torch.randn(n_features, rank, generator=generator) * s)
         self.v = nn.Parameter(torch.randn(n_features, rank, generator=generator) * s)
@@ -235,16 +250,20 @@ class LowRankSEMVAE(nn.Module):
     def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> ElboTerms:
         """Negative-ELBO terms (Eq. 8) for a standardized batch ``x`` of shape ``(B, M)``.
 
-        One reparameterised sample ``Z = μ + σ ε`` with ``ε ~ N(0, I)`` drawn from
-        ``generator``.
+        With ``posterior="sampled"`` one reparameterised sample ``Z = μ + σ ε`` with
+        ``ε ~ N(0, I)`` drawn from ``generator``; with ``"mean"`` the decoder gets ``μ``.
         """
         mu = self.encode(x)
-        log_var = self.log_var.expand_as(mu)
-        eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
-        z = mu + torch.exp(0.5 * log_var) * eps
-        x_hat = self.decode(z)
+        if self.posterior == "mean":
+            x_hat = self.decode(mu)
+            kl = 0.5 * mu.pow(2).sum(dim=1).mean()
+        else:
+            log_var = self.log_var.expand_as(mu)
+            eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
+            z = mu + torch.exp(0.5 * log_var) * eps
+            x_hat = self.decode(z)
+            kl = 0.5 * (mu.pow(2) + log_var.exp() - 1.0 - log_var).sum(dim=1).mean()
         recon = 0.5 * (x - x_hat).pow(2).sum(dim=1).mean()
-        kl = 0.5 * (mu.pow(2) + log_var.exp() - 1.0 - log_var).sum(dim=1).mean()
         return ElboTerms(recon=recon, kl=kl)
 
     def l1_surrogate(self) -> torch.Tensor:

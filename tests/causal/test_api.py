@@ -54,6 +54,8 @@ def test_resolve_epochs():
     assert resolve_epochs(None, 600, 128, min_steps=0) == 100
     with pytest.raises(CapeConfigError, match="min_steps"):
         discover(_small(), epochs=1, device="cpu", min_steps=-1)
+    with pytest.raises(CapeConfigError, match="posterior"):
+        discover(_small(), epochs=1, device="cpu", posterior="laplace")
 
 
 def test_majorant_option_runs_and_is_dag():

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from cape_pipeline.causal.model import EntrywiseMLP, LowRankSEMVAE
@@ -65,3 +66,17 @@ def test_l1_exact_and_sampled_estimate():
     # and it is differentiable in both factors
     model.l1_sampled(64, generator=gen).backward()
     assert model.u.grad is not None and model.v.grad is not None
+
+
+def test_mean_posterior_is_dag_gnn_objective():
+    """posterior="mean": decoder on μ, KL = ½‖μ‖² per row, no noise drawn (DAG-GNN code)."""
+    model = LowRankSEMVAE(8, 3, posterior="mean", generator=torch.Generator().manual_seed(0)).double()
+    x = torch.randn(32, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    a = model(x, generator=torch.Generator().manual_seed(2))
+    b = model(x, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a.neg_elbo, b.neg_elbo)  # deterministic: the seed of the noise is irrelevant
+    mu = model.encode(x)
+    assert torch.allclose(a.kl, 0.5 * mu.pow(2).sum(dim=1).mean())
+    assert torch.allclose(a.recon, 0.5 * (x - model.decode(mu)).pow(2).sum(dim=1).mean())
+    with pytest.raises(ValueError, match="posterior"):
+        LowRankSEMVAE(8, 3, posterior="laplace")
