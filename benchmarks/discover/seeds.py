@@ -2,9 +2,10 @@
 
 The accuracy table (``accuracy.py``) is one run (seed 0) per method, as the issue asks; this
 script shows how much of a difference between rows is seed noise. Each (dataset, seed) case is
-cached as ``cache/seeds__{dataset}__{seed}.json``.
+cached as ``cache/seeds__{dataset}__{seed}.json`` (``cache/seeds-mean__...`` for
+``--posterior mean``).
 
-Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--force]
+Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--force]
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ DATASETS = ["synth10", "synth20", "synth50", "sachs"]
 KEYS = ("shd", "f1", "skeleton_f1", "auprc", "nnz")
 
 
-def run(ds: str, seed: int) -> dict:
+def run(ds: str, seed: int, posterior: str, tag: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -31,15 +32,15 @@ def run(ds: str, seed: int) -> dict:
     x, names, true = common.load(ds)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    g, scores = discover_scored(x, feature_names=names, seed=seed, device="cpu")
+    g, scores = discover_scored(x, feature_names=names, seed=seed, device="cpu", posterior=posterior)
     rec = {
         "dataset": ds, "seed": seed, "seconds": time.perf_counter() - t0,
         "load_average": [load0, os.getloadavg()[0]],
         "metrics": dag_metrics(g, true, scores=scores),
-        "effective_epochs": g.params["effective_epochs"],
+        "effective_epochs": g.params["effective_epochs"], "posterior": posterior,
         "machine": common.machine(), "command": common.command(),
     }
-    common.write_cache("seeds", f"{ds}__{seed}", rec)
+    common.write_cache(tag, f"{ds}__{seed}", rec)
     return rec
 
 
@@ -49,8 +50,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--posterior", default="sampled", choices=["sampled", "mean"])
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
+    tag = "seeds" if a.posterior == "sampled" else f"seeds-{a.posterior}"
     print("command:", common.command())
     print("machine:", common.machine())
     seeds = [int(s) for s in a.seeds.split(",")]
@@ -59,8 +62,8 @@ def main() -> None:
     for ds in a.datasets.split(","):
         recs = []
         for s in seeds:
-            rec = None if a.force else common.read_cache("seeds", f"{ds}__{s}")
-            recs.append(rec if rec is not None else run(ds, s))
+            rec = None if a.force else common.read_cache(tag, f"{ds}__{s}")
+            recs.append(rec if rec is not None else run(ds, s, a.posterior, tag))
         m = {k: np.array([r["metrics"][k] for r in recs], dtype=float) for k in KEYS}
         cell = {k: f"{m[k].mean():.3f} ± {m[k].std(ddof=1):.3f}" if len(recs) > 1 else f"{m[k][0]:.3f}" for k in KEYS}
         for k in ("shd", "nnz"):
@@ -69,7 +72,7 @@ def main() -> None:
         print(f"| {ds} | {recs[0]['effective_epochs']} | {','.join(map(str, seeds))} | {cell['shd']} | {cell['f1']} | "
               f"{cell['skeleton_f1']} | {cell['auprc']} | {cell['nnz']} | {sec:.1f} | "
               f"{', '.join(f'{v:.3f}' for v in m['f1'])} |", flush=True)
-    print("(mean ± sample sd over seeds; package defaults: discover_scored(x, seed=s))")
+    print(f"(mean ± sample sd over seeds; package defaults: discover_scored(x, seed=s, posterior={a.posterior!r}))")
 
 
 if __name__ == "__main__":

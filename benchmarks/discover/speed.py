@@ -25,15 +25,18 @@ def main() -> None:
     if not cape or cape.get("status") != "ok":
         print("cape synth50: not run")
         return
-    print(f"cape: {cape['seconds']:.1f} s, SHD {cape['metrics']['shd']} (load {cape['load_average'][0]:.1f})")
+    print(f"cape: {cape['seconds']:.1f} s, SHD {cape['metrics']['shd']}, F1 {cape['metrics']['f1']:.3f} "
+          f"(load {cape['load_average'][0]:.1f}; params {cape.get('params', {}).get('effective_epochs', '?')} epochs)")
     if not gnn or gnn.get("status") != "ok":
         lim = (gnn or {}).get("limit_seconds")
         print(f"dag-gnn: {gnn['status'] if gnn else 'not run (time)'}" + (f" (> {lim:.0f} s)" if lim else ""))
         if lim:
             print(f"ratio lower bound: > {lim / cape['seconds']:.1f}x")
         return
-    print(f"dag-gnn: {gnn['seconds']:.1f} s, SHD {gnn['metrics']['shd']}")
-    print(f"ratio: {gnn['seconds'] / cape['seconds']:.1f}x")
+    print(f"dag-gnn: {gnn['seconds']:.1f} s, SHD {gnn['metrics']['shd']}, F1 {gnn['metrics']['f1']:.3f} "
+          f"(load {gnn['load_average'][0]:.1f})")
+    better = "equal or better" if cape["metrics"]["shd"] <= gnn["metrics"]["shd"] else "WORSE"
+    print(f"ratio: {gnn['seconds'] / cape['seconds']:.1f}x, cape SHD {better} than dag-gnn's")
 
 
 if __name__ == "__main__":
