@@ -237,6 +237,9 @@ def discover_scored(
                 f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
                 f"expected any of {sorted(_CAPE_KWARGS)}"
             )
+    cape_only = sorted({"posterior", "min_steps"} & set(method_kwargs))
+    if method != "cape" and cape_only:
+        raise CapeConfigError(f"{', '.join(cape_only)}: only for method 'cape', got method {method!r}")
     if method == "cape" and method_kwargs.get("posterior", POSTERIORS[0]) not in POSTERIORS:
         raise CapeConfigError(
             f"posterior: expected one of {', '.join(POSTERIORS)}, got {method_kwargs['posterior']!r}"

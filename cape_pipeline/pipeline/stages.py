@@ -251,7 +251,10 @@ class DiscoverConfig:
     """Parameters of the discover stage (Step I; see :func:`cape_pipeline.causal.api.discover`).
 
     ``method="true-dag"`` takes the data's known graph (``varp["true_dag"]``) instead of learning
-    one, so later stages can run on ground truth. ``acyclicity=None`` uses the package default.
+    one, so later stages can run on ground truth. ``acyclicity=None`` uses the package default;
+    ``epochs=None`` the paper's 100 epochs raised to at least ``min_steps`` (5000) AdamW steps;
+    ``posterior`` and ``min_steps`` (method ``"cape"`` only; None = the defaults ``"sampled"`` and
+    5000) are passed on as :func:`~cape_pipeline.causal.api.discover` options.
     """
 
     method: str = "cape"
@@ -265,6 +268,8 @@ class DiscoverConfig:
     max_outer: int = 20
     device: str = "auto"
     seed: int = 0
+    posterior: str | None = None
+    min_steps: int | None = None
 
 
 def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:

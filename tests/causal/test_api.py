@@ -56,6 +56,8 @@ def test_resolve_epochs():
         discover(_small(), epochs=1, device="cpu", min_steps=-1)
     with pytest.raises(CapeConfigError, match="posterior"):
         discover(_small(), epochs=1, device="cpu", posterior="laplace")
+    with pytest.raises(CapeConfigError, match="only for method 'cape'"):
+        discover(_small(), method="correlation", posterior="mean")
 
 
 def test_majorant_option_runs_and_is_dag():

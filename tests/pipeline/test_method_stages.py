@@ -160,3 +160,13 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
     assert "The DAG is empty" in md and "The angles are nearly zero" not in md  # no max_abs_angle given
     doc["embedding"]["max_abs_angle"] = 0.001
     assert "The angles are nearly zero" in render_markdown(doc)
+
+
+def test_discover_stage_passes_posterior_and_min_steps(tmp_path):
+    over = {**FAST, "discover": {"max_outer": 2, "posterior": "mean", "min_steps": 0}}
+    g = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over).output("discover")
+    # epochs unset (None) with min_steps 0: exactly the paper's 100 epochs
+    assert g.params["posterior"] == "mean" and g.params["effective_epochs"] == 100
+    with pytest.raises(CapeConfigError, match="only for method 'cape'"):
+        run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path,
+                     overrides={"discover": {"method": "correlation", "posterior": "mean"}})
