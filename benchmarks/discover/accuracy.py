@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -28,28 +27,11 @@ DATASETS = ["synth10", "synth20", "synth50", "sachs"]
 
 
 def run(ds: str, name: str) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    from cape_pipeline.causal.api import discover_scored
-    from cape_pipeline.causal.metrics import dag_metrics
-
-    x, names, true = common.load(ds)
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    g, scores = discover_scored(x, feature_names=names, seed=common.SEED, **OURS[name])
-    sec = time.perf_counter() - t0
-    rec = {
-        "status": "ok", "dataset": ds, "method": name, "seconds": sec,
-        "load_average": [load0, os.getloadavg()[0]],
-        "metrics": dag_metrics(g, true, scores=scores),
-        "n_cycle_edges_dropped": g.n_cycle_edges_dropped,
-        "final_h": g.history[-1]["h"] if g.history else None,
-        "params": {k: v for k, v in g.params.items() if k != "seconds"},
-        "machine": common.machine(), "seed": common.SEED, "command": common.command(),
-    }
+    rec, g = common.measure(ds, **OURS[name])
+    rec["method"] = name
+    rec["final_h"] = g.history[-1]["h"] if g.history else None
     common.write_cache(ds, name, rec)
-    print(ds, name, f"{sec:.1f}s", rec["metrics"], flush=True)
+    print(ds, name, f"{rec['seconds']:.1f}s", rec["metrics"], flush=True)
 
 
 def report() -> str:

@@ -58,6 +58,39 @@ def command() -> str:
     return "python " + " ".join(shlex.quote(a) for a in sys.argv)
 
 
+def measure(dataset: str, *, seed: int = SEED, **discover_kwargs):
+    """Run ``discover_scored`` once on a benchmark dataset at one torch thread and score it.
+
+    Returns ``(record, graph)``: the record holds ``status``, ``dataset``, ``seed``,
+    ``seconds`` (wall time of the call), ``load_average`` (before, after), ``metrics``
+    (``dag_metrics`` against the true graph, AUPRC over the continuous scores),
+    ``n_cycle_edges_dropped``, ``params`` (the graph's, less its own timing), ``machine`` and
+    ``command``. Callers add their own keys and cache it.
+    """
+    import time
+
+    import torch
+
+    torch.set_num_threads(1)
+    from cape_pipeline.causal.api import discover_scored
+    from cape_pipeline.causal.metrics import dag_metrics
+
+    x, names, true = load(dataset)
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    g, scores = discover_scored(x, feature_names=names, seed=seed, **discover_kwargs)
+    sec = time.perf_counter() - t0
+    rec = {
+        "status": "ok", "dataset": dataset, "seed": seed, "seconds": sec,
+        "load_average": [load0, os.getloadavg()[0]],
+        "metrics": dag_metrics(g, true, scores=scores),
+        "n_cycle_edges_dropped": g.n_cycle_edges_dropped,
+        "params": {k: v for k, v in g.params.items() if k != "seconds"},
+        "machine": machine(), "command": command(),
+    }
+    return rec, g
+
+
 def cache_path(dataset: str, method: str) -> Path:
     return CACHE / f"{dataset}__{method}.json"
 

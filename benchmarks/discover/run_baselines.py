@@ -22,29 +22,8 @@ import common  # noqa: E402
 
 
 def one(dataset: str, method: str) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    from cape_pipeline.causal.api import discover_scored
-    from cape_pipeline.causal.metrics import dag_metrics
-
-    x, names, true = common.load(dataset)
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    g, scores = discover_scored(x, method=method, feature_names=names, seed=common.SEED)
-    sec = time.perf_counter() - t0
-    rec = {
-        "status": "ok",
-        "dataset": dataset,
-        "method": method,
-        "seconds": sec,
-        "load_average": [load0, os.getloadavg()[0]],
-        "metrics": dag_metrics(g, true, scores=scores),
-        "n_cycle_edges_dropped": g.n_cycle_edges_dropped,
-        "machine": common.machine(),
-        "seed": common.SEED,
-        "command": common.command(),
-    }
+    rec, _ = common.measure(dataset, method=method)
+    rec["method"] = method
     common.write_cache(dataset, method, rec)
     print(json.dumps(rec, default=float))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -23,23 +22,9 @@ KEYS = ("shd", "f1", "skeleton_f1", "auprc", "nnz")
 
 
 def run(ds: str, seed: int, posterior: str, tag: str) -> dict:
-    import torch
-
-    torch.set_num_threads(1)
-    from cape_pipeline.causal.api import discover_scored
-    from cape_pipeline.causal.metrics import dag_metrics
-
-    x, names, true = common.load(ds)
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    g, scores = discover_scored(x, feature_names=names, seed=seed, device="cpu", posterior=posterior)
-    rec = {
-        "dataset": ds, "seed": seed, "seconds": time.perf_counter() - t0,
-        "load_average": [load0, os.getloadavg()[0]],
-        "metrics": dag_metrics(g, true, scores=scores),
-        "effective_epochs": g.params["effective_epochs"], "posterior": posterior,
-        "machine": common.machine(), "command": common.command(),
-    }
+    rec, g = common.measure(ds, seed=seed, device="cpu", posterior=posterior)
+    rec["effective_epochs"] = g.params["effective_epochs"]
+    rec["posterior"] = posterior
     common.write_cache(tag, f"{ds}__{seed}", rec)
     return rec
 
