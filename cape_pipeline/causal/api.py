@@ -252,8 +252,8 @@ def discover_scored(
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
     if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
         logger.info(
-            "epochs=None: %d rows give %d steps per epoch; using %d epochs (at least %d AdamW steps)",
-            n, math.ceil(n / min(batch_size, n)), eff_epochs, min_steps,
+            "epochs=None: %d rows at batch size %d; using %d epochs (at least %d AdamW steps)",
+            n, batch_size, eff_epochs, min_steps,
         )
     eff_rank = int(rank)
     if eff_rank >= m:
