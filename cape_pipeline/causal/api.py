@@ -304,7 +304,9 @@ def discover_scored(
             torch.from_numpy(x_std.astype(np.float32)), config, device=device, progress=progress
         )
         history = res.history
-        adj = threshold_low_rank(res.u, res.v, float(threshold), max_edges_per_row=max_per_row)
+        # on the factors' device (a GPU makes this O(M² r) pass cheap); same values as res.u/v
+        fu, fv = (res.model.u, res.model.v) if res.model is not None else (res.u, res.v)
+        adj = threshold_low_rank(fu, fv, float(threshold), max_edges_per_row=max_per_row)
         adj, n_dropped = break_cycles(adj)
         if m <= SPARSE_ABOVE:
             scores = res.u @ res.v.T

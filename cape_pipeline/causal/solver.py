@@ -163,7 +163,7 @@ def _l1(model: LowRankSEMVAE, kind: str, config: SolverConfig, gen: torch.Genera
 def thresholded_is_dag(model: LowRankSEMVAE, tau: float, max_edges_per_row: int | None = None) -> bool:
     """Whether the graph ``|A| > τ`` of the current factors has no directed cycle.
 
-    The thresholded graph is formed in row blocks as a sparse matrix
+    The thresholded graph is formed in row blocks as a sparse matrix on the factors' device
     (:func:`~cape_pipeline.causal.postprocess.threshold_low_rank`, O(M² r) time, O(M·b)
     memory), once per outer step; it is acyclic iff every strongly connected component is a
     single node.
@@ -172,9 +172,7 @@ def thresholded_is_dag(model: LowRankSEMVAE, tau: float, max_edges_per_row: int 
 
     from cape_pipeline.causal.postprocess import threshold_low_rank
 
-    u = model.u.detach().cpu().double().numpy()
-    v = model.v.detach().cpu().double().numpy()
-    adj = threshold_low_rank(u, v, tau, max_edges_per_row=max_edges_per_row)
+    adj = threshold_low_rank(model.u, model.v, tau, max_edges_per_row=max_edges_per_row)
     if adj.nnz == 0:
         return True
     n_comp, _ = connected_components(adj, directed=True, connection="strong")

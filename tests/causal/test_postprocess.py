@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
+import torch
 
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
@@ -49,3 +51,19 @@ def test_threshold_low_rank_matches_dense_and_topk():
     for i in range(30):
         best = np.sort(np.abs(a[i]))[-3:]
         assert np.allclose(np.sort(np.abs(top[[i], :].toarray().ravel()))[-3:], best)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_threshold_low_rank_torch_input_in_blocks(monkeypatch, device):
+    """Tensor factors (any device) give the numpy result, also when split into row blocks."""
+    from cape_pipeline.causal import postprocess
+
+    rng = np.random.default_rng(2)
+    u, v = rng.normal(size=(50, 5)), rng.normal(size=(50, 5))
+    want = threshold_low_rank(u, v, 0.5, max_edges_per_row=4).toarray()
+    monkeypatch.setattr(postprocess, "_BLOCK_ENTRIES", 50 * 7)  # 7 rows per block
+    ut, vt = torch.tensor(u, device=device), torch.tensor(v, device=device)
+    got = threshold_low_rank(ut, vt, 0.5, max_edges_per_row=4).toarray()
+    assert np.array_equal(got != 0, want != 0) and np.allclose(got, want)
+    assert np.all(np.diag(got) == 0)
