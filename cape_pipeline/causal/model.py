@@ -29,13 +29,38 @@ __all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
 #: how q(Z | X) enters the ELBO (see LowRankSEMVAE)
 POSTERIORS = ("sampled", "mean")
 
+# CUDA backward of _PiecewiseLinear: reproducible one-hot sums (False: atomic scatter_add_,
+# kept only so benchmarks/discover/cuda_repro.py can show the difference)
+_DETERMINISTIC_CUDA = True
+_ONE_HOT_ENTRIES = 1 << 24  # one-hot chunk size (entries) of that backward
+
+
+def _bucket_sums(k: torch.Tensor, values: torch.Tensor, n_buckets: int) -> torch.Tensor:
+    """Per-bucket sums ``out[c, b] = Σ_{i: k_i = b} values[c, i]``, in a fixed order.
+
+    ``k`` is ``(K,)`` int64 in ``[0, n_buckets)``, ``values`` ``(C, K)`` float; returns
+    ``(C, n_buckets)``. Computed as ``values @ one_hot(k)`` in chunks of at most
+    ``_ONE_HOT_ENTRIES`` one-hot entries: on CUDA a matrix product gives the same result run
+    after run, where ``scatter_add_`` adds atomically in no fixed order.
+    """
+    buckets = torch.arange(n_buckets, device=k.device)
+    out = values.new_zeros(values.shape[0], n_buckets)
+    step = max(1, _ONE_HOT_ENTRIES // n_buckets)
+    for i in range(0, k.numel(), step):  # a few chunks at most; memory bound
+        out += values[:, i : i + step] @ (k[i : i + step, None] == buckets).to(values.dtype)
+    return out
+
 
 class _PiecewiseLinear(torch.autograd.Function):
     """``y = slope[k] x + intercept[k]`` with ``k = bucketize(x, breakpoints)``, entrywise.
 
-    The backward pass accumulates the per-bucket gradients with ``scatter_add_`` (O(B·M)),
-    where autograd's generic advanced-indexing backward (a sort-based ``index_put_``) took
-    about as long as the forward pass itself at B·M = 1.3·10⁵ (profiled on CPU).
+    The backward pass accumulates the per-bucket gradients with ``scatter_add_`` on the CPU
+    (O(B·M), sequential, so deterministic), where autograd's generic advanced-indexing backward
+    (a sort-based ``index_put_``) took about as long as the forward pass itself at
+    B·M = 1.3·10⁵ (profiled on CPU). On CUDA, ``scatter_add_`` adds floats atomically in no
+    fixed order, so two runs with the same seed drift apart; there the sums are a matrix
+    product with the one-hot bucket matrix instead (``(2, B·M) @ (B·M, H + 1)``, in chunks of
+    at most 2²⁴ one-hot entries), which gives the same sums run after run.
     """
 
     @staticmethod
@@ -53,6 +78,14 @@ class _PiecewiseLinear(torch.autograd.Function):
         flat_k = k.reshape(-1)
         if ctx.needs_input_grad[0]:
             grad_x = grad * s_k
+        if grad.is_cuda and _DETERMINISTIC_CUDA:
+            both = torch.stack([(grad * x).reshape(-1), grad.reshape(-1)])  # (2, B·M)
+            sums = _bucket_sums(flat_k, both, ctx.n_buckets)
+            if ctx.needs_input_grad[2]:
+                grad_slope = sums[0]
+            if ctx.needs_input_grad[3]:
+                grad_intercept = sums[1]
+            return grad_x, None, grad_slope, grad_intercept
         if ctx.needs_input_grad[2]:
             grad_slope = grad.new_zeros(ctx.n_buckets).scatter_add_(
                 0, flat_k, (grad * x).reshape(-1)
