@@ -47,11 +47,23 @@ def machine() -> str:
                 break
     except OSError:
         pass
+    gpu = f"GPU {torch.cuda.get_device_name()}; " if torch.cuda.is_available() else ""
     return (
-        f"CPU {cpu}; {os.cpu_count()} cores; torch {torch.__version__} "
+        f"{gpu}CPU {cpu}; {os.cpu_count()} cores; torch {torch.__version__} "
         f"(threads {torch.get_num_threads()}); python {platform.python_version()}; "
         f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}"
     )
+
+
+def linear_sem(m: int, n: int, seed: int = 0) -> np.ndarray:
+    """``(n, m)`` float32 draws of a random sparse linear SEM: node j has min(2, j) parents
+    among 0..j−1, weights U(0.5, 1), unit Gaussian noise (the scaling benchmark's data)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, m)).astype(np.float32)
+    for j in range(1, m):
+        par = rng.choice(j, size=min(2, j), replace=False)
+        x[:, j] += (x[:, par] * rng.uniform(0.5, 1.0, size=par.size)).sum(1)
+    return x
 
 
 def command() -> str:

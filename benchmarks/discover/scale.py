@@ -7,6 +7,9 @@ random sparse linear SEM (2 parents per node), with the package defaults except 
 
 Usage: python benchmarks/discover/scale.py [--sizes 100,300,1000,3000] [--epochs 2] [--threads 1]
        python benchmarks/discover/scale.py --full 1000   (one full default run, timed)
+       python benchmarks/discover/scale.py --device cuda --sizes 1000,3000,10000,20000
+           (writes scale_cuda.json / scale_cuda.png / scale_full_cuda.json instead; peak GPU
+           memory from torch.cuda.max_memory_allocated)
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import common  # noqa: E402
 N = 10_000
 
 
-def one(m: int, epochs: int, threads: int, full: bool = False) -> dict:
+def one(m: int, epochs: int, threads: int, full: bool = False, device: str = "cpu") -> dict:
     import resource
     import time
 
@@ -33,18 +36,18 @@ def one(m: int, epochs: int, threads: int, full: bool = False) -> dict:
     torch.set_num_threads(threads)
     from cape_pipeline.causal.api import discover
 
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, m)).astype(np.float32)
-    for j in range(1, m):
-        par = rng.choice(j, size=min(2, j), replace=False)
-        x[:, j] += (x[:, par] * rng.uniform(0.5, 1.0, size=par.size)).sum(1)
+    x = common.linear_sem(m, N, seed=0)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     if full:  # the package defaults exactly (100 epochs in 20 outer steps)
-        g = discover(x, seed=0, device="cpu")
+        g = discover(x, seed=0, device=device)
     else:
-        g = discover(x, epochs=epochs, max_outer=epochs, seed=0, device="cpu")
+        g = discover(x, epochs=epochs, max_outer=epochs, seed=0, device=device)
     total = time.perf_counter() - t0
+    gpu = {}
+    if device.startswith("cuda"):
+        gpu = {"peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20,
+               "gpu": torch.cuda.get_device_name()}
     per_outer = [h["seconds"] for h in g.history]
     n_epochs = int(g.params["effective_epochs"])
     # one outer step per epoch in the per-epoch mode; 20 outer steps of 5 epochs in a full run
@@ -57,7 +60,7 @@ def one(m: int, epochs: int, threads: int, full: bool = False) -> dict:
         "seconds_overhead": total - float(np.sum(per_outer)),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "load_average": [load0, os.getloadavg()[0]], "threads": threads,
-        "n_edges": g.n_edges,
+        "n_edges": g.n_edges, "device": device, **gpu,
     }
 
 
@@ -67,19 +70,21 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--one", type=int)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (results go to *_cuda.json)")
     ap.add_argument("--report", action="store_true", help="re-print/plot from scale.json")
     ap.add_argument("--full", type=int, metavar="M",
                     help="time one full default run (100 epochs) at this M; writes scale_full.json")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one(a.one, a.epochs, a.threads, full=a.full is not None)))
+        print(json.dumps(one(a.one, a.epochs, a.threads, full=a.full is not None, device=a.device)))
         return
+    sfx = "" if a.device == "cpu" else "_" + a.device.split(":")[0]
     if a.full:
         print("command:", common.command())
         print("machine:", common.machine())
         out = subprocess.run(
             [sys.executable, __file__, "--one", str(a.full), "--full", str(a.full),
-             "--threads", str(a.threads)],
+             "--threads", str(a.threads), "--device", a.device],
             capture_output=True, text=True, check=True,
         ).stdout.strip().splitlines()[-1]
         row = json.loads(out)
@@ -88,20 +93,21 @@ def main() -> None:
         print(f"M = {a.full}, N = {N}: full default run {row['seconds_total']:.0f} s "
               f"({verdict} the 5-minute target), peak RSS {row['peak_rss_mib']:.0f} MiB")
         res = {"row": row, "machine": common.machine(), "command": common.command()}
-        (common.HERE / "scale_full.json").write_text(json.dumps(res, indent=1))
+        (common.HERE / f"scale_full{sfx}.json").write_text(json.dumps(res, indent=1))
         return
     print("command:", common.command())
     print("machine:", common.machine())
     rows = []
     if a.report:
-        saved = json.loads((common.HERE / "scale.json").read_text())
+        saved = json.loads((common.HERE / f"scale{sfx}.json").read_text())
         print("measured by:", saved["command"], "|", saved["machine"])
         rows = saved["rows"]
         for r in rows:
             print(r)
     for m in ([] if a.report else map(int, a.sizes.split(","))):
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(m), "--epochs", str(a.epochs), "--threads", str(a.threads)],
+            [sys.executable, __file__, "--one", str(m), "--epochs", str(a.epochs), "--threads", str(a.threads),
+             "--device", a.device],
             capture_output=True, text=True, check=True,
         ).stdout.strip().splitlines()[-1]
         rows.append(json.loads(out))
@@ -114,18 +120,18 @@ def main() -> None:
 
     ms = np.array([r["M"] for r in rows], dtype=float)
     sec = np.array([r["seconds_per_epoch"] for r in rows])
-    slope, icpt = np.polyfit(np.log(ms), np.log(sec), 1)
+    slope = np.polyfit(np.log(ms), np.log(sec), 1)[0]
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     ax.loglog(ms, sec, "o-", label=f"CAPE Step I (slope {slope:.2f})")
-    ax.loglog(ms, np.exp(icpt) * ms, ":", color="gray", label="slope 1")
+    ax.loglog(ms, sec[0] * ms / ms[0], ":", color="gray", label="slope 1 (from the first point)")
     ax.set_xlabel("M (features)")
-    ax.set_ylabel("seconds / epoch (N = 10⁴)")
+    ax.set_ylabel(f"seconds / epoch (N = 10⁴, {a.device})")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(common.HERE / "scale.png", dpi=120)
+    fig.savefig(common.HERE / f"scale{sfx}.png", dpi=120)
     if not a.report:
         res = {"rows": rows, "slope": slope, "machine": common.machine(), "command": common.command()}
-        (common.HERE / "scale.json").write_text(json.dumps(res, indent=1))
+        (common.HERE / f"scale{sfx}.json").write_text(json.dumps(res, indent=1))
     print(f"slope in M: {slope:.2f}")
     for r in rows:
         # the default run is 100 epochs in 20 outer steps, extrapolated from the measured
