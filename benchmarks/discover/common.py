@@ -55,15 +55,18 @@ def machine() -> str:
     )
 
 
-def linear_sem(m: int, n: int, seed: int = 0) -> np.ndarray:
+def linear_sem(m: int, n: int, seed: int = 0, *, return_edges: bool = False):
     """``(n, m)`` float32 draws of a random sparse linear SEM: node j has min(2, j) parents
-    among 0..j−1, weights U(0.5, 1), unit Gaussian noise (the scaling benchmark's data)."""
+    among 0..j−1, weights U(0.5, 1), unit Gaussian noise (the scaling benchmark's data).
+    With ``return_edges``, also the true edges as an ``(E, 2)`` int array of (parent, child)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, m)).astype(np.float32)
+    edges = []
     for j in range(1, m):
         par = rng.choice(j, size=min(2, j), replace=False)
         x[:, j] += (x[:, par] * rng.uniform(0.5, 1.0, size=par.size)).sum(1)
-    return x
+        edges.extend((int(p), j) for p in par)
+    return (x, np.array(edges, dtype=int).reshape(-1, 2)) if return_edges else x
 
 
 def command() -> str:
