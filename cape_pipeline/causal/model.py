@@ -78,20 +78,15 @@ class _PiecewiseLinear(torch.autograd.Function):
         flat_k = k.reshape(-1)
         if ctx.needs_input_grad[0]:
             grad_x = grad * s_k
+        both = torch.stack([(grad * x).reshape(-1), grad.reshape(-1)])  # (2, B·M)
         if grad.is_cuda and _DETERMINISTIC_CUDA:
-            both = torch.stack([(grad * x).reshape(-1), grad.reshape(-1)])  # (2, B·M)
             sums = _bucket_sums(flat_k, both, ctx.n_buckets)
-            if ctx.needs_input_grad[2]:
-                grad_slope = sums[0]
-            if ctx.needs_input_grad[3]:
-                grad_intercept = sums[1]
-            return grad_x, None, grad_slope, grad_intercept
+        else:
+            sums = grad.new_zeros(2, ctx.n_buckets).scatter_add_(1, flat_k.expand(2, -1), both)
         if ctx.needs_input_grad[2]:
-            grad_slope = grad.new_zeros(ctx.n_buckets).scatter_add_(
-                0, flat_k, (grad * x).reshape(-1)
-            )
+            grad_slope = sums[0]
         if ctx.needs_input_grad[3]:
-            grad_intercept = grad.new_zeros(ctx.n_buckets).scatter_add_(0, flat_k, grad.reshape(-1))
+            grad_intercept = sums[1]
         return grad_x, None, grad_slope, grad_intercept
 
 
