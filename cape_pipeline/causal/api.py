@@ -289,6 +289,7 @@ def discover_scored(
         solver_kwargs = {k: v for k, v in method_kwargs.items() if k != "max_edges_per_row"}
         # hold the AL penalty once the τ-thresholded output is a DAG (SolverConfig.dag_threshold)
         solver_kwargs.setdefault("dag_threshold", float(threshold))
+        solver_kwargs["dag_max_edges_per_row"] = max_per_row  # the check sees the output graph
         config = SolverConfig(
             rank=eff_rank,
             lambda_sparse=float(lambda_sparse),

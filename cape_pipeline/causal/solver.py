@@ -93,6 +93,9 @@ class SolverConfig:
         while the τ-thresholded graph ``|A| > τ`` still has a cycle: once it is a DAG, ρ and
         α are held and the remaining epochs fit the data under that penalty (None: the
         plain rule of Eq. 10, which drives every entry towards 0 for the spectral h).
+    dag_max_edges_per_row
+        Per-row cap on that thresholded graph (None: every entry above τ). The API passes
+        the cap of its output graph, so the check looks at the graph that is returned.
     """
 
     rank: int = 40
@@ -115,6 +118,7 @@ class SolverConfig:
     l1_exact_max: int = 500
     l1_pairs: int = 4096
     dag_threshold: float | None = None
+    dag_max_edges_per_row: int | None = None
     posterior: str = "sampled"
 
 
@@ -316,7 +320,7 @@ def fit_low_rank_vae(
                 break
             if config.dag_threshold is not None:
                 rec["thresholded_dag"] = thresholded_is_dag(
-                    model, config.dag_threshold, 200 if m > 5000 else None
+                    model, config.dag_threshold, config.dag_max_edges_per_row
                 )
                 if rec["thresholded_dag"]:
                     # the output graph is already acyclic: hold ρ and α (see SolverConfig)
