@@ -87,8 +87,7 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor | Any) -> torch.Tensor:
         if ang.is_complex():  # precomputed e^{jφ} (see rotations()), shared by several calls
             rot = ang.to(xc.dtype)
         else:
-            af = ang.to(work)
-            rot = torch.polar(torch.ones_like(af), af)  # (..., M, D/2) unit complex numbers e^{jφ}
+            rot = rotations(ang.to(work))  # (..., M, D/2) unit complex numbers e^{jφ}
         y = torch.view_as_real(xc * rot).flatten(-2)  # (..., M, D), interleaved as before
     return y.to(x.dtype)
 
