@@ -1,6 +1,6 @@
 """Build CAPE angles for the task benchmark via the project's Steps I–III.
 
-Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS] [GEOMETRIES]
+Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS|default] [GEOMETRIES]
 
 GRAPH is ``discover`` (Step I, ``cape_pipeline.causal.api.discover``), ``true`` (the simulator's
 known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph) or ``discover005``
@@ -33,7 +33,8 @@ EMBED_EPOCHS = 300
 
 def main() -> None:
     out, d_model, name, graph = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
+    # Step I epochs: "default" (None: the paper's 100 raised to >= 5000 AdamW steps) or a number
+    epochs = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "default" else None
     geometries = sys.argv[6].split(",") if len(sys.argv) > 6 else ["hyperbolic"]
     out.mkdir(parents=True, exist_ok=True)
     d = d_model // 2

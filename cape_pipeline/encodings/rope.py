@@ -16,6 +16,7 @@ Queries and keys are rotated (Eq. 24), values are not; then
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -105,10 +106,14 @@ def rotations(angles: torch.Tensor) -> torch.Tensor:
 class RotaryMultiheadAttention(nn.Module):
     """Multi-head self-attention with CAPE rotary encodings on queries and keys (Eqs. 24–25).
 
+    The one attention module of the package: every bundled backbone uses it (registered as
+    ``"dot"`` in :mod:`cape_pipeline.models.attention`), and it is exported publicly.
+
     ``q, k, v = x W_q, x W_k, x W_v`` split into H heads ``(B, H, M, Dh)``; head h's q and k are
     rotated with its slice of the D/2 angles (``angles[..., h·Dh/2:(h+1)·Dh/2]``), values are
-    left untouched, and ``torch.nn.functional.scaled_dot_product_attention`` computes
-    ``softmax(q kᵀ / sqrt(Dh)) v`` (fused kernels where available).
+    left untouched, an optional additive score bias (the relative PE of paper 000 Eq. F.110) and
+    a key padding mask are added, and ``torch.nn.functional.scaled_dot_product_attention``
+    computes ``softmax(q kᵀ / sqrt(Dh) + bias) v`` (fused kernels where available).
 
     Parameters
     ----------
@@ -171,6 +176,8 @@ class RotaryMultiheadAttention(nn.Module):
         angles: torch.Tensor | Any | None = None,
         key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        *,
+        score_bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend over the M feature tokens.
 
@@ -179,13 +186,17 @@ class RotaryMultiheadAttention(nn.Module):
         x
             ``(B, M, D)`` token states.
         angles
-            ``(M, D/2)`` or ``(B, M, D/2)`` CAPE angles in radians; ``None`` gives plain
-            attention (no positional information).
+            ``(M, D/2)`` or ``(B, M, D/2)`` CAPE angles in radians, or the same shapes of
+            precomputed complex rotations e^{jφ} (:func:`rotations`, computed once for all
+            layers); ``None`` gives plain attention (no positional information).
         key_padding_mask
             ``(B, M)`` bool, True marks padding keys to ignore (``nn.MultiheadAttention``
             convention). A row with every key masked yields NaN.
         need_weights
             Also return the attention probabilities.
+        score_bias
+            ``f(q, k) -> (B, H, M, M)`` added to the scaled scores; q, k are the per-head
+            ``(B, H, M, Dh)`` tensors after any rotation (the relative PE, Eq. F.110).
 
         Returns
         -------
@@ -201,27 +212,30 @@ class RotaryMultiheadAttention(nn.Module):
         if x.ndim != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x: expected shape (B, M, {self.embed_dim}), got {tuple(x.shape)}")
         bsz, m, _ = x.shape
-        q, k, v = self.in_proj(x).split(self.embed_dim, dim=-1)
-        # (B, M, D) → (B, H, M, Dh)
-        q, k, v = (t.view(bsz, m, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        # (B, M, 3D) → (3, B, H, M, Dh)
+        qkv = self.in_proj(x).view(bsz, m, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv
         if angles is not None:
             ang = self._head_angles(angles, x)  # (H, M, Dh/2) or (B, H, M, Dh/2)
             if ang.shape[-2] != m:
                 raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
-            q = apply_rotary(q, ang)
-            k = apply_rotary(k, ang)
+            q, k = apply_rotary(qkv[:2], ang)  # Eq. 24 on q and k in one call: (2, B, H, M, Dh)
         mask = None
+        if score_bias is not None:
+            mask = score_bias(q, k)  # (B, H, M, M)
         if key_padding_mask is not None:
             if key_padding_mask.shape != (bsz, m):
                 raise ValueError(
                     f"key_padding_mask: expected shape ({bsz}, {m}), got {tuple(key_padding_mask.shape)}"
                 )
-            mask = ~key_padding_mask.to(torch.bool).view(bsz, 1, 1, m)  # True = attend
+            pad = torch.zeros(bsz, 1, 1, m, dtype=q.dtype, device=q.device)
+            pad = pad.masked_fill(key_padding_mask.to(torch.bool).view(bsz, 1, 1, m), float("-inf"))
+            mask = pad if mask is None else mask + pad
         p_drop = self.dropout if self.training else 0.0
         if need_weights:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, M, M)
             if mask is not None:
-                scores = scores.masked_fill(~mask, -math.inf)
+                scores = scores + mask
             weights = F.dropout(torch.softmax(scores, dim=-1), p=p_drop, training=self.training)
             out = weights @ v
         else:

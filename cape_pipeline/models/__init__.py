@@ -2,7 +2,8 @@
 
 Torch modules only (no AnnData): :class:`ScGPT`, :class:`ScBERT`, :class:`MethylGPT`, each with
 a frozen config and ``pe=`` / ``attention=`` chosen by name. :func:`build_backbone` makes one
-from a backbone name. The AnnData-facing side lives in :mod:`cape_pipeline.tasks`.
+from a backbone name. The AnnData-facing side lives in :mod:`cape_pipeline.tasks`; a trained
+model is saved and read back with :class:`TrainedModel` / :func:`load`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from cape_pipeline.models.attention import (
     ATTENTIONS,
     DotProductAttention,
+    RotaryMultiheadAttention,
     build_attention,
     register_attention,
 )
@@ -39,6 +41,7 @@ from cape_pipeline.models.pe import (
 from cape_pipeline.models.scbert import ScBERT
 from cape_pipeline.models.scgpt import ScGPT
 from cape_pipeline.models.tokens import TokenBatch
+from cape_pipeline.models.trained import TrainedModel, load
 
 __all__ = [
     "ATTENTIONS",
@@ -55,12 +58,14 @@ __all__ = [
     "PRESETS",
     "ROTARY_PES",
     "RegressionHead",
+    "RotaryMultiheadAttention",
     "ScBERT",
     "ScBERTConfig",
     "ScGPT",
     "ScGPTConfig",
     "TokenBatch",
     "TokenTransformer",
+    "TrainedModel",
     "ValueDecoder",
     "build_attention",
     "build_backbone",
@@ -68,6 +73,7 @@ __all__ = [
     "coexpression_embedding",
     "config_for",
     "pool",
+    "load",
     "preset",
     "register_attention",
 ]

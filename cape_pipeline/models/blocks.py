@@ -3,6 +3,7 @@
 :class:`TokenTransformer` is the common body of every backbone: value embedding (defined by
 the subclass) → optional perturbation-flag embedding → input-side PE → prepend <cls> →
 pre-norm blocks (attention with the PE's rotary angles / score bias) → final LayerNorm.
+The native identity embedding (``embed_identity``) is added unless ``config.identity`` is false.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Block(nn.Module):
         super().__init__()
         d = config.d_model
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = build_attention(attention, d, config.n_heads, dropout=config.dropout)
+        self.attn = build_attention(attention, d, config.n_heads, dropout=config.attn_dropout)
         self.drop = nn.Dropout(config.dropout)
         self.mlp = MLP(d, config.mlp_ratio, config.dropout)
 
@@ -55,24 +56,28 @@ class Block(nn.Module):
         score_bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
         key_padding_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.models.attention.DotProductAttention`."""
-        x = x + self.drop(
-            self.attn(self.ln1(x), angles=angles, score_bias=score_bias, key_padding_mask=key_padding_mask)
-        )
+        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`."""
+        x = x + self.drop(self.attn(self.ln1(x), angles, key_padding_mask, score_bias=score_bias))
         return x + self.mlp(self.ln2(x))
 
 
 class TokenTransformer(nn.Module):
-    """Common body of the bundled backbones (subclasses define the value embedding).
+    """Common body of the bundled backbones (subclasses define the value and identity embeddings).
+
+    Token of feature j in observation i: ``value(x_ij) [+ identity_j] [+ flag] [+ PE_j]``
+    (the additive PEs; ``cape-input`` rotates this sum instead), then <cls> is prepended and
+    the pre-norm blocks run with the PE's rotary angles / score bias (paper 000 Supp. F.2).
 
     Parameters
     ----------
     config
-        The backbone's frozen config.
+        The backbone's frozen config; ``config.identity`` keeps the native per-feature
+        identity embedding (the default reading), ``False`` drops it (literal Eq. F.109).
     n_features
-        M, number of features of the data (rows of per-feature PE tables).
+        M, number of features of the data (rows of per-feature tables).
     pe
-        PE name (:data:`cape_pipeline.models.pe.PE_NAMES`).
+        PE name (:data:`cape_pipeline.models.pe.PE_NAMES`); ``default`` is the identity alone
+        and switches it on even when ``config.identity`` is false.
     attention
         Attention name (:data:`cape_pipeline.models.attention.ATTENTIONS`).
     angles
@@ -100,6 +105,7 @@ class TokenTransformer(nn.Module):
     ) -> None:
         super().__init__()
         self.config, self.n_features, self.pe_name, self.attention_name = config, n_features, pe, attention
+        self.use_identity = bool(config.identity or pe == "default")
         d = config.d_model
         self.pe = build_pe(
             pe,
@@ -118,17 +124,39 @@ class TokenTransformer(nn.Module):
         self.norm = nn.LayerNorm(d)
 
     # --- subclasses -------------------------------------------------------------------------
-    def tokenize(self, x: torch.Tensor) -> TokenBatch:
-        """Tokens of a batch ``x`` ``(B, M)`` float (NaN = missing); see :mod:`.tokens`."""
-        idx = select_tokens(x, self.config.max_tokens)
-        values = torch.gather(x, 1, idx)
-        return TokenBatch(idx=idx, values=values, missing=torch.isnan(values))
+    def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
+        """Value-bin ids ``(B, T)`` of the tokens, or ``None`` for continuous-value backbones."""
+        return None
 
     def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
         """Value embedding ``(B, T, D)``; ``hide`` ``(B, T)`` bool replaces values by <mask>."""
         raise NotImplementedError
 
+    def embed_identity(self, idx: torch.Tensor) -> torch.Tensor:
+        """Native per-feature identity embedding ``(B, T, D)`` of feature indices ``(B, T)``."""
+        raise NotImplementedError
+
     # --- shared -----------------------------------------------------------------------------
+    def tokenize(self, x: torch.Tensor) -> TokenBatch:
+        """Tokens of a batch ``x`` ``(B, M)`` float (NaN = missing); see :mod:`.tokens`.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` does not have ``n_features`` columns.
+        """
+        if x.ndim != 2 or x.shape[1] != self.n_features:
+            raise ValueError(f"tokenize: expected (B, {self.n_features}) values, got {tuple(x.shape)}")
+        idx, pad = select_tokens(x, self.config.max_tokens, expressed_only=self.config.tokens == "expressed")
+        values = torch.gather(x, 1, idx)
+        if pad is not None:
+            values = values.masked_fill(pad, 0.0)
+        missing = torch.isnan(values)
+        b = self.bins(x, idx, values)
+        if b is not None and pad is not None:
+            b = b.masked_fill(pad, 0)
+        return TokenBatch(idx=idx, values=values, missing=missing, bins=b, pad=pad)
+
     def forward(
         self,
         tokens: TokenBatch,
@@ -146,18 +174,22 @@ class TokenTransformer(nn.Module):
             ``(B, T)`` bool, tokens whose value is replaced by the <mask> embedding
             (masked-value pretraining).
         flags
-            ``(B, T)`` long in {0, 1}, perturbation flags (needs ``config.perturbation_flags``).
+            ``(B, M)`` long in {0, 1}, perturbation flags per feature (needs
+            ``config.perturbation_flags``); gathered to the tokens.
 
         Returns
         -------
         Tensor
-            ``(B, 1 + T, D)``; position 0 is the <cls> token.
+            ``(B, 1 + T, D)``; position 0 is the <cls> token. Padding positions hold values
+            that must be ignored (``tokens.pad``).
         """
         h = self.embed_values(tokens, hide)  # (B, T, D)
+        if self.use_identity:
+            h = h + self.embed_identity(tokens.idx)
         if flags is not None:
             if self.flag_embed is None:
                 raise ValueError("flags given but the config has perturbation_flags=False")
-            h = h + self.flag_embed(flags)
+            h = h + self.flag_embed(torch.gather(flags, 1, tokens.idx))
         h = self.pe.embed(h, tokens.idx)  # (B, T, D)
         bsz = h.shape[0]
         h = torch.cat([self.cls_token.expand(bsz, 1, -1), h], dim=1)  # (B, 1+T, D)
@@ -168,9 +200,10 @@ class TokenTransformer(nn.Module):
             angles = torch.cat([angles.new_zeros(bsz, 1, angles.shape[-1]), angles], dim=1)
             angles = rotations(angles)  # e^{jφ} once for all layers: (B, 1+T, D/2) complex
         bias = self.pe.score_bias(tokens.idx)
-        kpm = None
+        masked = tokens.pad
         if self.missing_key_padding and bool(tokens.missing.any()):
-            kpm = torch.cat([tokens.missing.new_zeros(bsz, 1), tokens.missing], dim=1)  # (B, 1+T)
+            masked = tokens.missing if masked is None else masked | tokens.missing
+        kpm = None if masked is None else torch.cat([masked.new_zeros(bsz, 1), masked], dim=1)  # (B, 1+T)
         for blk in self.blocks:
             h = blk(h, angles=angles, score_bias=bias, key_padding_mask=kpm)
         return self.norm(h)

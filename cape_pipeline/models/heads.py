@@ -28,7 +28,7 @@ def pool(h: torch.Tensor, tokens: TokenBatch, how: Pooling = "cls") -> torch.Ten
     h
         ``(B, 1 + T, D)`` encoder output, <cls> first.
     tokens
-        The tokens (their ``missing`` mask excludes missing values from the mean).
+        The tokens (missing values and padding are excluded from the mean).
     how
         ``cls`` (the <cls> output), ``mean`` (mean over observed tokens) or ``cls+mean``
         (their sum).
@@ -40,7 +40,7 @@ def pool(h: torch.Tensor, tokens: TokenBatch, how: Pooling = "cls") -> torch.Ten
     """
     if how == "cls":
         return h[:, 0]
-    keep = (~tokens.missing).to(h.dtype)[..., None]  # (B, T, 1)
+    keep = tokens.observed.to(h.dtype)[..., None]  # (B, T, 1)
     mean = (h[:, 1:] * keep).sum(1) / keep.sum(1).clamp(min=1.0)
     return mean if how == "mean" else h[:, 0] + mean
 

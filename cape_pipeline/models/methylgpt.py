@@ -1,6 +1,8 @@
 """MethylGPT-style backbone: CpG-site tokens with continuous β-value embeddings.
 
-Token of CpG j in sample i: ``MLP(β_ij)`` (1 → hidden → D) plus the PE of site j. A missing β
+Token of CpG j in sample i: ``CpG(j) + MLP(β_ij)`` (1 → hidden → D) plus the PE of site j.
+``CpG(j)`` is MethylGPT's trainable CpG-site token embedding (``nn.Embedding`` + LayerNorm, as
+scGPT's gene encoder it derives from): the native identity and the ``default`` PE. A missing β
 gets a learned <missing> vector and (``mask_missing_keys``) is excluded from attention as a key;
 hidden (pretraining) tokens get a learned <mask> vector.
 """
@@ -36,7 +38,7 @@ class MethylGPT(TokenTransformer):
         config: MethylGPTConfig | None = None,
         *,
         n_features: int,
-        pe: str = "trainable-absolute",
+        pe: str = "default",
         attention: str = "dot",
         angles: np.ndarray | torch.Tensor | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
@@ -50,6 +52,13 @@ class MethylGPT(TokenTransformer):
         self.value_mlp = nn.Sequential(nn.Linear(1, config.value_hidden), nn.GELU(), nn.Linear(config.value_hidden, d))
         self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
         self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+        if self.use_identity:
+            self.site_embed = nn.Embedding(n_features, d)
+            self.site_norm = nn.LayerNorm(d)
+
+    def embed_identity(self, idx: torch.Tensor) -> torch.Tensor:
+        """CpG-site tokens: LayerNorm(Embedding(j)), (B, T) → (B, T, D)."""
+        return self.site_norm(self.site_embed(idx))
 
     def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
         """Continuous β embedding (B, T, D) with <missing>/<mask> vectors substituted."""

@@ -1,5 +1,10 @@
 """The positional-encoding zoo: every PE plugs into every backbone by name.
 
+Every PE is applied *on top of* the backbone's native feature identity (scGPT's gene tokens,
+scBERT's gene2vec-style vector, MethylGPT's CpG tokens), as paper 000's own code applies CAPE
+on top of scGPT's gene encoder; ``default`` is that identity alone. With the backbone config's
+``identity=False`` (the literal reading of Eq. F.109) the PE replaces the identity.
+
 A PE sees the token embeddings ``h`` ``(B, T, D)`` and the feature index of each token ``idx``
 ``(B, T)`` (long, into the ``M`` features of the data), and may act in three places:
 
@@ -15,6 +20,7 @@ The <cls> token is never given a position: zero angle, nothing added, no relativ
 =====================  ==============================================================  ===========
 name                   what it does                                                    equivariant
 =====================  ==============================================================  ===========
+``default``            the backbone's native identity alone (nothing on top)          yes
 ``cape``               rotary on q/k with the CAPE angles φ (Eqs. 24–26)               yes
 ``cape-input``         rotate the token embedding once, R(φ) v (Eq. F.108)             yes
 ``cape-additive``      add Linear(e) (w/o-rotary ablation, any angle width d_e)        yes
@@ -23,7 +29,8 @@ name                   what it does                                             
 ``trainable-absolute`` add a learned per-feature table, N(0, 1) init (scGPT, F.109)    yes
 ``trainable-relative`` learned bias from the signed index distance (Eq. F.110)         no
 ``learned-small-norm`` add a learned per-feature table, N(0, σ²) init (paper 004)      yes
-``none``               nothing (permutation invariant set of values)                  yes
+``none``               nothing on top of the identity; with ``identity=False``, a     yes
+                       permutation-invariant set of values
 =====================  ==============================================================  ===========
 
 "Equivariant" means: permuting the features of the data *together with* the PE's per-feature
@@ -51,6 +58,7 @@ __all__ = [
     "ANGLE_PES",
     "PositionalEncoding",
     "NoPE",
+    "DefaultPE",
     "CapeRotaryPE",
     "CapeInputPE",
     "CapeAdditivePE",
@@ -65,6 +73,7 @@ __all__ = [
 ]
 
 PE_NAMES: tuple[str, ...] = (
+    "default",
     "cape",
     "cape-input",
     "cape-additive",
@@ -154,6 +163,12 @@ class NoPE(PositionalEncoding):
     """No positional encoding: the token set is permutation invariant (CAPE-null ablation)."""
 
     name = "none"
+
+
+class DefaultPE(NoPE):
+    """The backbone's native identity alone: nothing on top (the backbone switches it on)."""
+
+    name = "default"
 
 
 class CapeRotaryPE(PositionalEncoding):
@@ -460,4 +475,4 @@ def build_pe(
         return LearnedSmallNormPE(n_features, d_model, sigma=sigma)
     if name == "trainable-relative":
         return TrainableRelativePE(d_model, n_heads, rel_buckets, rel_max_distance)
-    return NoPE()
+    return DefaultPE() if name == "default" else NoPE()

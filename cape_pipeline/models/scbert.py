@@ -1,7 +1,10 @@
-"""scBERT-style backbone (paper 000 Supp. F.2, Eqs. F.106–F.108).
+"""scBERT-style backbone (paper 000 Supp. F.2, Eqs. F.106–F.108; Yang et al. 2022).
 
-Token of gene j in cell i: ``C(bin(x_ij))`` with fixed absolute-value bins shared by all cells
-(bin 0 = zero), plus the PE (scBERT's own: static gene2vec vectors, ``pe="static-absolute"``).
+Token of gene j in cell i: ``C(bin(x_ij)) + g_j`` (+ the PE of gene j), with fixed
+absolute-value bins shared by all cells (bin 0 = zero) and ``g_j`` scBERT's gene2vec vector,
+kept fixed during training: the backbone's native identity and its ``default`` PE. gene2vec
+itself is not shipped here; its stand-in is the co-expression embedding of the training data
+(:func:`~cape_pipeline.models.pe.coexpression_embedding`, set by :meth:`ScBERT.fit_data`).
 Attention is exact softmax attention (see :mod:`cape_pipeline.models.attention` for why not
 Performer).
 """
@@ -14,17 +17,18 @@ from torch import nn
 
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.configs import ScBERTConfig
-from cape_pipeline.models.tokens import TokenBatch, global_bins, select_tokens
+from cape_pipeline.models.pe import coexpression_embedding
+from cape_pipeline.models.tokens import TokenBatch, global_bins
 
 __all__ = ["ScBERT"]
 
 
 class ScBERT(TokenTransformer):
-    """scBERT-style encoder with global value bins.
+    """scBERT-style encoder with global value bins and a static per-gene identity.
 
-    Call :meth:`fit_data` on training data before use to set the bin edges (quantiles of the
-    non-zero training values); until then the edges are ``1, 2, ..., B-2`` (integer
-    intervals of log-normalized expression, as in scBERT).
+    Call :meth:`fit_data` on training data before use: it sets the bin edges (quantiles of the
+    non-zero training values; until then ``1, 2, ..., B-2``, integer intervals of
+    log-normalized expression, as in scBERT) and the static identity vectors (until then 0).
 
     Parameters
     ----------
@@ -41,7 +45,7 @@ class ScBERT(TokenTransformer):
         config: ScBERTConfig | None = None,
         *,
         n_features: int,
-        pe: str = "static-absolute",
+        pe: str = "default",
         attention: str = "dot",
         angles: np.ndarray | torch.Tensor | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
@@ -52,9 +56,14 @@ class ScBERT(TokenTransformer):
         )
         self.bin_embed = nn.Embedding(config.n_bins + 2, config.d_model)
         self.register_buffer("bin_edges", torch.arange(1, config.n_bins - 1, dtype=torch.float32))
+        if self.use_identity:
+            self.register_buffer("gene_vectors", torch.zeros(n_features, config.d_model))
 
     def fit_data(self, x: np.ndarray) -> None:
-        """Set the ``B - 2`` inner bin edges to quantiles of the non-zero values of ``x`` (N, M)."""
+        """Set the ``B - 2`` inner bin edges to quantiles of the non-zero values of ``x`` (N, M),
+        and the static identity to the co-expression embedding of ``x``."""
+        if self.use_identity:
+            self.gene_vectors.copy_(torch.as_tensor(coexpression_embedding(x, self.config.d_model)))
         v = np.asarray(x, dtype=np.float64).ravel()
         v = v[np.isfinite(v) & (v != 0)]
         if v.size == 0:
@@ -62,13 +71,13 @@ class ScBERT(TokenTransformer):
         q = np.quantile(v, np.arange(1, self.config.n_bins - 1) / (self.config.n_bins - 1))
         self.bin_edges.copy_(torch.as_tensor(q, dtype=torch.float32))
 
-    def tokenize(self, x: torch.Tensor) -> TokenBatch:
-        """``x`` (B, M) float → tokens with global bins (B, T)."""
-        idx = select_tokens(x, self.config.max_tokens)
-        values = torch.gather(x, 1, idx)
-        missing = torch.isnan(values)
-        b = global_bins(values, self.bin_edges).masked_fill(missing, self.config.n_bins)
-        return TokenBatch(idx=idx, values=values, missing=missing, bins=b)
+    def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Global bins of the tokens: (B, T) long."""
+        return global_bins(values, self.bin_edges).masked_fill(torch.isnan(values), self.config.n_bins)
+
+    def embed_identity(self, idx: torch.Tensor) -> torch.Tensor:
+        """The static gene vectors g_j: (B, T) → (B, T, D)."""
+        return self.gene_vectors[idx]
 
     def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
         """Bin embedding (B, T, D); hidden tokens get the <mask> bin."""

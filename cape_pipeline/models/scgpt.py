@@ -1,8 +1,12 @@
-"""scGPT-style backbone (paper 000 Supp. F.2, Eq. F.109).
+"""scGPT-style backbone (paper 000 Supp. F.2, Eq. F.109; Cui et al. 2024).
 
-Token of gene j in cell i: ``C_bin(bin(x_ij))`` (per-cell quantile bins, bin 0 = zero) plus the
-PE of gene j (scGPT's own PE is the trainable gene-token table, ``pe="trainable-absolute"``),
-then a <cls> token and pre-norm transformer blocks.
+Token of gene j in cell i: ``GeneEncoder(j) + ValueEncoder(x_ij)`` (+ the PE of gene j), then a
+<cls> token and pre-norm transformer blocks. ``GeneEncoder`` is scGPT's trainable gene-token
+embedding followed by LayerNorm, the backbone's native identity and its ``default`` PE. The
+value encoder is scGPT's ``ContinuousValueEncoder`` (Linear(1, D) → ReLU → Linear(D, D) →
+LayerNorm) on the log-normalized value, or its ``CategoryValueEncoder`` over per-cell quantile
+bins (``value_encoder="binned"``). By default only expressed genes are tokens (scGPT's
+``include_zero_gene=False``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from torch import nn
 
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.configs import ScGPTConfig
-from cape_pipeline.models.tokens import TokenBatch, quantile_bins, select_tokens
+from cape_pipeline.models.tokens import TokenBatch, quantile_bins
 
 __all__ = ["ScGPT"]
 
@@ -24,8 +28,7 @@ class ScGPT(TokenTransformer):
     Parameters
     ----------
     config
-        :class:`~cape_pipeline.models.configs.ScGPTConfig` (``n_bins`` value bins; ids
-        ``n_bins`` and ``n_bins + 1`` are <missing> and <mask>).
+        :class:`~cape_pipeline.models.configs.ScGPTConfig`.
     n_features, pe, attention, angles, static_table
         As in :class:`~cape_pipeline.models.blocks.TokenTransformer`.
 
@@ -33,7 +36,7 @@ class ScGPT(TokenTransformer):
     --------
     >>> import torch
     >>> from cape_pipeline.models import ScGPT, ScGPTConfig
-    >>> m = ScGPT(ScGPTConfig(d_model=16, n_heads=2, n_layers=1), n_features=5, pe="trainable-absolute")
+    >>> m = ScGPT(ScGPTConfig(d_model=16, n_heads=2, n_layers=1, tokens="all"), n_features=5, pe="default")
     >>> tok = m.tokenize(torch.rand(3, 5))
     >>> m(tok).shape  # (B, 1 + T, D)
     torch.Size([3, 6, 16])
@@ -46,7 +49,7 @@ class ScGPT(TokenTransformer):
         config: ScGPTConfig | None = None,
         *,
         n_features: int,
-        pe: str = "trainable-absolute",
+        pe: str = "default",
         attention: str = "dot",
         angles: np.ndarray | torch.Tensor | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
@@ -55,23 +58,48 @@ class ScGPT(TokenTransformer):
         super().__init__(
             config, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
         )
-        self.bin_embed = nn.Embedding(config.n_bins + 2, config.d_model)
-        self.gene_embed = nn.Embedding(n_features, config.d_model) if config.gene_token_embedding else None
+        d = config.d_model
+        if self.use_identity:
+            self.gene_embed = nn.Embedding(n_features, d)
+            self.gene_norm = nn.LayerNorm(d)
+        if config.value_encoder == "binned":
+            self.bin_embed = nn.Embedding(config.n_bins + 2, d)  # + <missing>, <mask>
+            self.value_norm = nn.LayerNorm(d)
+        else:
+            self.value_mlp = nn.Sequential(nn.Linear(1, d), nn.ReLU(), nn.Linear(d, d))
+            self.value_norm = nn.LayerNorm(d)
+            self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+            self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
 
-    def tokenize(self, x: torch.Tensor) -> TokenBatch:
-        """``x`` (B, M) float → tokens with per-cell quantile bins (B, T)."""
-        bins = quantile_bins(x, self.config.n_bins)  # (B, M): binned over the whole cell
-        idx = select_tokens(x, self.config.max_tokens)  # (B, T)
-        values = torch.gather(x, 1, idx)
-        missing = torch.isnan(values)
-        b = torch.gather(bins, 1, idx).masked_fill(missing, self.config.n_bins)
-        return TokenBatch(idx=idx, values=values, missing=missing, bins=b)
+    def fit_data(self, x: np.ndarray) -> None:
+        """With ``identity_init="coexpression"``, start the gene tokens from the co-expression
+        embedding of the training data ``(N, M)`` (see :class:`ScGPTConfig`)."""
+        if self.use_identity and self.config.identity_init == "coexpression":
+            from cape_pipeline.models.pe import coexpression_embedding
+
+            with torch.no_grad():
+                self.gene_embed.weight.copy_(torch.as_tensor(coexpression_embedding(x, self.config.d_model)))
+
+    def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
+        """Per-cell quantile bins of the tokens (``binned`` only): (B, T) long."""
+        if self.config.value_encoder != "binned":
+            return None
+        b = torch.gather(quantile_bins(x, self.config.n_bins), 1, idx)  # binned over the whole cell
+        return b.masked_fill(torch.isnan(values), self.config.n_bins)
+
+    def embed_identity(self, idx: torch.Tensor) -> torch.Tensor:
+        """ScGPT's GeneEncoder: LayerNorm(Embedding(j)), (B, T) → (B, T, D)."""
+        return self.gene_norm(self.gene_embed(idx))
 
     def embed_values(self, tokens: TokenBatch, hide: torch.Tensor | None) -> torch.Tensor:
-        """Bin embedding (B, T, D); hidden tokens get the <mask> bin."""
-        assert tokens.bins is not None
-        b = tokens.bins if hide is None else tokens.bins.masked_fill(hide, self.config.n_bins + 1)
-        h = self.bin_embed(b)
-        if self.gene_embed is not None:
-            h = h + self.gene_embed(tokens.idx)
+        """Value embedding (B, T, D); hidden tokens get <mask>, missing ones <missing>."""
+        if self.config.value_encoder == "binned":
+            assert tokens.bins is not None
+            b = tokens.bins if hide is None else tokens.bins.masked_fill(hide, self.config.n_bins + 1)
+            return self.value_norm(self.bin_embed(b))
+        v = torch.nan_to_num(tokens.values, nan=0.0).clamp(max=512.0)[..., None]  # (B, T, 1)
+        h = self.value_norm(self.value_mlp(v))
+        h = torch.where(tokens.missing[..., None], self.missing_embed, h)
+        if hide is not None:
+            h = torch.where(hide[..., None], self.mask_embed, h)
         return h

@@ -1,9 +1,12 @@
 """Turning a batch of observations into feature tokens (pure tensor functions).
 
-An observation ``x`` ``(M,)`` becomes T ≤ M tokens, each a feature index and a value. With
-more than ``max_tokens`` features, the ``max_tokens`` highest values are kept per observation
-(scGPT's ``max_seq_len``; ties and zeros are broken by lower index), in ``var_names`` order;
-their PE rows/angles are gathered by index. Missing values (NaN) never beat observed ones.
+An observation ``x`` ``(M,)`` becomes T ≤ M tokens, each a feature index and a value: either
+every feature (``expressed_only=False``) or only its expressed (non-zero, non-missing) ones,
+as scGPT does. With more than ``max_tokens`` candidates, the ``max_tokens`` highest values are
+kept per observation (scGPT's ``max_seq_len``; ties are broken by lower index). Rows of a batch
+with fewer tokens than the longest are padded at the end (``pad``), and the padding is masked
+out of attention, pooling and losses. Tokens keep ``var_names`` order; their PE rows/angles are
+gathered by index. Missing values (NaN) never beat observed ones.
 """
 
 from __future__ import annotations
@@ -29,12 +32,21 @@ class TokenBatch:
         ``(B, T)`` bool, value is missing.
     bins
         ``(B, T)`` long value-bin ids, or ``None`` for continuous-value backbones.
+    pad
+        ``(B, T)`` bool, padding (no feature; ``idx`` 0, value 0), or ``None`` for no padding.
     """
 
     idx: torch.Tensor
     values: torch.Tensor
     missing: torch.Tensor
     bins: torch.Tensor | None = None
+    pad: torch.Tensor | None = None
+
+    @property
+    def observed(self) -> torch.Tensor:
+        """``(B, T)`` bool: a real token with an observed value (not missing, not padding)."""
+        ok = ~self.missing
+        return ok if self.pad is None else ok & ~self.pad
 
     def to(self, device: torch.device | str) -> TokenBatch:
         """Move every tensor to ``device``."""
@@ -43,31 +55,51 @@ class TokenBatch:
             self.values.to(device),
             self.missing.to(device),
             None if self.bins is None else self.bins.to(device),
+            None if self.pad is None else self.pad.to(device),
         )
 
 
-def select_tokens(x: torch.Tensor, max_tokens: int) -> torch.Tensor:
-    """Feature indices of the tokens of each observation.
+def select_tokens(
+    x: torch.Tensor, max_tokens: int, *, expressed_only: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Feature indices of the tokens of each observation, and their padding.
 
     Parameters
     ----------
     x
         ``(B, M)`` float, NaN = missing.
     max_tokens
-        Keep at most this many features per row (``0`` or ``>= M``: all, in order).
+        Keep at most this many features per row (``0`` = no cap).
+    expressed_only
+        Only non-zero, non-missing values become tokens (scGPT); rows are padded to the
+        longest row of the batch.
 
     Returns
     -------
-    Tensor
-        ``(B, T)`` long, ascending within each row, ``T = min(M, max_tokens)``.
+    (Tensor, Tensor or None)
+        ``idx`` ``(B, T)`` long: real tokens ascending by feature index, then padding (index 0);
+        ``pad`` ``(B, T)`` bool or ``None`` when no row is padded. Without ``expressed_only``,
+        ``T = min(M, max_tokens)``; with it, ``T`` = the most expressed features of any row,
+        capped by ``max_tokens`` (at least 1).
     """
     bsz, m = x.shape
-    if max_tokens <= 0 or max_tokens >= m:
-        return torch.arange(m, device=x.device).expand(bsz, m)
-    score = torch.nan_to_num(x, nan=float("-inf"))
-    # stable descending sort: among equal values the lower index wins (deterministic)
-    order = torch.sort(score, dim=1, descending=True, stable=True).indices[:, :max_tokens]
-    return torch.sort(order, dim=1).values
+    cap = m if max_tokens <= 0 else min(max_tokens, m)
+    if not expressed_only:
+        if cap >= m:
+            return torch.arange(m, device=x.device).expand(bsz, m), None
+        score = torch.nan_to_num(x, nan=float("-inf"))
+        # stable descending sort: among equal values the lower index wins (deterministic)
+        order = torch.sort(score, dim=1, descending=True, stable=True).indices[:, :cap]
+        return torch.sort(order, dim=1).values, None
+    ok = torch.isfinite(x) & (x != 0)  # (B, M)
+    t = max(1, min(cap, int(ok.sum(dim=1).max())))
+    score = torch.where(ok, x, torch.full_like(x, float("-inf")))
+    order = torch.sort(score, dim=1, descending=True, stable=True).indices[:, :t]  # (B, T)
+    pad = ~torch.gather(ok, 1, order)
+    key = torch.sort(order + pad.long() * m, dim=1).values  # real tokens by index, padding last
+    pad = key >= m
+    idx = torch.where(pad, torch.zeros_like(key), key)
+    return idx, (pad if bool(pad.any()) else None)
 
 
 def quantile_bins(x: torch.Tensor, n_bins: int) -> torch.Tensor:

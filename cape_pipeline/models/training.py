@@ -8,6 +8,8 @@ afterwards. Global torch settings (threads, default dtype) are never changed.
 from __future__ import annotations
 
 import contextlib
+import copy
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from torch import nn
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
-__all__ = ["TrainLog", "seeded", "train_epochs", "masked_pretrain", "encode", "as_tensor"]
+__all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "encode", "as_tensor"]
 
 
 @dataclass
@@ -29,14 +31,25 @@ class TrainLog:
     Attributes
     ----------
     losses
-        Mean loss per epoch.
+        Mean training loss per epoch.
+    val_scores
+        Validation score per epoch (empty without a validation function).
+    best_epoch
+        1-based epoch whose weights were kept (the best validation score), or ``None`` when
+        there was no validation (the last epoch's weights are kept).
+    stopped_early
+        Training stopped before ``epochs`` because the validation score had not improved for
+        ``patience`` epochs.
     n_seen
         Observations processed (summed over epochs).
     seconds
-        Wall time of the loop.
+        Wall time of the loop (validation included).
     """
 
     losses: list[float] = field(default_factory=list)
+    val_scores: list[float] = field(default_factory=list)
+    best_epoch: int | None = None
+    stopped_early: bool = False
     n_seen: int = 0
     seconds: float = 0.0
 
@@ -59,6 +72,32 @@ def as_tensor(x: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor
     return torch.as_tensor(np.ascontiguousarray(x, dtype=np.float32), device=device)
 
 
+def warmup_cosine(total_steps: int, warmup: float) -> Callable[[int], float]:
+    """LR multiplier: linear warmup over ``warmup · total_steps`` steps, then cosine decay to 0.
+
+    Parameters
+    ----------
+    total_steps
+        Optimizer steps of the whole run (epochs × batches per epoch).
+    warmup
+        Fraction of the steps spent warming up, in [0, 1).
+
+    Returns
+    -------
+    Callable
+        ``step (0-based) -> multiplier in [0, 1]`` for :class:`torch.optim.lr_scheduler.LambdaLR`.
+    """
+    n_warm = int(round(warmup * total_steps))
+
+    def f(step: int) -> float:
+        if step < n_warm:
+            return (step + 1) / n_warm
+        rest = max(total_steps - n_warm, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(step - n_warm, rest) / rest))
+
+    return f
+
+
 def train_epochs(
     params: list[nn.Parameter],
     step: Callable[[torch.Tensor], torch.Tensor],
@@ -70,11 +109,18 @@ def train_epochs(
     generator: torch.Generator,
     weight_decay: float = 0.01,
     clip: float = 1.0,
+    warmup: float = 0.1,
     modules: list[nn.Module] | None = None,
+    validate: Callable[[], float] | None = None,
+    patience: int | None = None,
     progress: bool = False,
     desc: str = "train",
 ) -> TrainLog:
-    """Run AdamW over shuffled mini-batches of ``n`` observations.
+    """Run AdamW with warmup + cosine decay over shuffled mini-batches of ``n`` observations.
+
+    With ``validate``, the score is computed after every epoch (modules in eval mode, higher is
+    better), training stops once it has not improved for ``patience`` epochs, and the weights
+    of the best epoch are restored at the end (the checkpoint with the best validation score).
 
     Parameters
     ----------
@@ -85,13 +131,20 @@ def train_epochs(
     n
         Number of observations.
     epochs, batch_size, lr, weight_decay
-        Optimization settings.
+        Optimization settings; ``epochs`` is the most that run (the cosine spans them all).
     generator
         Seeds the batch order.
     clip
-        Max gradient norm.
+        Max gradient norm (0 = no clipping).
+    warmup
+        Fraction of the steps with linear LR warmup.
     modules
-        Put into train mode during the loop, eval mode after.
+        Put into train mode during the loop, eval mode after; their weights are the ones
+        checkpointed and restored.
+    validate
+        ``() -> score`` (higher is better), or ``None``.
+    patience
+        Epochs without improvement before stopping (``None`` = never stop early).
     progress
         Log the loss per epoch (``logging`` INFO).
 
@@ -105,11 +158,15 @@ def train_epochs(
     out = TrainLog()
     if epochs <= 0 or n == 0:
         return out
+    modules = modules or []
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    for m in modules or []:
-        m.train()
+    per_epoch = -(-n // batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(epochs * per_epoch, warmup))
+    best_score, best_state, since_best = -math.inf, None, 0
     t0 = time.perf_counter()
     for ep in range(epochs):
+        for m in modules:
+            m.train()
         order = torch.randperm(n, generator=generator)
         tot, cnt = 0.0, 0
         for s in range(0, n, batch_size):
@@ -120,14 +177,36 @@ def train_epochs(
             if clip:
                 torch.nn.utils.clip_grad_norm_(params, clip)
             opt.step()
+            sched.step()
             tot += float(loss.detach()) * bi.numel()
             cnt += bi.numel()
         out.losses.append(tot / max(cnt, 1))
         out.n_seen += cnt
+        msg = f"{desc} epoch {ep + 1}/{epochs} loss {out.losses[-1]:.4f}"
+        if validate is not None:
+            for m in modules:
+                m.eval()
+            with torch.no_grad():
+                score = float(validate())
+            out.val_scores.append(score)
+            msg += f" val {score:.4f}"
+            if score > best_score:
+                best_score, since_best, out.best_epoch = score, 0, ep + 1
+                best_state = [copy.deepcopy(m.state_dict()) for m in modules]
+            else:
+                since_best += 1
+                if patience is not None and since_best >= patience and ep + 1 < epochs:
+                    out.stopped_early = True
+                    if progress:
+                        log.info(msg)
+                    break
         if progress:
-            log.info("%s epoch %d/%d loss %.4f", desc, ep + 1, epochs, out.losses[-1])
+            log.info(msg)
+    if best_state is not None:
+        for m, sd in zip(modules, best_state, strict=True):
+            m.load_state_dict(sd)
     out.seconds = time.perf_counter() - t0
-    for m in modules or []:
+    for m in modules:
         m.eval()
     return out
 
@@ -141,13 +220,16 @@ def masked_pretrain(
     lr: float,
     mask_ratio: float,
     generator: torch.Generator,
+    weight_decay: float = 0.01,
+    warmup: float = 0.1,
     progress: bool = False,
 ) -> tuple[ValueDecoder, TrainLog]:
     """Masked value reconstruction (scGPT/scBERT/MethylGPT-style self-supervision).
 
     Each epoch hides a ``mask_ratio`` fraction of the observed tokens of every observation
     (their value embedding becomes <mask>) and regresses the hidden values from the token
-    outputs: MSE over hidden tokens.
+    outputs: MSE over hidden tokens (padding and missing values are never hidden or scored).
+    AdamW with warmup + cosine decay, gradient clipping at norm 1 (:func:`train_epochs`).
 
     Parameters
     ----------
@@ -166,7 +248,7 @@ def masked_pretrain(
     def step(bi: torch.Tensor) -> torch.Tensor:
         tok = model.tokenize(x[bi])
         r = torch.rand(tok.idx.shape, generator=generator).to(x.device)
-        hide = (r < mask_ratio) & ~tok.missing
+        hide = (r < mask_ratio) & tok.observed
         h = model(tok, hide=hide)  # (B, 1+T, D)
         pred = dec(h[:, 1:])  # (B, T)
         if not bool(hide.any()):
@@ -181,6 +263,8 @@ def masked_pretrain(
         batch_size=batch_size,
         lr=lr,
         generator=generator,
+        weight_decay=weight_decay,
+        warmup=warmup,
         modules=[model, dec],
         progress=progress,
         desc="pretrain",

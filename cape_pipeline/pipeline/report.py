@@ -26,7 +26,9 @@ RESULTS = "results.json"
 def write_results(out: Any, d: Path) -> None:
     """Store a train stage's :class:`TrainOutput` in ``d``: ``results.json`` (metrics, curves,
     timings, params per run), ``embeddings.npz`` (``run{i}`` → (n_obs, D) float32),
-    ``predictions_{i}.parquet`` and ``confusion_{i}.csv`` where a run has them."""
+    ``predictions_{i}.parquet`` and ``confusion_{i}.csv`` where a run has them, and
+    ``models/<task>_<arm>_seed<s>/`` for each run with a task head (see
+    :meth:`cape_pipeline.models.TrainedModel.save`)."""
     runs = []
     arrays: dict[str, np.ndarray] = {}
     for i, r in enumerate(out.results):
@@ -48,6 +50,10 @@ def write_results(out: Any, d: Path) -> None:
         if r.confusion is not None:
             with atomic_path(d / f"confusion_{i}.csv") as tmp:
                 r.confusion.to_csv(tmp)
+        if r.model is not None and r.model.head is not None:
+            name = f"{r.task}_{r.params.get('pe', '?')}_seed{r.params.get('seed', 0)}".replace("/", "-")
+            r.model.save(d / "models" / name, overwrite=True)
+            runs[-1]["model_dir"] = f"models/{name}"
     if arrays:
         with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
@@ -109,6 +115,9 @@ class Report:
         out: dict[str, Any] = {}
         for row in self.doc.get("metrics", [])[:4]:
             out[f"{row['task']}.{row['pe']}.{row['metric']}"] = round(row["mean"], 4)
+        verdict = self.doc.get("comparison", {}).get("verdict")
+        if verdict:
+            out["verdict"] = verdict
         return out
 
     def write(self, d: Path) -> None:
@@ -130,9 +139,99 @@ class Report:
         return cls(doc=json.loads((d / "report.json").read_text()))
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
+def _mean_sd(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample sd (``None`` for a single value: one seed gives no spread)."""
     arr = np.asarray(values, dtype=np.float64)
-    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    return float(arr.mean()), (float(arr.std(ddof=1)) if arr.size > 1 else None)
+
+
+LOWER_IS_BETTER = ("mse", "medae", "mae")
+"""Metric-name prefixes where smaller is better (everything else: larger is better)."""
+
+PRIMARY_METRICS = {
+    "annotation": ("macro_f1", "accuracy"),
+    "clustering": ("ari", "nmi"),
+    "perturbation": ("mse_top20_single", "mse_top20_double", "mse_top20"),
+    "age": ("medae",),
+}
+"""Metrics the verdict sentence is based on, per task."""
+
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of a task metric (``mse*``, ``medae``, ``mae``: lower is better)."""
+    return not metric.startswith(LOWER_IS_BETTER)
+
+
+def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
+    """Paired differences ``arm − baseline`` per task and metric, over the seeds both ran.
+
+    Runs of the two arms with the same (task, seed) share the data split, so the difference
+    per seed removes the split's variance. The interval is the t-interval of the mean
+    difference, ``mean ± t_{(1+level)/2, n−1} · sd / √n``; ``None`` for n = 1.
+
+    Returns
+    -------
+    list of dict
+        ``{task, metric, n, mean, sd, ci_low, ci_high, higher_is_better, verdict}``; ``verdict``
+        is ``better`` / ``worse`` when the interval excludes 0 (in the metric's direction for
+        ``arm``), else ``unclear``.
+    """
+    from scipy import stats
+
+    runs: dict[tuple[str, str, int], dict[str, float]] = {}
+    for r in results:
+        runs[(r.task, r.params.get("pe", "?"), int(r.params.get("seed", 0)))] = r.metrics
+    rows = []
+    tasks = list(dict.fromkeys(t for t, _, _ in runs))
+    for task in tasks:
+        seeds = sorted(s for t, a, s in runs if t == task and a == arm and (task, baseline, s) in runs)
+        if not seeds:
+            continue
+        metrics = [m for m in runs[(task, arm, seeds[0])] if not m.startswith("reference_")]
+        for metric in metrics:
+            d = np.array([runs[(task, arm, s)][metric] - runs[(task, baseline, s)].get(metric, np.nan) for s in seeds])
+            d = d[np.isfinite(d)]
+            if d.size == 0:
+                continue
+            mean, sd = _mean_sd(list(d))
+            lo = hi = None
+            verdict = "unclear"
+            if d.size > 1 and sd is not None:
+                half = float(stats.t.ppf(0.5 + level / 2, d.size - 1)) * sd / np.sqrt(d.size)
+                lo, hi = mean - half, mean + half
+                up = higher_is_better(metric)
+                if lo > 0 or hi < 0:
+                    verdict = "better" if (lo > 0) == up else "worse"
+            rows.append({
+                "task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi,
+                "higher_is_better": higher_is_better(metric), "verdict": verdict,
+            })
+    return rows
+
+
+def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "default") -> str:
+    """One sentence: did ``arm`` help over ``baseline`` on the primary metrics of each task?"""
+    prim = [r for r in diffs if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    if not prim:
+        return f"No paired comparison of {arm} with {baseline} was run (train both arms on the same seeds)."
+    n = min(r["n"] for r in prim)
+    if n < 2:
+        return (f"Cannot tell whether {arm.upper() if arm == 'cape' else arm} helped: with {n} seed there is no "
+                f"interval for {arm} − {baseline}; train with n_seeds ≥ 3.")
+    def fmt(r: dict[str, Any]) -> str:
+        return f"{r['task']} {r['metric']} {r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+    better = [r for r in prim if r["verdict"] == "better"]
+    worse = [r for r in prim if r["verdict"] == "worse"]
+    name = "CAPE" if arm == "cape" else arm
+    if better and not worse:
+        return f"{name} helped on this data (95 % intervals of {arm} − {baseline} over {n} seeds): " + "; ".join(map(fmt, better)) + "."
+    if worse and not better:
+        return f"{name} hurt on this data (95 % intervals of {arm} − {baseline} over {n} seeds): " + "; ".join(map(fmt, worse)) + "."
+    if better and worse:
+        return (f"Mixed: {name} helped on " + "; ".join(map(fmt, better)) + " and hurt on " + "; ".join(map(fmt, worse))
+                + f" (95 % intervals over {n} seeds).")
+    return (f"No evidence that {name} helped on this data: every 95 % interval of {arm} − {baseline} on the main "
+            f"metrics contains 0 over {n} seeds (" + "; ".join(map(fmt, prim)) + ").")
 
 
 REFERENCE_PE = "reference (no transformer)"
@@ -237,11 +336,33 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "final_loss": encode.embed_loss[-1] if encode.embed_loss else None,
         },
         "training": {"tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results)},
+        "comparison": _comparison(train),
         "metrics": aggregate_metrics(train.results),
         "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
         "timings_s": {k: round(float(v), 3) for k, v in timings.items()},
     }
     return Report(doc=doc, figures=_figures(train, adata, umap=umap))
+
+
+def _comparison(train: Any) -> dict[str, Any]:
+    """The report's lead: paired cape − default differences, a verdict, and the references."""
+    arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
+    base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
+    diffs = paired_differences(train.results, arm, base) if arm != base else []
+    refs: dict[str, dict[str, list[float]]] = {}
+    for r in train.results:
+        if r.params.get("pe") != train.pes[0]:
+            continue
+        for k, v in r.metrics.items():
+            if k.startswith("reference_"):
+                refs.setdefault(r.task, {}).setdefault(k.removeprefix("reference_"), []).append(float(v))
+    return {
+        "arm": arm,
+        "baseline": base,
+        "differences": diffs,
+        "verdict": verdict_sentence(diffs, arm, base),
+        "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
+    }
 
 
 def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
@@ -251,6 +372,9 @@ def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     figs: dict[str, Any] = {}
+    fig = _difference_figure(train)
+    if fig is not None:
+        figs["cape_vs_default.png"] = fig
     first: dict[tuple[str, str], Any] = {}
     for r in train.results:
         first.setdefault((r.task, r.params.get("pe", "?")), r)
@@ -287,6 +411,30 @@ def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
     if umap:
         figs.update(_umaps(first, adata))
     return figs
+
+
+def _difference_figure(train: Any) -> Any:
+    """Per-seed paired differences cape − default of the primary metrics, with the 95 % CI."""
+    import matplotlib.pyplot as plt
+
+    comp = _comparison(train)
+    rows = [r for r in comp["differences"] if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    if not rows:
+        return None
+    runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}
+    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(rows)))
+    for i, row in enumerate(rows):
+        seeds = sorted(s for t, a, s in runs if t == row["task"] and a == comp["arm"])
+        pts = [runs[(row["task"], comp["arm"], s)][row["metric"]] - runs.get((row["task"], comp["baseline"], s), {}).get(row["metric"], np.nan) for s in seeds]
+        ax.scatter(pts, [i] * len(pts), s=14, color="0.5", zorder=2)
+        if row["ci_low"] is not None:
+            ax.plot([row["ci_low"], row["ci_high"]], [i, i], color="C0", lw=2, zorder=1)
+        ax.scatter([row["mean"]], [i], marker="D", color="C0", zorder=3)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), [f"{r['task']} {r['metric']}" + ("" if r["higher_is_better"] else " (lower better)") for r in rows], fontsize=8)
+    ax.set_xlabel(f"{comp['arm']} − {comp['baseline']} (per seed; diamond = mean, bar = 95 % CI)")
+    ax.set_title("Does CAPE help on this data?")
+    return fig
 
 
 def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
@@ -362,21 +510,40 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "rotation barely changes attention, so `cape` behaves like `none`. The embedding stayed near its "
             "start; more `embed.epochs` or a larger `embed.lr` move it further (benchmarks/embed)."
         )
-    lines += [
-        "",
-        "## Tasks",
-    ]
+    comp = doc.get("comparison")
+    lines += ["", "## Tasks"]
+    if comp and comp.get("differences"):
+        lines += [
+            "",
+            f"**{comp['verdict']}**",
+            "",
+            f"Paired difference {comp['arm']} − {comp['baseline']} per seed (same split and initial seed; "
+            "95 % t-interval; for mse/medae/mae lower is better):",
+            "",
+            "| task | metric | mean difference | 95 % CI | seeds | reading |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in comp["differences"]:
+            ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
+            lines.append(f"| {r['task']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {r['n']} | {r['verdict']} |")
+        if comp.get("references"):
+            lines += ["", "Classical references on the same splits (mean over seeds): " + "; ".join(
+                f"{t}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for t, ms in comp["references"].items()) + "."]
+    elif comp:
+        lines += ["", f"**{comp['verdict']}**"]
     if not doc["metrics"]:
         lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
     else:
         lines += [
-            f"Backbone width D = {t['d_model']}; PEs {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds.",
+            f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds "
+            "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",
             "",
             "| task | pe | metric | mean | sd | seeds |",
             "|---|---|---|---|---|---|",
         ]
         for r in doc["metrics"]:
-            lines.append(f"| {r['task']} | {r['pe']} | {r['metric']} | {r['mean']:.4f} | {r['sd']:.4f} | {r['n']} |")
+            sd = "–" if r["sd"] is None else f"{r['sd']:.4f}"
+            lines.append(f"| {r['task']} | {r['pe']} | {r['metric']} | {r['mean']:.4f} | {sd} | {r['n']} |")
         if doc["throughput_cells_per_s"]:
             lines += ["", "Training throughput (cells/s): " + ", ".join(
                 f"{pe} {v:.1f}" for pe, v in doc["throughput_cells_per_s"].items())]

@@ -530,11 +530,39 @@ def _encode_summary(out: EncodeOutput) -> dict[str, Any]:
 TASKS = ("annotation", "clustering", "perturbation", "age")
 
 
+NO_IDENTITY = "/no-id"
+"""Arm suffix: the backbone without its native feature identity (literal reading of Eq. F.109)."""
+
+
+def parse_arm(arm: str) -> tuple[str, bool]:
+    """``"cape"`` → ``("cape", True)``; ``"cape/no-id"`` → ``("cape", False)`` (identity off).
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown PE name.
+    """
+    from cape_pipeline.models import PE_NAMES
+
+    pe, identity = (arm[: -len(NO_IDENTITY)], False) if arm.endswith(NO_IDENTITY) else (arm, True)
+    if pe not in PE_NAMES:
+        raise CapeConfigError(
+            f"train: pe {arm!r} unknown; expected one of {list(PE_NAMES)}, optionally with "
+            f"'{NO_IDENTITY}' (no feature identity, the literal reading of Eq. F.109)"
+        )
+    return pe, identity
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Parameters of the train stage: which tasks, backbone and positional encodings.
+    """Parameters of the train stage: which tasks, backbone and positional encodings (arms).
 
-    Every PE in ``(pe, *compare)`` is trained with the same backbone size, budget and seeds.
+    Every arm in ``(pe, *compare)`` is trained with the same backbone size, budget and seeds.
+    By default the main job answers "does CAPE help on this data?": ``cape`` against the
+    backbone's ``default`` (its native feature identity alone, the same model without the
+    rotary angles) and ``none/no-id`` (no identity, no PE: a control that shows how much the
+    identity itself carries), over 3 seeds, and the report leads with the paired difference
+    cape − default.
 
     Attributes
     ----------
@@ -545,17 +573,26 @@ class TrainConfig:
     backbone
         ``scgpt``, ``scbert`` or ``methylgpt``.
     pe, compare
-        The positional encoding, and further ones trained side by side (``--compare``).
+        The arm of interest and the arms trained beside it. An arm is a PE name
+        (:data:`cape_pipeline.models.PE_NAMES`), applied on top of the backbone's feature
+        identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
+        the PE replaces the identity). ``default`` is the identity alone; ``none`` (with the
+        identity) is the same model as ``default``.
     n_seeds
-        Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them.
+        Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
+        one seed) and the paired differences against ``default`` get a 95 % t-interval.
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
     n_layers, n_heads, max_tokens
         ``None`` keeps the backbone's CPU defaults.
     pretrain_epochs, finetune_epochs, batch_size, lr
-        Training budget (see :class:`cape_pipeline.tasks.TaskConfig`).
+        Training budget; ``None`` keeps each task's default (see
+        :class:`cape_pipeline.tasks.TaskConfig`).
     label_key
         ``obs`` column with labels; ``None`` takes the task's default.
+    save_models
+        Store each run's fitted model (backbone + head + gene list) under ``models/`` of the
+        artifact and of ``--out`` (``cape_pipeline.models.load(dir)`` reads one back).
     encodings
         A ready encodings directory (``cape ... --out DIR`` or ``CapeEncodings.save``) to use
         instead of running Steps I–III on this data; its angles are aligned to the data's
@@ -568,17 +605,18 @@ class TrainConfig:
     tasks: tuple[str, ...] | None = None
     backbone: str = "scgpt"
     pe: str = "cape"
-    compare: tuple[str, ...] = ()
-    n_seeds: int = 1
+    compare: tuple[str, ...] = ("default", "none/no-id")
+    n_seeds: int = 3
     d_model: int | None = None
     n_layers: int | None = None
     n_heads: int | None = None
     max_tokens: int | None = None
-    pretrain_epochs: int = 3
-    finetune_epochs: int = 10
-    batch_size: int = 32
-    lr: float = 1e-3
+    pretrain_epochs: int | None = None
+    finetune_epochs: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
     label_key: str | None = None
+    save_models: bool = True
     encodings: str | None = None
     encodings_missing: str = "error"
     device: str = "auto"
@@ -592,12 +630,14 @@ class TrainConfig:
             raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
         if self.n_seeds < 1:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
+        for arm in (self.pe, *self.compare):
+            parse_arm(arm)
 
 
 @dataclass
 class TrainOutput:
     """Results of the train stage: one :class:`~cape_pipeline.tasks.TaskResult` per
-    (task, pe, seed), in run order, and the label column used per task."""
+    (task, arm, seed), in run order, and the label column used per task."""
 
     results: list[Any]
     tasks: list[str]
@@ -643,58 +683,93 @@ def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
 
 
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
-    from cape_pipeline.tasks import run_task
+    from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
+    from cape_pipeline.tasks._base import dense_x, resolve_config
 
     adata = inputs["preprocess"]
     enc = _train_encodings(inputs, cfg).encodings
     tasks = _resolve_tasks(cfg, ctx, adata)
-    pes = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     try:
         angles = enc.align(adata.var_names, missing=cfg.encodings_missing)
     except CapeDataError as exc:
         where = f"train.encodings={cfg.encodings}" if cfg.encodings else "encodings"
         raise CapeDataError(f"{where}: {exc} (CLI: --set train.encodings_missing=zero)") from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
-    model = {"d_model": d_model}
-    for k in ("n_layers", "n_heads", "max_tokens"):
-        if getattr(cfg, k) is not None:
-            model[k] = getattr(cfg, k)
     label_key = cfg.label_key
     if label_key is None:
         cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
         label_key = cols[0] if cols else None
-    task_cfg = {
-        "model": model,
-        "pretrain_epochs": cfg.pretrain_epochs,
-        "finetune_epochs": cfg.finetune_epochs,
-        "batch_size": cfg.batch_size,
-        "lr": cfg.lr,
-    }
+    budget = {k: getattr(cfg, k) for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr") if getattr(cfg, k) is not None}
+    device = _torch_device(cfg.device)
+    # annotation and clustering both pretrain on all cells with the same settings: one
+    # pretraining per (arm, seed) serves both
+    share = "annotation" in tasks and "clustering" in tasks
     results = []
-    for task in tasks:
-        for pe in pes:
-            for i in range(cfg.n_seeds):
-                res = run_task(
-                    task,
-                    adata,
-                    pe=pe,
-                    angles=angles if pe.startswith("cape") else None,
-                    backbone=cfg.backbone,
-                    config=task_cfg,
-                    label_key=label_key if task in ("annotation", "clustering") else None,
-                    seed=cfg.seed + i,
-                    device=_torch_device(cfg.device),
-                    progress=ctx.progress,
-                )
-                res.params.update({"task": task, "pe": pe, "seed": cfg.seed + i})
-                results.append(res)
-    return TrainOutput(results=results, tasks=tasks, pes=pes, d_model=d_model, encodings_dir=cfg.encodings)
+    jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
+    for seed, arm in _progress(jobs, ctx.progress, "train"):
+        pe, identity = parse_arm(arm)
+        model = {"d_model": d_model, "identity": identity}
+        for k in ("n_layers", "n_heads", "max_tokens"):
+            if getattr(cfg, k) is not None:
+                model[k] = getattr(cfg, k)
+        task_cfg = {"model": model, **budget}
+        arm_angles = angles if pe.startswith("cape") else None
+        shared = None
+        if share:
+            pcfg = resolve_config(TASK_CONFIGS["annotation"], task_cfg)
+            shared = pretrain(
+                dense_x(adata), backbone=cfg.backbone, cfg=pcfg, pe=pe, angles=arm_angles, seed=seed,
+                device=device, progress=ctx.progress,
+            )
+        for task in tasks:
+            res = run_task(
+                task,
+                adata,
+                pe=pe,
+                angles=arm_angles,
+                backbone=cfg.backbone,
+                config=task_cfg,
+                label_key=label_key if task in ("annotation", "clustering") else None,
+                seed=seed,
+                device=device,
+                progress=ctx.progress,
+                pretrained=shared if task in ("annotation", "clustering") else None,
+            )
+            res.params.update({"task": task, "pe": arm, "identity": identity, "seed": seed})
+            if res.model is not None:
+                res.model.meta.update({"arm": arm, "source": ctx.source})
+            results.append(res)
+    return TrainOutput(results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings)
+
+
+def _progress(items: list[Any], show: bool, desc: str) -> Any:
+    """Iterate ``items`` with a rich progress bar when ``show``."""
+    if not show:
+        yield from items
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        t = bar.add_task(desc, total=len(items))
+        for it in items:
+            yield it
+            bar.advance(t)
 
 
 def _train_save(out: TrainOutput, d: Path) -> None:
     from cape_pipeline.pipeline.report import write_results
 
     write_results(out, d)
+
+
+def _train_export(artifact: Path, out: Path) -> list[Path]:
+    """``results.json`` and the saved models (``models/<task>_<arm>_seed<s>/``) into ``out``."""
+    return [
+        _copy_atomic(src, out / src.relative_to(artifact))
+        for src in sorted(artifact.rglob("*"))
+        if src.is_file() and (src.name == "results.json" or src.relative_to(artifact).parts[0] == "models")
+    ]
 
 
 def _train_load(d: Path) -> TrainOutput:
@@ -816,6 +891,7 @@ STAGES: dict[str, Stage] = {
         load=_train_load,
         export_files=("results.json",),
         summary=_train_summary,
+        export=_train_export,
         export_also=("encode",),
         fingerprint=_encodings_fingerprint,
         needs=lambda cfgs: ("preprocess",) if cfgs["train"].encodings else ("preprocess", "encode"),
@@ -830,7 +906,7 @@ STAGES: dict[str, Stage] = {
         export_files=(),
         summary=lambda rep: rep.summary(),
         export=_evaluate_export,
-        export_also=("encode",),
+        export_also=("encode", "train"),
         needs=lambda cfgs: ("train", "preprocess") if cfgs["train"].encodings else ("train", "preprocess", "encode"),
     ),
 }

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.tasks._base import TaskConfig, TaskResult
+from cape_pipeline.tasks._base import Pretrained, TaskConfig, TaskResult, pretrain
 from cape_pipeline.tasks.age import AgeConfig, predict_age
 from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_logreg
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster
@@ -38,8 +38,10 @@ __all__ = [
     "AnnotationConfig",
     "ClusteringConfig",
     "PerturbationConfig",
+    "Pretrained",
     "TaskConfig",
     "TaskResult",
+    "pretrain",
     "run_task",
     "simulate_methylation_age",
     "simulate_perturbation_data",
@@ -72,6 +74,7 @@ def run_task(
     seed: int = 0,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    pretrained: Pretrained | None = None,
 ) -> TaskResult:
     """Train and evaluate one backbone + PE on one task.
 
@@ -103,6 +106,10 @@ def run_task(
         Torch device.
     progress
         Log per-epoch losses (``logging`` INFO).
+    pretrained
+        A backbone already pretrained with the same settings (:func:`pretrain`), shared by
+        several tasks of one run (annotation and clustering pretrain on all cells); it is
+        copied, never changed. ``None`` pretrains inside the task.
 
     Returns
     -------
@@ -134,5 +141,5 @@ def run_task(
         return annotate_logreg(adata, label_key=label_key, config=cfg, seed=seed)  # type: ignore[arg-type]
     return _RUNNERS[task](
         adata, pe=pe, angles=angles, backbone=backbone, config=cfg, label_key=label_key,  # type: ignore[arg-type]
-        seed=seed, device=device, progress=progress,
+        seed=seed, device=device, progress=progress, pretrained=pretrained,
     )

@@ -17,7 +17,17 @@ from cape_pipeline.models import ANGLE_PES, PE_NAMES, BackboneConfig, build_back
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
 
-__all__ = ["TaskResult", "TaskConfig", "resolve_config", "dense_x", "build_model", "get_labels"]
+__all__ = [
+    "TaskResult",
+    "TaskConfig",
+    "Pretrained",
+    "pretrain",
+    "resolve_config",
+    "dense_x",
+    "build_model",
+    "get_labels",
+    "validation_split",
+]
 
 
 @dataclass
@@ -44,7 +54,11 @@ class TaskResult:
     confusion
         Confusion matrix (true labels × predicted labels, test cells), annotation only.
     params
-        Everything that determined the result (task, backbone, pe, seed, configs, split sizes).
+        Everything that determined the result (task, backbone, pe, seed, configs, split sizes,
+        the epoch kept by early stopping).
+    model
+        The fitted :class:`~cape_pipeline.models.TrainedModel` (backbone + head + feature
+        names; ``model.save(dir)`` / ``cape_pipeline.models.load(dir)``), where the task has one.
     """
 
     task: str
@@ -56,11 +70,17 @@ class TaskResult:
     predictions: pd.DataFrame | None = None
     confusion: pd.DataFrame | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    model: Any = None
 
 
 @dataclass(frozen=True)
 class TaskConfig:
-    """Training budget shared by the tasks (subclassed per task).
+    """Training recipe shared by the tasks (subclassed per task).
+
+    Masked-value pretraining (no labels), then supervised fine-tuning of backbone + head with
+    AdamW, linear warmup + cosine decay, gradient clipping at norm 1, a validation split carved
+    from the fine-tuning split, early stopping on it and the checkpoint with the best
+    validation score.
 
     Attributes
     ----------
@@ -72,29 +92,45 @@ class TaskConfig:
     pretrain_epochs
         Epochs of masked-value pretraining (0 skips it).
     finetune_epochs
-        Epochs of supervised fine-tuning.
+        Most epochs of supervised fine-tuning (early stopping may end it sooner).
     batch_size
         Mini-batch size (observations).
     lr
-        AdamW learning rate (pretraining and fine-tuning).
+        Peak AdamW learning rate (pretraining and fine-tuning).
     weight_decay
         AdamW weight decay.
     mask_ratio
         Fraction of observed tokens hidden per observation during pretraining.
+    warmup
+        Fraction of each run's steps with linear LR warmup (then cosine decay to 0).
+    val_fraction
+        Fraction of the fine-tuning split held out for validation (early stopping and the
+        checkpoint choice); 0 disables both (the last epoch is kept).
+    patience
+        Fine-tuning epochs without a better validation score before stopping.
     """
 
     model: BackboneConfig | dict[str, Any] | str | None = None
     attention: str = "dot"
-    pretrain_epochs: int = 3
-    finetune_epochs: int = 10
+    pretrain_epochs: int = 5
+    finetune_epochs: int = 40
     batch_size: int = 32
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.01
     mask_ratio: float = 0.4
+    warmup: float = 0.1
+    val_fraction: float = 0.15
+    patience: int = 8
 
     def __post_init__(self) -> None:
         if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
             raise CapeConfigError("task: pretrain_epochs and finetune_epochs must be >= 0")
+        if not 0.0 <= self.warmup < 1.0:
+            raise CapeConfigError(f"task.warmup: expected in [0, 1), got {self.warmup}")
+        if not 0.0 <= self.val_fraction < 0.9:
+            raise CapeConfigError(f"task.val_fraction: expected in [0, 0.9), got {self.val_fraction}")
+        if self.patience < 1:
+            raise CapeConfigError(f"task.patience: expected >= 1, got {self.patience}")
         if self.batch_size < 1:
             raise CapeConfigError(f"task.batch_size: expected >= 1, got {self.batch_size}")
         if not self.lr > 0:
@@ -216,3 +252,132 @@ def build_model(
     )
     model.fit_data(x_train)
     return model.to(device)
+
+
+def validation_split(n: int, fraction: float, seed: int, y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(fit, val)`` into ``range(n)``: a seeded validation split of the fine-tune set.
+
+    Stratified by ``y`` when every class has at least two members, else random. ``fraction``
+    0 (or too few observations for both parts) gives an empty validation set.
+    """
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(n)
+    n_val = int(round(fraction * n))
+    if fraction <= 0 or n_val < 1 or n - n_val < 2:
+        return idx, idx[:0]
+    strat = None
+    if y is not None:
+        _, counts = np.unique(y, return_counts=True)
+        if (counts >= 2).all() and n_val >= counts.size:
+            strat = y
+    fit, val = train_test_split(idx, test_size=n_val, stratify=strat, random_state=seed + 7919)
+    return np.sort(fit), np.sort(val)
+
+
+@dataclass
+class Pretrained:
+    """A backbone after masked-value pretraining, to be shared by the tasks of one run.
+
+    Tasks given one (``pretrained=``) fine-tune a deep copy, so it stays as it is.
+
+    Attributes
+    ----------
+    model
+        The backbone (eval mode).
+    log
+        The pretraining :class:`~cape_pipeline.models.training.TrainLog`.
+    key
+        Everything that determined it (backbone, model config, pe, seed, budget, data shape);
+        a task checks it against its own settings.
+    """
+
+    model: TokenTransformer
+    log: Any
+    key: dict[str, Any]
+
+
+def pretrain_key(backbone: str, cfg: TaskConfig, pe: str, seed: int, n_obs: int, n_vars: int, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """What determines a pretrained backbone (compared before one is shared between tasks)."""
+    mcfg = config_for(backbone, cfg.model)
+    if overrides:
+        mcfg = dataclasses.replace(mcfg, **overrides)
+    return {
+        "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
+        "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "lr": cfg.lr,
+        "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup,
+        "n_obs": n_obs, "n_vars": n_vars,
+    }
+
+
+def pretrain(
+    x: np.ndarray,
+    *,
+    backbone: str,
+    cfg: TaskConfig,
+    pe: str,
+    angles: np.ndarray | None,
+    seed: int,
+    device: str | torch.device = "cpu",
+    overrides: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> Pretrained:
+    """Build a backbone (seeded) and pretrain it by masked-value reconstruction on ``x``.
+
+    Parameters
+    ----------
+    x
+        ``(N, M)`` float32, every observation to pretrain on (no labels are used); also the
+        data that fits data-dependent buffers (bin edges, static tables).
+    backbone, cfg, pe, angles
+        As in :func:`build_model`.
+    seed
+        Seeds the initialization, batch order and masks.
+
+    Returns
+    -------
+    Pretrained
+    """
+    from cape_pipeline.models.training import as_tensor, masked_pretrain, seeded
+
+    gen = torch.Generator().manual_seed(seed)
+    with seeded(seed):
+        model = build_model(backbone, cfg, n_features=x.shape[1], pe=pe, angles=angles, x_train=x, overrides=overrides, device=device)
+        _, log = masked_pretrain(
+            model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+            mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
+            progress=progress,
+        )
+    model.eval()
+    return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x.shape[0], x.shape[1], overrides))
+
+
+def use_pretrained(
+    pretrained: Pretrained | None,
+    x: np.ndarray,
+    *,
+    backbone: str,
+    cfg: TaskConfig,
+    pe: str,
+    angles: np.ndarray | None,
+    seed: int,
+    device: str | torch.device,
+    overrides: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> Pretrained:
+    """A private copy of ``pretrained`` (checked against these settings), or a fresh pretraining.
+
+    Raises
+    ------
+    CapeConfigError
+        ``pretrained`` was made with other settings than the task's.
+    """
+    import copy
+
+    if pretrained is None:
+        return pretrain(x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, overrides=overrides, progress=progress)
+    want = pretrain_key(backbone, cfg, pe, seed, x.shape[0], x.shape[1], overrides)
+    diff = sorted(k for k in want if want[k] != pretrained.key.get(k))
+    if diff:
+        raise CapeConfigError(f"pretrained backbone does not match this task's settings: {diff} differ")
+    return Pretrained(model=copy.deepcopy(pretrained.model), log=pretrained.log, key=pretrained.key)

@@ -15,8 +15,16 @@ from sklearn.linear_model import ElasticNet
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import RegressionHead, pool
-from cape_pipeline.models.training import as_tensor, encode, masked_pretrain, seeded, train_epochs
-from cape_pipeline.tasks._base import TaskConfig, TaskResult, build_model, check_pe_inputs, dense_x
+from cape_pipeline.models.training import as_tensor, encode, seeded, train_epochs
+from cape_pipeline.tasks._base import (
+    Pretrained,
+    TaskConfig,
+    TaskResult,
+    check_pe_inputs,
+    dense_x,
+    use_pretrained,
+    validation_split,
+)
 from cape_pipeline.tasks.metrics import regression_metrics
 
 __all__ = ["AgeConfig", "predict_age"]
@@ -36,8 +44,7 @@ class AgeConfig(TaskConfig):
         Also fit an ElasticNet epigenetic clock (mean-imputed β, sklearn) on the same split.
     """
 
-    pretrain_epochs: int = 3
-    finetune_epochs: int = 20
+    finetune_epochs: int = 60
     test_size: float = 0.3
     pooling: str = "cls+mean"
     reference: bool = True
@@ -61,24 +68,36 @@ def predict_age(
     seed: int = 0,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    pretrained: Pretrained | None = None,
 ) -> TaskResult:
     """Pretrain (masked β), fine-tune a regression head on standardized age; MedAE in years.
 
+    Pretraining sees the training samples only; fine-tuning holds out ``val_fraction`` of them
+    for early stopping on the validation MSE and keeps the best checkpoint.
+
     Missing β values (NaN) are allowed: they are tokens with a <missing> value embedding
     (and, for ``methylgpt``, excluded as attention keys).
+
+    Parameters
+    ----------
+    pretrained
+        A backbone already pretrained with these settings on the training samples; ``None``
+        pretrains here.
 
     Returns
     -------
     TaskResult
         ``metrics``: ``medae``, ``mae``, ``pearson_r`` (test samples) and ``reference_*`` of
         the ElasticNet clock; ``predictions``: true and predicted age of the test samples;
-        ``embeddings`` (n_obs, D).
+        ``embeddings`` (n_obs, D); ``model`` (predicts age of new samples).
 
     Raises
     ------
     CapeDataError
         No age column, non-numeric or missing ages, bad angles.
     """
+    from cape_pipeline.models import TrainedModel
+
     t0 = time.perf_counter()
     cfg = config or AgeConfig()
     key = label_key or "age"
@@ -98,26 +117,34 @@ def predict_age(
     if tr.size < 2:
         raise CapeDataError(f"age: only {tr.size} training samples")
     mu, sd = age[tr].mean(), max(age[tr].std(), 1e-6)
-    gen = torch.Generator().manual_seed(seed)
+    pre = use_pretrained(
+        pretrained, x[tr], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+    )
+    model = pre.model
+    fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed)
+    fit, val = tr[fit_pos], tr[val_pos]
+    gen = torch.Generator().manual_seed(seed + 1)
     xt = as_tensor(x, device)
     yz = torch.as_tensor((age - mu) / sd, dtype=torch.float32, device=device)
-    with seeded(seed):
-        model = build_model(backbone, cfg, n_features=adata.n_vars, pe=pe, angles=angles, x_train=x[tr], device=device)
-        _, plog = masked_pretrain(
-            model, xt[tr], epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-            mask_ratio=cfg.mask_ratio, generator=gen, progress=progress,
-        )
+    with seeded(seed + 1):
         head = RegressionHead(model.config.d_model).to(device)
-        xtr, ytr = xt[tr], yz[tr]
+        xfit, yfit = xt[fit], yz[fit]
+
+        def predict_z(xb: torch.Tensor) -> torch.Tensor:
+            tok = model.tokenize(xb)
+            return head(pool(model(tok), tok, cfg.pooling))  # type: ignore[arg-type]
 
         def step(bi: torch.Tensor) -> torch.Tensor:
-            tok = model.tokenize(xtr[bi])
-            return ((head(pool(model(tok), tok, cfg.pooling)) - ytr[bi]) ** 2).mean()  # type: ignore[arg-type]
+            return ((predict_z(xfit[bi]) - yfit[bi]) ** 2).mean()
+
+        def validate() -> float:
+            return -float(((predict_z(xt[val]) - yz[val]) ** 2).mean())
 
         flog = train_epochs(
-            list(model.parameters()) + list(head.parameters()), step, tr.size,
+            list(model.parameters()) + list(head.parameters()), step, fit.size,
             epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, modules=[model, head], progress=progress, desc="age",
+            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
+            validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="age",
         )
         emb = encode(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
         head.eval()
@@ -136,16 +163,21 @@ def predict_age(
         metrics.update({f"reference_{k}": v for k, v in ref.items()})
     params: dict[str, Any] = {
         "task": "age", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "n_train": int(tr.size), "n_test": int(te.size),
+        "n_train": int(tr.size), "n_fit": int(fit.size), "n_val": int(val.size), "n_test": int(te.size),
+        "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
         "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
     }
     return TaskResult(
         task="age",
         metrics=metrics,
-        curves={"pretrain_loss": plog.losses, "finetune_loss": flog.losses},
+        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=(plog.n_seen + flog.n_seen) / max(plog.seconds + flog.seconds, 1e-9),
+        cells_per_second=(pre.log.n_seen + flog.n_seen) / max(pre.log.seconds + flog.seconds, 1e-9),
         embeddings=emb,
         predictions=pd.DataFrame({"age": age[te], "predicted": pred}, index=adata.obs_names[te]),
         params=params,
+        model=TrainedModel(
+            backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="age", head=head,
+            pooling=cfg.pooling, target_mean=float(mu), target_sd=float(sd), meta={"pe": pe, "seed": seed, "label_key": key},
+        ),
     )

@@ -18,14 +18,16 @@ from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ClassifierHead, pool
-from cape_pipeline.models.training import as_tensor, encode, masked_pretrain, seeded, train_epochs
+from cape_pipeline.models.training import as_tensor, encode, seeded, train_epochs
 from cape_pipeline.tasks._base import (
+    Pretrained,
     TaskConfig,
     TaskResult,
-    build_model,
     check_pe_inputs,
     dense_x,
     get_labels,
+    use_pretrained,
+    validation_split,
 )
 from cape_pipeline.tasks.metrics import classification_metrics
 
@@ -46,15 +48,16 @@ class AnnotationConfig(TaskConfig):
     pooling
         Cell embedding fed to the classifier: ``cls``, ``mean`` or ``cls+mean``.
     pretrain_on
-        ``train`` (the fine-tuning cells only) or ``all`` (also the unlabeled test cells,
-        transductive self-supervision; labels are never used).
+        ``all`` (default: every cell, the test cells too, transductive self-supervision as a
+        practitioner pretrains on all the data at hand; labels are never used) or ``train``
+        (the fine-tuning cells only).
     reference
         Also fit the logistic-regression reference on the same input and split.
     """
 
     test_size: float = 0.7
     pooling: str = "cls"
-    pretrain_on: str = "train"
+    pretrain_on: str = "all"
     reference: bool = True
 
     def __post_init__(self) -> None:
@@ -143,52 +146,78 @@ def annotate(
     seed: int = 0,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    pretrained: Pretrained | None = None,
 ) -> TaskResult:
     """Fine-tune a backbone + classifier on 30 % of the cells, report accuracy/macro-F1 on 70 %.
 
-    Steps: seeded stratified split → (optional) masked-value pretraining on the training cells
-    → end-to-end fine-tuning with cross-entropy on the pooled cell embedding → prediction on
-    the test cells. ``metrics`` also holds ``reference_accuracy`` / ``reference_macro_f1`` from
-    :func:`annotate_logreg` when ``config.reference``.
+    Steps: seeded stratified split → masked-value pretraining (on all cells by default; labels
+    are never used) → a validation split carved from the fine-tune cells → end-to-end
+    fine-tuning with cross-entropy on the pooled cell embedding (AdamW, warmup + cosine decay,
+    gradient clipping), early stopping on the validation loss and the best checkpoint →
+    prediction on the test cells. ``metrics`` also holds ``reference_accuracy`` /
+    ``reference_macro_f1`` from :func:`annotate_logreg` when ``config.reference``.
+
+    Parameters
+    ----------
+    pretrained
+        A backbone already pretrained with these settings on this data (see
+        :func:`cape_pipeline.tasks.pretrain`; needs ``pretrain_on="all"``); it is copied, not
+        changed. ``None`` pretrains here.
 
     Returns
     -------
     TaskResult
         ``embeddings`` (n_obs, D) of all cells after fine-tuning; ``predictions`` and
-        ``confusion`` on the test cells.
+        ``confusion`` on the test cells; ``model`` (a :class:`~cape_pipeline.models.TrainedModel`
+        that predicts cell types of new cells).
 
     Raises
     ------
     CapeDataError
         Missing labels, unsplittable classes, bad angles.
+    CapeConfigError
+        ``pretrained`` made with other settings.
     """
+    from cape_pipeline.models import TrainedModel
+
     t0 = time.perf_counter()
     cfg = config or AnnotationConfig()
     x = dense_x(adata)
     angles = check_pe_inputs(pe, angles, adata.n_vars)
     key, y, names = _labels(adata, label_key)
     tr, te = stratified_split(y, cfg.test_size, seed)
-    gen = torch.Generator().manual_seed(seed)
+    pre_rows = tr if cfg.pretrain_on == "train" else np.arange(adata.n_obs)
+    if pretrained is not None and cfg.pretrain_on != "all":
+        raise CapeConfigError("annotation: a shared pretrained backbone needs pretrain_on='all'")
+    pre = use_pretrained(
+        pretrained, x[pre_rows], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+    )
+    model = pre.model
+    fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed, y[tr])
+    fit, val = tr[fit_pos], tr[val_pos]
+    gen = torch.Generator().manual_seed(seed + 1)
     xt = as_tensor(x, device)
     yt = torch.as_tensor(y, device=device)
-    with seeded(seed):
-        model = build_model(backbone, cfg, n_features=adata.n_vars, pe=pe, angles=angles, x_train=x[tr], device=device)
+    with seeded(seed + 1):
         head = ClassifierHead(model.config.d_model, names.size).to(device)
-        pre_rows = tr if cfg.pretrain_on == "train" else np.arange(adata.n_obs)
-        _, plog = masked_pretrain(
-            model, xt[pre_rows], epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-            mask_ratio=cfg.mask_ratio, generator=gen, progress=progress,
-        )
-        xtr, ytr = xt[tr], yt[tr]
+        xfit, yfit = xt[fit], yt[fit]
+
+        def logits(xb: torch.Tensor) -> torch.Tensor:
+            tok = model.tokenize(xb)
+            return head(pool(model(tok), tok, cfg.pooling))  # type: ignore[arg-type]
 
         def step(bi: torch.Tensor) -> torch.Tensor:
-            tok = model.tokenize(xtr[bi])
-            return F.cross_entropy(head(pool(model(tok), tok, cfg.pooling)), ytr[bi])  # type: ignore[arg-type]
+            return F.cross_entropy(logits(xfit[bi]), yfit[bi])
+
+        def validate() -> float:
+            out = torch.cat([logits(xt[val[s : s + 256]]) for s in range(0, val.size, 256)])
+            return -float(F.cross_entropy(out, yt[val]))
 
         flog = train_epochs(
-            list(model.parameters()) + list(head.parameters()), step, tr.size,
+            list(model.parameters()) + list(head.parameters()), step, fit.size,
             epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, modules=[model, head], progress=progress, desc="finetune",
+            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
+            validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="finetune",
         )
         emb = encode(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
         head.eval()
@@ -197,22 +226,29 @@ def annotate(
     metrics = classification_metrics(y[te], pred)
     params: dict[str, Any] = {
         "task": "annotation", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "n_train": int(tr.size), "n_test": int(te.size), "n_classes": int(names.size),
+        "n_train": int(tr.size), "n_fit": int(fit.size), "n_val": int(val.size), "n_test": int(te.size),
+        "n_classes": int(names.size), "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
         "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
         "n_parameters": int(sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in head.parameters())),
     }
     if cfg.reference:
         ref = annotate_logreg(adata, label_key=key, config=cfg, seed=seed)
         metrics.update({f"reference_{k}": v for k, v in ref.metrics.items()})
-    seen = plog.n_seen + flog.n_seen
+    seen = pre.log.n_seen + flog.n_seen
+    trained = TrainedModel(
+        backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="annotation",
+        head=head, pooling=cfg.pooling, classes=[str(c) for c in names],
+        meta={"pe": pe, "seed": seed, "label_key": key},
+    )
     return TaskResult(
         task="annotation",
         metrics=metrics,
-        curves={"pretrain_loss": plog.losses, "finetune_loss": flog.losses},
+        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=seen / max(plog.seconds + flog.seconds, 1e-9),
+        cells_per_second=seen / max(pre.log.seconds + flog.seconds, 1e-9),
         embeddings=emb,
         predictions=_predictions(adata, te, y, pred, names),
         confusion=_confusion(y[te], pred, names),
         params=params,
+        model=trained,
     )

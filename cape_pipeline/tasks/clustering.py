@@ -15,14 +15,15 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.training import as_tensor, encode, masked_pretrain, seeded
+from cape_pipeline.models.training import as_tensor, encode
 from cape_pipeline.tasks._base import (
+    Pretrained,
     TaskConfig,
     TaskResult,
-    build_model,
     check_pe_inputs,
     dense_x,
     get_labels,
+    use_pretrained,
 )
 from cape_pipeline.tasks.annotation import LABEL_KEYS
 from cape_pipeline.tasks.metrics import clustering_metrics
@@ -47,7 +48,6 @@ class ClusteringConfig(TaskConfig):
         Also cluster the top-50 PCs of the input (``reference_*`` metrics).
     """
 
-    pretrain_epochs: int = 5
     finetune_epochs: int = 0
     pooling: str = "mean"
     n_init: int = 10
@@ -74,6 +74,7 @@ def cluster(
     seed: int = 0,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    pretrained: Pretrained | None = None,
 ) -> TaskResult:
     """Pretrain (masked values, all cells), embed the cells, k-means with k = number of labels.
 
@@ -81,16 +82,28 @@ def cluster(
     embeddings w.r.t. labels, rescaled to [0, 1]). ``reference_*`` metrics cluster the top-50
     principal components of the same input.
 
+    Parameters
+    ----------
+    pretrained
+        A backbone already pretrained with these settings on all cells
+        (:func:`cape_pipeline.tasks.pretrain`), shared with the annotation task; ``None``
+        pretrains here.
+
     Returns
     -------
     TaskResult
-        ``embeddings`` (n_obs, D); ``predictions`` with the cluster of every cell.
+        ``embeddings`` (n_obs, D); ``predictions`` with the cluster of every cell; ``model``
+        (the pretrained backbone, which embeds new cells).
 
     Raises
     ------
     CapeDataError
         Missing labels, fewer than 2 label values, bad angles.
+    CapeConfigError
+        ``pretrained`` made with other settings.
     """
+    from cape_pipeline.models import TrainedModel
+
     t0 = time.perf_counter()
     cfg = config or ClusteringConfig()
     x = dense_x(adata)
@@ -100,15 +113,11 @@ def cluster(
     k = int(names.size)
     if k < 2 or k >= adata.n_obs:
         raise CapeDataError(f"clustering: need 2 <= number of labels < n_obs, got {k} labels for {adata.n_obs} cells")
-    gen = torch.Generator().manual_seed(seed)
-    xt = as_tensor(x, device)
-    with seeded(seed):
-        model = build_model(backbone, cfg, n_features=adata.n_vars, pe=pe, angles=angles, x_train=x, device=device)
-        _, plog = masked_pretrain(
-            model, xt, epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-            mask_ratio=cfg.mask_ratio, generator=gen, progress=progress,
-        )
-        emb = encode(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
+    pre = use_pretrained(
+        pretrained, x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+    )
+    model, plog = pre.model, pre.log
+    emb = encode(model, as_tensor(x, device), pooling=cfg.pooling)  # type: ignore[arg-type]
     clusters = _kmeans(emb, k, seed, cfg.n_init)
     metrics = clustering_metrics(emb, y, clusters, seed=seed)
     if cfg.reference:
@@ -129,4 +138,8 @@ def cluster(
         embeddings=emb,
         predictions=pd.DataFrame({"label": ys.astype(str).to_numpy(), "cluster": clusters}, index=adata.obs_names),
         params=params,
+        model=TrainedModel(
+            backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="clustering",
+            pooling=cfg.pooling, meta={"pe": pe, "seed": seed},
+        ),
     )

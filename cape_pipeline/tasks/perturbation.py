@@ -4,10 +4,15 @@ Input: a control cell's expression plus a 0/1 flag on the perturbed gene(s) (scG
 perturbation tokens). Output: the post-perturbation expression of every gene,
 ``x_ctrl + Δ(h_token)``. Training pairs each perturbed training cell with a random control
 cell (unpaired, as in GEARS), plus control → control pairs. Test perturbations are *unseen*:
-a seeded split of the conditions. Metric: MSE between the predicted mean profile (averaged
+a seeded split of the conditions; early stopping holds out ``val_fraction`` of the *training*
+conditions (at least one) and scores them the way the test conditions are scored. Metric: MSE between the predicted mean profile (averaged
 over control cells) and the true mean of the condition on its top-20 DE genes (largest
 |mean change| vs control), averaged over test conditions, separately for single and double
-perturbations. ``reference_ctrl_*`` is the "no change" baseline (predict the control mean).
+perturbations. ``reference_ctrl_*`` is the "no change" baseline (predict the control mean);
+``reference_linear_*`` a linear model on control expression: ridge regression from the
+perturbed genes' rows of the control cells' gene–gene correlation (summed for a double) to the
+condition's mean shift, fit on the training conditions (skipped above
+:data:`LINEAR_REFERENCE_MAX_GENES` genes, where the M × M correlation is too large).
 """
 
 from __future__ import annotations
@@ -24,12 +29,46 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
-from cape_pipeline.models.training import as_tensor, masked_pretrain, seeded, train_epochs
-from cape_pipeline.tasks._base import TaskConfig, TaskResult, build_model, check_pe_inputs, dense_x
+from cape_pipeline.models.training import as_tensor, seeded, train_epochs
+from cape_pipeline.tasks._base import (
+    Pretrained,
+    TaskConfig,
+    TaskResult,
+    check_pe_inputs,
+    dense_x,
+    use_pretrained,
+)
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
 from cape_pipeline.tasks.simulate import parse_condition
 
-__all__ = ["PerturbationConfig", "predict_perturbation", "split_conditions"]
+__all__ = ["PerturbationConfig", "predict_perturbation", "split_conditions", "linear_reference", "LINEAR_REFERENCE_MAX_GENES"]
+
+LINEAR_REFERENCE_MAX_GENES = 5000
+"""Largest M for which the linear reference (an M × M correlation) is computed."""
+
+
+def linear_reference(
+    x_ctrl: np.ndarray, targets: dict[str, list[int]], shifts: dict[str, np.ndarray], train: list[str], alpha: float = 1.0
+) -> dict[str, np.ndarray]:
+    """Linear model on control expression: predicted mean shift of every condition.
+
+    Features of a condition: the sum over its perturbed genes g of row g of the Pearson
+    correlation of the control cells ``x_ctrl`` (N_ctrl, M); target: its mean shift
+    ``mean(x | condition) − mean(x | ctrl)`` (M,). Ridge regression (sklearn, ``alpha``) fit on
+    the ``train`` conditions, so unseen genes get a prediction through their co-expression.
+
+    Returns
+    -------
+    dict
+        condition → predicted shift ``(M,)`` for every condition in ``targets``.
+    """
+    from sklearn.linear_model import Ridge
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.nan_to_num(np.corrcoef(x_ctrl.T), nan=0.0)
+    feats = {c: corr[g].sum(0) for c, g in targets.items()}
+    model = Ridge(alpha=alpha).fit(np.stack([feats[c] for c in train]), np.stack([shifts[c] for c in train]))
+    return {c: model.predict(f[None])[0] for c, f in feats.items()}
 
 
 @dataclass(frozen=True)
@@ -48,8 +87,8 @@ class PerturbationConfig(TaskConfig):
         Control → control training pairs per epoch, as a fraction of the perturbed pairs.
     """
 
-    pretrain_epochs: int = 2
-    finetune_epochs: int = 10
+    pretrain_epochs: int = 5
+    finetune_epochs: int = 30
     test_fraction: float = 0.3
     n_de: int = 20
     n_eval_ctrl: int = 256
@@ -90,6 +129,7 @@ def predict_perturbation(
     seed: int = 0,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    pretrained: Pretrained | None = None,
 ) -> TaskResult:
     """Train on seen perturbations, predict unseen ones; MSE on the top-20 DE genes.
 
@@ -98,6 +138,9 @@ def predict_perturbation(
     adata
         Expression (n_cells, M), ``obs[label_key or "condition"]`` with ``"ctrl"``,
         ``"gA+ctrl"`` and ``"gA+gB"`` values (gene names from ``var_names``).
+    pretrained
+        A backbone already pretrained with these settings on the control and training cells;
+        ``None`` pretrains here.
 
     Returns
     -------
@@ -145,30 +188,35 @@ def predict_perturbation(
         flag_table[cid[c], targets[c]] = 1
     tr_rows = np.flatnonzero(np.isin(cond, train_conds))
     ctrl_rows = np.flatnonzero(is_ctrl)
-    gen = torch.Generator().manual_seed(seed)
+    val_conds: list[str] = []
+    if cfg.val_fraction > 0 and len(train_conds) >= 3:
+        n_val = max(1, int(round(cfg.val_fraction * len(train_conds))))
+        val_conds = sorted(np.random.default_rng(seed + 7919).choice(train_conds, size=n_val, replace=False).tolist())
+    fit_rows = np.flatnonzero(np.isin(cond, [c for c in train_conds if c not in val_conds]))
     xt = as_tensor(x, device)
     flags_t = torch.as_tensor(flag_table, device=device)
     row_cid = torch.as_tensor([cid.get(c, -1) for c in cond], device=device)
     ctrl_t = torch.as_tensor(ctrl_rows, device=device)
-    n_ctrl_pairs = int(round(cfg.ctrl_pairs_per_epoch * tr_rows.size))
-    # training examples: indices < n_pert are perturbed training cells, the rest control→control
-    ex_rows = tr_rows
-    with seeded(seed):
-        model = build_model(
-            backbone, cfg, n_features=m, pe=pe, angles=angles, x_train=x[np.concatenate([ctrl_rows, tr_rows])],
-            overrides={"perturbation_flags": True, "max_tokens": 0}, device=device,
-        )
-        pre = torch.as_tensor(np.concatenate([ctrl_rows, tr_rows]), device=device)
-        _, plog = masked_pretrain(
-            model, xt[pre], epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-            mask_ratio=cfg.mask_ratio, generator=gen, progress=progress,
-        )
+    n_ctrl_pairs = int(round(cfg.ctrl_pairs_per_epoch * fit_rows.size))
+    rows_seen = np.concatenate([ctrl_rows, tr_rows])
+    overrides = {"perturbation_flags": True, "tokens": "all", "max_tokens": 0}
+    pre = use_pretrained(
+        pretrained, x[rows_seen], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device,
+        overrides=overrides, progress=progress,
+    )
+    model = pre.model
+    gen = torch.Generator().manual_seed(seed + 1)
+    rng = np.random.default_rng(seed)
+    ev = rng.choice(ctrl_rows, size=min(cfg.n_eval_ctrl, ctrl_rows.size), replace=False)
+    ev_t = torch.as_tensor(ev, device=device)
+    ctrl_mean = x[ctrl_rows].mean(0)
+    with seeded(seed + 1):
         head = ValueDecoder(model.config.d_model).to(device)
-        n_pert = ex_rows.size
-        ex_t = torch.as_tensor(ex_rows, device=device)
+        n_pert = fit_rows.size
+        ex_t = torch.as_tensor(fit_rows, device=device)
 
         def forward(x_in: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-            tok = model.tokenize(x_in)  # all genes, in order (max_tokens = 0)
+            tok = model.tokenize(x_in)  # all genes, in order (tokens="all", no cap)
             return x_in + head(model(tok, flags=flags)[:, 1:])  # (B, M)
 
         def step(bi: torch.Tensor) -> torch.Tensor:
@@ -178,21 +226,31 @@ def predict_perturbation(
             fl = torch.where(is_pert[:, None], flags_t[row_cid[tgt_rows].clamp(min=0)], torch.zeros_like(flags_t[:1]))
             return ((forward(xt[src], fl) - xt[tgt_rows]) ** 2).mean()
 
+        def mean_profile(c: str) -> np.ndarray:
+            fl = flags_t[cid[c]].expand(ev.size, m)
+            return forward(xt[ev_t], fl).mean(0).cpu().numpy()
+
+        def validate() -> float:
+            errs = []
+            for c in val_conds:
+                truth = x[cond == c].mean(0)
+                errs.append(mse_top_de(mean_profile(c), truth, top_de_genes(truth, ctrl_mean, cfg.n_de)))
+            return -float(np.mean(errs))
+
         flog = train_epochs(
             list(model.parameters()) + list(head.parameters()), step, n_pert + n_ctrl_pairs,
             epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, modules=[model, head], progress=progress, desc="perturb",
+            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
+            validate=validate if val_conds else None, patience=cfg.patience, progress=progress, desc="perturb",
         )
-        rng = np.random.default_rng(seed)
-        ev = rng.choice(ctrl_rows, size=min(cfg.n_eval_ctrl, ctrl_rows.size), replace=False)
-        ctrl_mean = x[ctrl_rows].mean(0)
+        lin = None
+        if m <= LINEAR_REFERENCE_MAX_GENES:
+            shifts = {c: x[cond == c].mean(0) - ctrl_mean for c in train_conds}
+            lin = linear_reference(x[ctrl_rows], {c: targets[c] for c in uniq}, shifts, train_conds)
         rows = []
-        model.eval()
-        head.eval()
         with torch.no_grad():
             for c in sorted(test):  # one batch per test condition (a handful of conditions)
-                fl = flags_t[cid[c]].expand(ev.size, m)
-                pred = forward(xt[torch.as_tensor(ev, device=device)], fl).mean(0).cpu().numpy()
+                pred = mean_profile(c)
                 truth = x[cond == c].mean(0)
                 de = top_de_genes(truth, ctrl_mean, cfg.n_de)
                 dp, dt = pred - ctrl_mean, truth - ctrl_mean
@@ -200,6 +258,7 @@ def predict_perturbation(
                 rows.append({
                     "condition": c, "kind": "single" if len(targets[c]) == 1 else "double",
                     "mse_top_de": mse_top_de(pred, truth, de), "reference_ctrl_mse_top_de": mse_top_de(ctrl_mean, truth, de),
+                    "reference_linear_mse_top_de": mse_top_de(ctrl_mean + lin[c], truth, de) if lin else np.nan,
                     "pearson_delta_top_de": r, "n_cells": int((cond == c).sum()),
                 })
     df = pd.DataFrame(rows).set_index("condition")
@@ -209,17 +268,20 @@ def predict_perturbation(
             metrics[f"mse_top{cfg.n_de}{suffix}"] = float(sub.mse_top_de.mean())
             metrics[f"pearson_delta{suffix}"] = float(sub.pearson_delta_top_de.mean())
             metrics[f"reference_ctrl_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_ctrl_mse_top_de.mean())
+            if lin is not None:
+                metrics[f"reference_linear_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_linear_mse_top_de.mean())
     params: dict[str, Any] = {
         "task": "perturbation", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "train_conditions": train_conds, "test_conditions": sorted(test),
+        "train_conditions": train_conds, "val_conditions": val_conds, "test_conditions": sorted(test),
+        "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
         "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
     }
     return TaskResult(
         task="perturbation",
         metrics=metrics,
-        curves={"pretrain_loss": plog.losses, "finetune_loss": flog.losses},
+        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=(plog.n_seen + flog.n_seen) / max(plog.seconds + flog.seconds, 1e-9),
+        cells_per_second=(pre.log.n_seen + flog.n_seen) / max(pre.log.seconds + flog.seconds, 1e-9),
         predictions=df,
         params=params,
     )

@@ -22,13 +22,16 @@ M = 10
 SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 1}
 
 
+@pytest.mark.parametrize("identity", [True, False])
 @pytest.mark.parametrize("backbone", ["scgpt", "scbert", "methylgpt"])
 @pytest.mark.parametrize("pe", PE_NAMES)
-def test_every_backbone_takes_every_pe(backbone, pe):
+def test_every_backbone_takes_every_pe(backbone, pe, identity):
     rng = np.random.default_rng(0)
     angles = rng.uniform(-0.7, 0.7, (M, 8))
     table = rng.normal(size=(M, 16))
-    model = build_backbone(backbone, {**SMALL, "max_tokens": 6}, n_features=M, pe=pe, angles=angles, static_table=table)
+    cfg = {**SMALL, "max_tokens": 6, "identity": identity}
+    model = build_backbone(backbone, cfg, n_features=M, pe=pe, angles=angles, static_table=table)
+    assert model.use_identity == (identity or pe == "default")
     x = torch.rand(3, M)
     x[0, 2] = float("nan")
     x[1, :4] = 0.0
@@ -74,7 +77,7 @@ def test_attention_registry_is_extensible():
 
 def test_missing_values_are_masked_keys_in_methylgpt():
     torch.manual_seed(0)
-    model = build_backbone("methylgpt", SMALL, n_features=M, pe="trainable-absolute").eval()
+    model = build_backbone("methylgpt", SMALL, n_features=M, pe="default").eval()
     x = torch.rand(2, M)
     x[:, 3] = float("nan")
     tok = model.tokenize(x)
@@ -92,7 +95,8 @@ def test_pretraining_reduces_reconstruction_loss():
     z = torch.rand(200, 1, generator=g)
     x = (z * torch.linspace(0.5, 3.0, M)).round(decimals=1)  # strongly co-varying features
     torch.manual_seed(0)
-    model = build_backbone("scgpt", SMALL, n_features=M, pe="trainable-absolute")
-    _, log = masked_pretrain(model, x, epochs=8, batch_size=32, lr=3e-3, mask_ratio=0.3, generator=g)
-    assert len(log.losses) == 8 and log.n_seen == 8 * 200
+    model = build_backbone("scgpt", {**SMALL, "tokens": "all"}, n_features=M, pe="default")
+    model.fit_data(x.numpy())
+    _, log = masked_pretrain(model, x, epochs=16, batch_size=32, lr=3e-3, mask_ratio=0.3, generator=g)
+    assert len(log.losses) == 16 and log.n_seen == 16 * 200
     assert log.losses[-1] < 0.5 * log.losses[0]

@@ -19,9 +19,10 @@ from cape_pipeline.models.pe import LearnedSmallNormPE, relative_buckets
 from cape_pipeline.models.tokens import quantile_bins, select_tokens
 
 M, D, H = 12, 16, 2
-CFG = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0)
+CFG = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0, tokens="all")
 EQUIVARIANT = [p for p in PE_NAMES if p != "trainable-relative"]
-PER_FEATURE_KEYS = ("pe.angles", "pe.e", "pe.table")
+# every per-feature row: the PE's tables and the backbones' identity embeddings
+PER_FEATURE_KEYS = ("pe.angles", "pe.e", "pe.table", "gene_embed.weight", "gene_vectors", "site_embed.weight")
 
 
 def _inputs(seed: int = 0, b: int = 4) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
@@ -32,14 +33,14 @@ def _inputs(seed: int = 0, b: int = 4) -> tuple[torch.Tensor, np.ndarray, np.nda
     return x, rng.uniform(-math.pi / 4, math.pi / 4, (M, D // 2)), rng.normal(size=(M, D)).astype(np.float32)
 
 
-def _model(pe: str, angles: np.ndarray, table: np.ndarray, seed: int = 0, cfg: ScGPTConfig = CFG):
+def _model(pe: str, angles: np.ndarray, table: np.ndarray, seed: int = 0, cfg=CFG, backbone: str = "scgpt"):
     torch.manual_seed(seed)
-    return build_backbone("scgpt", cfg, n_features=M, pe=pe, angles=angles, static_table=table).eval()
+    return build_backbone(backbone, cfg, n_features=M, pe=pe, angles=angles, static_table=table).eval()
 
 
-def _permuted_copy(model, perm: np.ndarray, pe: str, angles, table, cfg=CFG):
-    """Same weights, but every per-feature row (angles, tables) permuted with the features."""
-    other = _model(pe, angles[perm], table[perm], cfg=cfg)
+def _permuted_copy(model, perm: np.ndarray, pe: str, angles, table, cfg=CFG, backbone: str = "scgpt"):
+    """Same weights, but every per-feature row (angles, tables, identity) permuted with the features."""
+    other = _model(pe, angles[perm], table[perm], cfg=cfg, backbone=backbone)
     sd = {k: v.clone() for k, v in model.state_dict().items()}
     for k in PER_FEATURE_KEYS:
         if k in sd:
@@ -48,12 +49,16 @@ def _permuted_copy(model, perm: np.ndarray, pe: str, angles, table, cfg=CFG):
     return other
 
 
+@pytest.mark.parametrize("identity", [True, False])
+@pytest.mark.parametrize("backbone", ["scgpt", "scbert", "methylgpt"])
 @pytest.mark.parametrize("pe", EQUIVARIANT)
-def test_permuting_features_with_their_pe_rows_permutes_outputs(pe):
+def test_permuting_features_with_their_pe_rows_permutes_outputs(pe, backbone, identity):
     x, angles, table = _inputs()
-    model = _model(pe, angles, table)
+    cfg = {"d_model": D, "n_heads": H, "n_layers": 2, "max_tokens": 0, "tokens": "all", "identity": identity}
+    model = _model(pe, angles, table, cfg=cfg, backbone=backbone)
+    model.fit_data(x.numpy())
     perm = np.random.default_rng(1).permutation(M)
-    other = _permuted_copy(model, perm, pe, angles, table)
+    other = _permuted_copy(model, perm, pe, angles, table, cfg=cfg, backbone=backbone)
     with torch.no_grad():
         h = model(model.tokenize(x))
         hp = other(other.tokenize(x[:, perm]))
@@ -61,10 +66,11 @@ def test_permuting_features_with_their_pe_rows_permutes_outputs(pe):
     torch.testing.assert_close(hp[:, 1:], h[:, 1:][:, perm], atol=1e-5, rtol=1e-4)  # tokens: equivariant
 
 
-@pytest.mark.parametrize("pe", ["cape", "trainable-absolute"])
-def test_topk_tokens_keep_cls_invariant(pe):
+@pytest.mark.parametrize("pe", ["cape", "trainable-absolute", "default"])
+@pytest.mark.parametrize("tokens", ["all", "expressed"])
+def test_topk_tokens_keep_cls_invariant(pe, tokens):
     x, angles, table = _inputs(b=3)
-    cfg = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=5)
+    cfg = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=5, tokens=tokens)
     model = _model(pe, angles, table, cfg=cfg)
     perm = np.random.default_rng(2).permutation(M)
     other = _permuted_copy(model, perm, pe, angles, table, cfg=cfg)
@@ -112,6 +118,24 @@ def _rot(phi: torch.Tensor) -> torch.Tensor:
     return torch.block_diag(*blocks)
 
 
+def test_expressed_tokens_pad_and_mask():
+    """Only expressed genes are tokens; shorter rows are padded and the padding changes nothing."""
+    x, angles, table = _inputs(b=3)
+    x[0, :] = 0.0
+    x[0, 3] = 1.5  # one expressed gene in cell 0
+    cfg = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0, tokens="expressed")
+    model = _model("cape", angles, table, cfg=cfg)
+    tok = model.tokenize(x)
+    n_expr = (x > 0).sum(1)
+    assert tok.idx.shape[1] == int(n_expr.max())
+    assert tok.pad.sum(1).tolist() == (int(n_expr.max()) - n_expr).tolist()
+    assert tok.idx[0, 0] == 3 and tok.pad[0, 1:].all() and not tok.pad[0, 0]
+    with torch.no_grad():
+        alone = model(model.tokenize(x[:1]))  # cell 0 by itself: no padding at all
+        batched = model(tok)
+    torch.testing.assert_close(batched[0, :2], alone[0], atol=1e-5, rtol=1e-4)
+
+
 def test_cape_attention_matches_manual_rotary():
     torch.manual_seed(0)
     t = 5
@@ -120,8 +144,8 @@ def test_cape_attention_matches_manual_rotary():
     angles = torch.rand(t, D // 2) * 1.5 - 0.75
     out = attn(x, angles=angles)
     # manual: q_m <- R(φ_m) W_q v_m per head slice (Eq. 24), softmax(q k^T / sqrt(Dh)) v
-    wq, wk, wv = attn.qkv.weight.split(D)
-    bq, bk, bv = attn.qkv.bias.split(D)
+    wq, wk, wv = attn.in_proj.weight.split(D)
+    bq, bk, bv = attn.in_proj.bias.split(D)
     dh = D // H
     heads = []
     for h in range(H):
@@ -134,26 +158,31 @@ def test_cape_attention_matches_manual_rotary():
         rk = torch.stack([k[:, m] @ _rot(ang[m]).T for m in range(t)], dim=1)
         w = torch.softmax(rq @ rk.transpose(1, 2) / math.sqrt(dh), dim=-1)
         heads.append(w @ v)
-    ref = attn.out(torch.cat(heads, dim=-1))
+    ref = attn.out_proj(torch.cat(heads, dim=-1))
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
     # Eq. 25: only angle differences matter -> a common shift changes nothing
     torch.testing.assert_close(attn(x, angles=angles + 0.3), out, atol=1e-5, rtol=1e-4)
     assert not torch.allclose(attn(x, angles=angles * 2), out, atol=1e-4)
 
 
-def test_dot_attention_matches_rope_module():
-    """Same weights → same output as encodings.rope.RotaryMultiheadAttention (the reference)."""
+def test_one_attention_module_with_score_bias_and_padding():
+    """The backbones' attention is encodings.rope.RotaryMultiheadAttention itself; bias and padding add up."""
     from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 
+    assert DotProductAttention is RotaryMultiheadAttention
+    model = build_backbone("scgpt", CFG, n_features=M, pe="none")
+    assert all(type(b.attn) is RotaryMultiheadAttention for b in model.blocks)
     torch.manual_seed(0)
-    ours, ref = DotProductAttention(D, H).eval(), RotaryMultiheadAttention(D, H).eval()
-    ref.in_proj.load_state_dict(ours.qkv.state_dict())
-    ref.out_proj.load_state_dict(ours.out.state_dict())
+    attn = RotaryMultiheadAttention(D, H).eval()
     x, a = torch.randn(2, 7, D), torch.rand(7, D // 2) - 0.5
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[1, 5:] = True
-    torch.testing.assert_close(ours(x, angles=a, key_padding_mask=pad), ref(x, a, key_padding_mask=pad), atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(ours(x), ref(x, None), atol=1e-5, rtol=1e-4)
+    bias = torch.randn(2, H, 7, 7)
+    out, w = attn(x, a, pad, need_weights=True, score_bias=lambda q, k: bias)
+    fused = attn(x, a, pad, score_bias=lambda q, k: bias)
+    torch.testing.assert_close(fused, out, atol=1e-5, rtol=1e-4)
+    assert torch.all(w[1, :, :, 5:] == 0)  # padded keys get no weight
+    assert not torch.allclose(attn(x, a, pad), fused, atol=1e-4)  # the bias is used
 
 
 def test_per_token_angles_equal_shared_angles():
@@ -235,8 +264,10 @@ def test_relative_buckets_range_and_sign():
 
 def test_token_selection_and_bins():
     x = torch.tensor([[0.0, 5.0, 1.0, float("nan"), 3.0, 0.0]])
-    assert select_tokens(x, 3).tolist() == [[1, 2, 4]]
-    assert select_tokens(x, 0).tolist() == [list(range(6))]
+    assert select_tokens(x, 3)[0].tolist() == [[1, 2, 4]]
+    assert select_tokens(x, 0)[0].tolist() == [list(range(6))] and select_tokens(x, 0)[1] is None
+    idx, pad = select_tokens(torch.cat([x, torch.zeros(1, 6)]), 0, expressed_only=True)
+    assert idx.tolist() == [[1, 2, 4], [0, 0, 0]] and pad.tolist() == [[False] * 3, [True] * 3]
     b = quantile_bins(x, 4)
     assert b[0, 0] == 0 and b[0, 5] == 0 and b[0, 3] == 0
     assert b[0, 2] < b[0, 4] < b[0, 1] and int(b.max()) <= 3

@@ -80,7 +80,7 @@ def test_encode_stage_exports_encodings_and_figures(tmp_path):
 TINY_TRAIN = {
     "discover": {"epochs": 3, "max_outer": 2},
     "embed": {"epochs": 5, "dim": 4},
-    "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["none"]},
+    "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["default", "none/no-id"], "n_seeds": 2},
 }
 
 
@@ -91,26 +91,45 @@ def test_train_and_evaluate_report(tmp_path):
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN, out=out)
     assert [rec.stage for rec in r.records][-2:] == ["train", "evaluate"] and not r.missing
     train = r.output("train")
-    assert train.tasks == ["annotation", "clustering"] and train.pes == ["cape", "none"]
+    assert train.tasks == ["annotation", "clustering"] and train.pes == ["cape", "default", "none/no-id"]
     assert train.d_model == 8  # 2 * d of the encodings
+    assert len(train.results) == 2 * 3 * 2  # tasks × arms × seeds
+    nid = [res for res in train.results if res.params["pe"] == "none/no-id"]
+    assert nid and all(res.params["identity"] is False for res in nid)
     rep = json.loads((out / "report.json").read_text())
     pes = {row["pe"] for row in rep["metrics"]}
-    assert {"cape", "none", "reference (no transformer)"} <= pes
+    assert {"cape", "default", "none/no-id", "reference (no transformer)"} <= pes
+    comp = rep["comparison"]
+    assert comp["arm"] == "cape" and comp["baseline"] == "default" and comp["verdict"]
+    assert {d["task"] for d in comp["differences"]} == {"annotation", "clustering"}
+    assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
+    assert (out / "figures" / "cape_vs_default.png").is_file()
+    # the fitted annotation models are exported and load back
+    from cape_pipeline.models import load
+
+    m = load(out / "models" / "annotation_cape_seed0")
+    assert m.predict(r.output("preprocess")).shape == (r.output("preprocess").n_obs,)
+    assert (out / "models" / "annotation_none-no-id_seed1" / "weights.pt").is_file()
     acc = [row for row in rep["metrics"] if row["metric"] == "accuracy" and row["pe"] == "cape"][0]
     assert 0.0 <= acc["mean"] <= 1.0
     assert set(rep["timings_s"]) >= {"ingest", "preprocess", "discover", "embed", "encode", "train"}
     md = (out / "report.md").read_text()
-    assert "| annotation | cape | accuracy |" in md
+    assert "| annotation | cape | accuracy |" in md and comp["verdict"] in md
     assert (out / "encodings.parquet").is_file()  # the export keeps the encodings
     assert any(p.name.startswith("umap_") for p in (out / "figures").iterdir())
     assert any(p.name.startswith("confusion_") for p in (out / "figures").iterdir())
     # everything is cached; a changed train parameter re-runs train and evaluate only
     r2 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN)
     assert all(rec.cached for rec in r2.records)
-    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": []}, "evaluate": {"umap": False}}
+    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": [], "n_seeds": 1}, "evaluate": {"umap": False}}
     r3 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     assert [rec.cached for rec in r3.records] == [True] * 5 + [False, False]
     assert r3.output("train").pes == ["cape"]
+    rep3 = r3.output("evaluate").doc
+    assert all(row["sd"] is None for row in rep3["metrics"])  # one seed: no spread
+    assert "Cannot tell" in rep3["comparison"]["verdict"] or "No paired comparison" in rep3["comparison"]["verdict"]
+    with pytest.raises(CapeConfigError, match="no-id"):
+        run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides={"train": {"compare": ["rope"]}})
 
 
 def test_train_rejects_unknown_task(tmp_path):

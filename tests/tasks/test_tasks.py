@@ -59,10 +59,11 @@ def test_annotation_end_to_end(cells):
 
 
 def test_annotation_learns_markers(cells):
-    cfg = _cfg(finetune_epochs=15, lr=3e-3, batch_size=16, reference=False)
+    cfg = _cfg(finetune_epochs=30, lr=3e-3, batch_size=16, reference=False)
     res = run_task("annotation", cells, pe="trainable-absolute", config=cfg, seed=0)
-    assert res.metrics["accuracy"] > 0.55  # chance is 1/3
-    assert res.curves["finetune_loss"][-1] < 0.5 * res.curves["finetune_loss"][0]
+    assert res.metrics["accuracy"] > 0.95  # chance is 1/3; the markers separate the types
+    assert min(res.curves["finetune_loss"]) < 0.5 * res.curves["finetune_loss"][0]
+    assert res.params["best_epoch"] is not None and len(res.curves["val_score"]) == len(res.curves["finetune_loss"])
 
 
 def test_annotation_is_seeded_and_leaves_global_rng_alone(cells):
@@ -95,7 +96,7 @@ def test_perturbation_end_to_end():
     adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
     res = run_task("perturbation", adata, pe="cape", angles=_angles(16), config=_cfg(n_eval_ctrl=16), seed=0)
     _finite(res)
-    assert {"mse_top20_single", "mse_top20_double", "reference_ctrl_mse_top20"} <= set(res.metrics)
+    assert {"mse_top20_single", "mse_top20_double", "reference_ctrl_mse_top20", "reference_linear_mse_top20"} <= set(res.metrics)
     test = set(res.params["test_conditions"])
     assert test and not test & set(res.params["train_conditions"])  # unseen perturbations
     assert set(res.predictions.index) == test

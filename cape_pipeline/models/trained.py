@@ -1,0 +1,314 @@
+"""A fitted backbone (+ task head) that is saved with its config and feature list, and loads back.
+
+:class:`TrainedModel` is what the tasks return (``TaskResult.model``): the backbone after
+pre-training / fine-tuning, the head of its task (a classifier for annotation, a regressor for
+age), the feature names it was trained on, and what the head predicts (class names, the age
+scale). :meth:`TrainedModel.save` writes a directory with fixed file names (as scvi-tools'
+``save``); :func:`load` reads it back, and :meth:`TrainedModel.embed` /
+:meth:`TrainedModel.predict` work on new data whose features are aligned by name.
+
+Directory layout (format 1)::
+
+    config.json   backbone name and config, pe, attention, task, head, classes, target scale,
+                  pooling, feature names, cape_pipeline version
+    weights.pt    {"backbone": state_dict, "head": state_dict or None} (torch.save; loaded
+                  with weights_only=True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
+
+__all__ = ["TrainedModel", "load", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+"""Version of the saved-model directory layout."""
+
+_CONFIG, _WEIGHTS = "config.json", "weights.pt"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainedModel:
+    """A fitted backbone with its task head and the feature names it was trained on.
+
+    Attributes
+    ----------
+    backbone
+        The :class:`~cape_pipeline.models.blocks.TokenTransformer` (eval mode).
+    backbone_name
+        ``scgpt``, ``scbert`` or ``methylgpt``.
+    var_names
+        The M feature names, in the order of the backbone's per-feature rows.
+    task
+        ``annotation``, ``age``, ``clustering``, ``perturbation`` or ``None`` (pretrained only).
+    head
+        The task head (``ClassifierHead`` / ``RegressionHead`` / ``ValueDecoder``) or ``None``.
+    pooling
+        How token outputs become the observation embedding (``cls``, ``mean``, ``cls+mean``).
+    classes
+        Class names of the classifier's outputs (annotation).
+    target_mean, target_sd
+        The regressor predicts ``(y - mean) / sd`` (age).
+    meta
+        Free-form provenance (seed, PE, data fingerprint, ...), saved as JSON.
+    """
+
+    backbone: nn.Module
+    backbone_name: str
+    var_names: list[str]
+    task: str | None = None
+    head: nn.Module | None = None
+    pooling: str = "cls"
+    classes: list[str] | None = None
+    target_mean: float | None = None
+    target_sd: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------- io
+    def _config(self) -> dict[str, Any]:
+        from cape_pipeline._version import __version__
+        from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
+
+        bb = self.backbone
+        pe = bb.pe_name
+        angles_dim = None
+        if hasattr(bb.pe, "angles"):
+            angles_dim = int(bb.pe.angles.shape[1])
+        elif hasattr(bb.pe, "e"):
+            angles_dim = int(bb.pe.e.shape[1])
+        head_kind = {ClassifierHead: "classifier", RegressionHead: "regressor", ValueDecoder: "value"}.get(
+            type(self.head)
+        ) if self.head is not None else None
+        return {
+            "format": FORMAT_VERSION,
+            "cape_pipeline": __version__,
+            "backbone": self.backbone_name,
+            "model_config": dataclasses.asdict(bb.config),
+            "pe": pe,
+            "attention": bb.attention_name,
+            "n_features": int(bb.n_features),
+            "angles_dim": angles_dim,
+            "task": self.task,
+            "head": head_kind,
+            "pooling": self.pooling,
+            "classes": self.classes,
+            "target_mean": self.target_mean,
+            "target_sd": self.target_sd,
+            "var_names": list(map(str, self.var_names)),
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the model to directory ``path`` (``config.json``, ``weights.pt``) atomically.
+
+        The directory is written under a temporary name beside ``path`` and renamed into place,
+        so a failed save never leaves a half-written model.
+
+        Raises
+        ------
+        CapeFileError
+            If ``path`` exists and ``overwrite`` is false.
+        """
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise CapeFileError(f"{path}: exists; pass overwrite=True to replace the saved model")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            (tmp / _CONFIG).write_text(json.dumps(self._config(), indent=1, default=str))
+            state = {
+                "backbone": {k: v.detach().cpu() for k, v in self.backbone.state_dict().items()},
+                "head": None if self.head is None else {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
+            }
+            torch.save(state, tmp / _WEIGHTS)
+            if path.exists():
+                shutil.rmtree(path)
+            tmp.rename(path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | torch.device = "cpu") -> TrainedModel:
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        CapeFileError
+            Missing directory or files, unreadable/corrupt files, an unknown format version, or
+            weights that do not fit the stored config.
+        """
+        from cape_pipeline.models import build_backbone
+        from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
+        from cape_pipeline.models.pe import ANGLE_PES
+
+        path = Path(path)
+        cfg_file, w_file = path / _CONFIG, path / _WEIGHTS
+        for f in (cfg_file, w_file):
+            if not f.is_file():
+                raise CapeFileError(f"{f}: missing; expected a model directory written by TrainedModel.save")
+        try:
+            cfg = json.loads(cfg_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CapeFileError(f"{cfg_file}: not readable JSON ({exc})") from exc
+        if cfg.get("format") != FORMAT_VERSION:
+            raise CapeFileError(f"{cfg_file}: format {cfg.get('format')!r}, this version reads {FORMAT_VERSION}")
+        try:
+            state = torch.load(w_file, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises several types for a truncated/corrupt file
+            raise CapeFileError(f"{w_file}: not a readable weights file ({type(exc).__name__}: {exc})") from exc
+        m, d = int(cfg["n_features"]), int(cfg["model_config"]["d_model"])
+        pe = cfg["pe"]
+        angles = np.zeros((m, int(cfg["angles_dim"])), dtype=np.float32) if pe in ANGLE_PES else None
+        table = np.zeros((m, d), dtype=np.float32) if pe == "static-absolute" else None
+        backbone = build_backbone(
+            cfg["backbone"], cfg["model_config"], n_features=m, pe=pe, attention=cfg["attention"],
+            angles=angles, static_table=table,
+        )
+        head: nn.Module | None = None
+        if cfg["head"] == "classifier":
+            head = ClassifierHead(d, len(cfg["classes"]))
+        elif cfg["head"] == "regressor":
+            head = RegressionHead(d)
+        elif cfg["head"] == "value":
+            head = ValueDecoder(d)
+        try:
+            backbone.load_state_dict(state["backbone"])
+            if head is not None:
+                head.load_state_dict(state["head"])
+        except (RuntimeError, KeyError, TypeError) as exc:
+            raise CapeFileError(f"{w_file}: weights do not match {cfg_file} ({exc})") from exc
+        backbone.to(device).eval()
+        if head is not None:
+            head.to(device).eval()
+        return cls(
+            backbone=backbone, backbone_name=cfg["backbone"], var_names=cfg["var_names"], task=cfg["task"], head=head,
+            pooling=cfg["pooling"], classes=cfg["classes"], target_mean=cfg["target_mean"],
+            target_sd=cfg["target_sd"], meta=cfg.get("meta", {}),
+        )
+
+    # ------------------------------------------------------------------------------- use
+    def align(self, data: Any, *, var_names: Any = None, missing: str = "zero") -> np.ndarray:
+        """The model's feature matrix ``(n_obs, M)`` float32 of ``data``, aligned by feature name.
+
+        Parameters
+        ----------
+        data
+            An AnnData (``X`` and ``var_names``; preprocessed the way the training data was,
+            e.g. log-normalized) or an ``(n_obs, n_vars)`` array with ``var_names``.
+        var_names
+            Feature names of an array ``data``.
+        missing
+            The model's features that ``data`` lacks: ``zero`` (not expressed; logged),
+            ``nan`` (missing values; for methylation) or ``error``.
+
+        Raises
+        ------
+        CapeDataError
+            No feature in common, missing features with ``missing="error"``, duplicate names,
+            or names not given for an array.
+        CapeConfigError
+            Unknown ``missing``.
+        """
+        import scipy.sparse as sp
+
+        if missing not in ("zero", "nan", "error"):
+            raise CapeConfigError(f"missing: expected 'zero', 'nan' or 'error', got {missing!r}")
+        if hasattr(data, "var_names") and hasattr(data, "X"):
+            names, x = pd.Index(map(str, data.var_names)), data.X
+        else:
+            if var_names is None:
+                raise CapeDataError("align: an array needs var_names= (one name per column)")
+            names, x = pd.Index(map(str, var_names)), data
+        if names.has_duplicates:
+            raise CapeDataError(f"align: duplicate feature names in the data, e.g. {names[names.duplicated()][:3].tolist()}")
+        x = x.toarray() if sp.issparse(x) else np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != len(names):
+            raise CapeDataError(f"align: data has shape {x.shape} but {len(names)} feature names")
+        pos = names.get_indexer(self.var_names)
+        n_missing = int((pos < 0).sum())
+        if n_missing == len(self.var_names):
+            raise CapeDataError(
+                f"align: none of the model's {len(self.var_names)} features is in the data "
+                f"(model: {self.var_names[:3]}..., data: {names[:3].tolist()}...)"
+            )
+        if n_missing and missing == "error":
+            lacking = [v for v, p in zip(self.var_names, pos, strict=True) if p < 0]
+            raise CapeDataError(f"align: the data lacks {n_missing} of the model's features, e.g. {lacking[:5]}")
+        fill = np.nan if missing == "nan" else 0.0
+        out = np.full((x.shape[0], len(self.var_names)), fill, dtype=np.float32)
+        out[:, pos >= 0] = x[:, pos[pos >= 0]]
+        if n_missing:
+            log.info("align: %d of %d model features absent from the data, filled with %s", n_missing, len(pos), fill)
+        return out
+
+    @torch.no_grad()
+    def embed(self, data: Any, *, var_names: Any = None, missing: str = "zero", batch_size: int = 128) -> np.ndarray:
+        """Observation embeddings ``(n_obs, D)`` float32 of new data aligned by feature name.
+
+        Raises
+        ------
+        CapeDataError
+            See :meth:`align`.
+        """
+        from cape_pipeline.models.training import as_tensor, encode
+
+        x = self.align(data, var_names=var_names, missing=missing)
+        dev = next(self.backbone.parameters()).device
+        return encode(self.backbone, as_tensor(x, dev), pooling=self.pooling, batch_size=batch_size)  # type: ignore[arg-type]
+
+    @torch.no_grad()
+    def predict(self, data: Any, *, var_names: Any = None, missing: str = "zero", batch_size: int = 128) -> np.ndarray:
+        """Predictions for new data: class names (annotation) or values in data units (age).
+
+        Returns
+        -------
+        ndarray
+            ``(n_obs,)``: ``str`` class names, or float64 predictions.
+
+        Raises
+        ------
+        CapeConfigError
+            The model has no classifier or regressor head.
+        CapeDataError
+            See :meth:`align`.
+        """
+        from cape_pipeline.models.heads import ClassifierHead, RegressionHead
+
+        if not isinstance(self.head, ClassifierHead | RegressionHead):
+            raise CapeConfigError(f"predict: a model of task {self.task!r} has no classifier or regressor head")
+        emb = torch.as_tensor(self.embed(data, var_names=var_names, missing=missing, batch_size=batch_size))
+        self.head.eval()
+        out = self.head(emb.to(next(self.head.parameters()).device)).cpu()
+        if isinstance(self.head, ClassifierHead):
+            assert self.classes is not None
+            return np.asarray(self.classes, dtype=object)[out.argmax(1).numpy()]
+        return out.double().numpy() * float(self.target_sd or 1.0) + float(self.target_mean or 0.0)
+
+
+def load(path: str | Path, *, device: str | torch.device = "cpu") -> TrainedModel:
+    """Load a model saved by :meth:`TrainedModel.save` (see there for errors).
+
+    Examples
+    --------
+    >>> from cape_pipeline.models import load   # doctest: +SKIP
+    >>> model = load("out/pbmc/models/annotation_cape_seed0")   # doctest: +SKIP
+    >>> model.predict(adata)                      # doctest: +SKIP
+    """
+    return TrainedModel.load(path, device=device)

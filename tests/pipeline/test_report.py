@@ -1,0 +1,49 @@
+"""The report's answer to "does CAPE help?": paired differences, intervals, verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cape_pipeline.pipeline.report import aggregate_metrics, paired_differences, verdict_sentence
+from cape_pipeline.tasks import TaskResult
+
+
+def _runs(deltas: list[float], task: str = "annotation", metric: str = "macro_f1") -> list[TaskResult]:
+    out = []
+    for seed, d in enumerate(deltas):
+        base = 0.5 + 0.1 * seed  # the split moves both arms together
+        out.append(TaskResult(task, {metric: base + d, f"reference_{metric}": 0.6}, params={"pe": "cape", "seed": seed}))
+        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "default", "seed": seed}))
+    return out
+
+
+def test_paired_interval_matches_t_interval():
+    from scipy import stats
+
+    d = [0.03, 0.05, 0.04]
+    (row,) = paired_differences(_runs(d))
+    half = stats.t.ppf(0.975, 2) * np.std(d, ddof=1) / np.sqrt(3)
+    assert row["n"] == 3 and row["mean"] == pytest.approx(0.04)
+    assert row["ci_low"] == pytest.approx(0.04 - half) and row["ci_high"] == pytest.approx(0.04 + half)
+    assert row["verdict"] == "better"
+    assert verdict_sentence([row]).startswith("CAPE helped on this data")
+
+
+def test_verdict_directions_and_unclear():
+    (worse,) = paired_differences(_runs([-0.05, -0.04, -0.06]))
+    assert worse["verdict"] == "worse" and verdict_sentence([worse]).startswith("CAPE hurt")
+    (lower,) = paired_differences(_runs([-0.05, -0.04, -0.06], task="age", metric="medae"))
+    assert lower["verdict"] == "better" and not lower["higher_is_better"]  # smaller error is better
+    (unclear,) = paired_differences(_runs([0.05, -0.04, 0.01]))
+    assert unclear["verdict"] == "unclear" and verdict_sentence([unclear]).startswith("No evidence")
+    (one,) = paired_differences(_runs([0.05]))
+    assert one["ci_low"] is None and one["sd"] is None and "Cannot tell" in verdict_sentence([one])
+
+
+def test_sd_is_null_for_one_seed_and_references_once():
+    rows = aggregate_metrics(_runs([0.05]))
+    assert all(r["sd"] is None for r in rows)
+    rows = aggregate_metrics(_runs([0.05, 0.02]))
+    ref = [r for r in rows if r["pe"].startswith("reference")]
+    assert len(ref) == 1 and ref[0]["n"] == 2 and ref[0]["sd"] == 0.0
