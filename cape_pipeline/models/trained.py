@@ -204,7 +204,7 @@ class TrainedModel:
         )
 
     # ------------------------------------------------------------------------------- use
-    def align(self, data: Any, *, var_names: Any = None, missing: str = "zero") -> np.ndarray:
+    def align(self, data: Any, *, var_names: Any = None, missing: str | None = None) -> np.ndarray:
         """The model's feature matrix ``(n_obs, M)`` float32 of ``data``, aligned by feature name.
 
         Parameters
@@ -216,7 +216,8 @@ class TrainedModel:
             Feature names of an array ``data``.
         missing
             The model's features that ``data`` lacks: ``zero`` (not expressed; logged),
-            ``nan`` (missing values; for methylation) or ``error``.
+            ``nan`` (missing values) or ``error``; ``None`` = ``nan`` for a ``methylgpt`` model
+            (an unmeasured CpG is missing, not β = 0), else ``zero``.
 
         Raises
         ------
@@ -228,6 +229,8 @@ class TrainedModel:
         """
         import scipy.sparse as sp
 
+        if missing is None:
+            missing = "nan" if self.backbone_name == "methylgpt" else "zero"
         if missing not in ("zero", "nan", "error"):
             raise CapeConfigError(f"missing: expected 'zero', 'nan' or 'error', got {missing!r}")
         if hasattr(data, "var_names") and hasattr(data, "X"):
@@ -259,7 +262,7 @@ class TrainedModel:
         return out
 
     @torch.no_grad()
-    def embed(self, data: Any, *, var_names: Any = None, missing: str = "zero", batch_size: int = 128) -> np.ndarray:
+    def embed(self, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128) -> np.ndarray:
         """Observation embeddings ``(n_obs, D)`` float32 of new data aligned by feature name.
 
         Raises
@@ -274,7 +277,7 @@ class TrainedModel:
         return encode(self.backbone, as_tensor(x, dev), pooling=self.pooling, batch_size=batch_size)  # type: ignore[arg-type]
 
     @torch.no_grad()
-    def predict(self, data: Any, *, var_names: Any = None, missing: str = "zero", batch_size: int = 128) -> np.ndarray:
+    def predict(self, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128) -> np.ndarray:
         """Predictions for new data: class names (annotation) or values in data units (age).
 
         Returns

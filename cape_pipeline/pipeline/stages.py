@@ -737,7 +737,9 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                 pretrained=shared if task in ("annotation", "clustering") else None,
             )
             res.params.update({"task": task, "pe": arm, "identity": identity, "seed": seed})
-            if res.model is not None:
+            if not cfg.save_models:
+                res.model = None
+            elif res.model is not None:
                 res.model.meta.update({"arm": arm, "source": ctx.source})
             results.append(res)
     return TrainOutput(results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings)

@@ -121,10 +121,15 @@ def test_train_and_evaluate_report(tmp_path):
     # everything is cached; a changed train parameter re-runs train and evaluate only
     r2 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN)
     assert all(rec.cached for rec in r2.records)
-    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": [], "n_seeds": 1}, "evaluate": {"umap": False}}
+    over = {**TINY_TRAIN, "train": {**TINY_TRAIN["train"], "compare": [], "n_seeds": 1, "save_models": False},
+            "evaluate": {"umap": False}}
     r3 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     assert [rec.cached for rec in r3.records] == [True] * 5 + [False, False]
     assert r3.output("train").pes == ["cape"]
+    train_rec = next(rec for rec in r3.records if rec.stage == "train")
+    assert (train_rec.path / "results.json").is_file() and not (train_rec.path / "models").exists()  # save_models=False
+    first_train = next(rec for rec in r.records if rec.stage == "train")
+    assert (first_train.path / "models" / "annotation_cape_seed0" / "config.json").is_file()
     rep3 = r3.output("evaluate").doc
     assert all(row["sd"] is None for row in rep3["metrics"])  # one seed: no spread
     assert "Cannot tell" in rep3["comparison"]["verdict"] or "No paired comparison" in rep3["comparison"]["verdict"]
