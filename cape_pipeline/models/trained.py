@@ -136,12 +136,17 @@ class TrainedModel:
                 "head": None if self.head is None else {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
             }
             torch.save(state, tmp / _WEIGHTS)
-            if path.exists():
-                shutil.rmtree(path)
-            tmp.rename(path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        old = None
+        if path.exists():  # keep the old model until the new one is in place
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+        tmp.rename(path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         return path
 
     @classmethod
@@ -167,27 +172,33 @@ class TrainedModel:
             cfg = json.loads(cfg_file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise CapeFileError(f"{cfg_file}: not readable JSON ({exc})") from exc
-        if cfg.get("format") != FORMAT_VERSION:
-            raise CapeFileError(f"{cfg_file}: format {cfg.get('format')!r}, this version reads {FORMAT_VERSION}")
+        if not isinstance(cfg, dict) or cfg.get("format") != FORMAT_VERSION:
+            got = cfg.get("format") if isinstance(cfg, dict) else type(cfg).__name__
+            raise CapeFileError(f"{cfg_file}: format {got!r}, this version reads {FORMAT_VERSION}")
         try:
             state = torch.load(w_file, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises several types for a truncated/corrupt file
             raise CapeFileError(f"{w_file}: not a readable weights file ({type(exc).__name__}: {exc})") from exc
-        m, d = int(cfg["n_features"]), int(cfg["model_config"]["d_model"])
-        pe = cfg["pe"]
-        angles = np.zeros((m, int(cfg["angles_dim"])), dtype=np.float32) if pe in ANGLE_PES else None
-        table = np.zeros((m, d), dtype=np.float32) if pe == "static-absolute" else None
-        backbone = build_backbone(
-            cfg["backbone"], cfg["model_config"], n_features=m, pe=pe, attention=cfg["attention"],
-            angles=angles, static_table=table,
-        )
-        head: nn.Module | None = None
-        if cfg["head"] == "classifier":
-            head = ClassifierHead(d, len(cfg["classes"]))
-        elif cfg["head"] == "regressor":
-            head = RegressionHead(d)
-        elif cfg["head"] == "value":
-            head = ValueDecoder(d)
+        try:
+            m, d = int(cfg["n_features"]), int(cfg["model_config"]["d_model"])
+            if len(cfg["var_names"]) != m:
+                raise ValueError(f"{len(cfg['var_names'])} var_names for n_features={m}")
+            pe = cfg["pe"]
+            angles = np.zeros((m, int(cfg["angles_dim"])), dtype=np.float32) if pe in ANGLE_PES else None
+            table = np.zeros((m, d), dtype=np.float32) if pe == "static-absolute" else None
+            backbone = build_backbone(
+                cfg["backbone"], cfg["model_config"], n_features=m, pe=pe, attention=cfg["attention"],
+                angles=angles, static_table=table,
+            )
+            head: nn.Module | None = None
+            if cfg["head"] == "classifier":
+                head = ClassifierHead(d, len(cfg["classes"]))
+            elif cfg["head"] == "regressor":
+                head = RegressionHead(d)
+            elif cfg["head"] == "value":
+                head = ValueDecoder(d)
+        except (KeyError, TypeError, ValueError, CapeConfigError, CapeDataError) as exc:
+            raise CapeFileError(f"{cfg_file}: not a valid model config ({type(exc).__name__}: {exc})") from exc
         try:
             backbone.load_state_dict(state["backbone"])
             if head is not None:
@@ -244,6 +255,12 @@ class TrainedModel:
         x = x.toarray() if sp.issparse(x) else np.asarray(x)
         if x.ndim != 2 or x.shape[1] != len(names):
             raise CapeDataError(f"align: data has shape {x.shape} but {len(names)} feature names")
+        if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+            raise CapeDataError(f"align: data must be numeric (real), got dtype {x.dtype}")
+        if np.isinf(x).any():
+            raise CapeDataError("align: data contains inf")
+        if self.backbone_name != "methylgpt" and np.isnan(x).any():
+            raise CapeDataError("align: data contains NaN (only methylation models accept missing values)")
         pos = names.get_indexer(self.var_names)
         n_missing = int((pos < 0).sum())
         if n_missing == len(self.var_names):

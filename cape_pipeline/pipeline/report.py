@@ -210,7 +210,12 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
 
 
 def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "default") -> str:
-    """One sentence: did ``arm`` help over ``baseline`` on the primary metrics of each task?"""
+    """One sentence: did ``arm`` help over ``baseline`` on the primary metrics of each task?
+
+    ``diffs`` are :func:`paired_differences` rows; only the primary metrics
+    (:data:`PRIMARY_METRICS`) count. Pass rows computed at a family-wise level (see
+    :func:`primary_differences`) so that several metrics do not inflate false "helped"/"hurt".
+    """
     prim = [r for r in diffs if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
     if not prim:
         return f"No paired comparison of {arm} with {baseline} was run (train both arms on the same seeds)."
@@ -218,20 +223,31 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
     if n < 2:
         return (f"Cannot tell whether {arm.upper() if arm == 'cape' else arm} helped: with {n} seed there is no "
                 f"interval for {arm} − {baseline}; train with n_seeds ≥ 3.")
+
     def fmt(r: dict[str, Any]) -> str:
         return f"{r['task']} {r['metric']} {r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
     better = [r for r in prim if r["verdict"] == "better"]
     worse = [r for r in prim if r["verdict"] == "worse"]
     name = "CAPE" if arm == "cape" else arm
+    k = len(prim)
+    what = f"{arm} − {baseline} over {n} seeds" + (f", intervals Bonferroni-adjusted for {k} metrics" if k > 1 else ", 95 % interval")
     if better and not worse:
-        return f"{name} helped on this data (95 % intervals of {arm} − {baseline} over {n} seeds): " + "; ".join(map(fmt, better)) + "."
+        return f"{name} helped on this data ({what}): " + "; ".join(map(fmt, better)) + "."
     if worse and not better:
-        return f"{name} hurt on this data (95 % intervals of {arm} − {baseline} over {n} seeds): " + "; ".join(map(fmt, worse)) + "."
+        return f"{name} hurt on this data ({what}): " + "; ".join(map(fmt, worse)) + "."
     if better and worse:
-        return (f"Mixed: {name} helped on " + "; ".join(map(fmt, better)) + " and hurt on " + "; ".join(map(fmt, worse))
-                + f" (95 % intervals over {n} seeds).")
-    return (f"No evidence that {name} helped on this data: every 95 % interval of {arm} − {baseline} on the main "
-            f"metrics contains 0 over {n} seeds (" + "; ".join(map(fmt, prim)) + ").")
+        return f"Mixed: {name} helped on " + "; ".join(map(fmt, better)) + " and hurt on " + "; ".join(map(fmt, worse)) + f" ({what})."
+    return (f"No evidence that {name} helped on this data: every interval of {what} on the main metrics contains 0 ("
+            + "; ".join(map(fmt, prim)) + ").")
+
+
+def primary_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
+    """:func:`paired_differences` of the primary metrics at the family-wise ``level``
+    (Bonferroni: each interval at ``1 − (1 − level) / k`` for k primary metrics)."""
+    rows = [r for r in paired_differences(results, arm, baseline) if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    k = max(len(rows), 1)
+    adj = paired_differences(results, arm, baseline, level=1.0 - (1.0 - level) / k)
+    return [r for r in adj if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
 
 
 REFERENCE_PE = "reference (no transformer)"
@@ -349,6 +365,7 @@ def _comparison(train: Any) -> dict[str, Any]:
     arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
     base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
     diffs = paired_differences(train.results, arm, base) if arm != base else []
+    prim = primary_differences(train.results, arm, base) if arm != base else []
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
         if r.params.get("pe") != train.pes[0]:
@@ -360,7 +377,7 @@ def _comparison(train: Any) -> dict[str, Any]:
         "arm": arm,
         "baseline": base,
         "differences": diffs,
-        "verdict": verdict_sentence(diffs, arm, base),
+        "verdict": verdict_sentence(prim, arm, base),
         "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
     }
 
@@ -518,7 +535,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"**{comp['verdict']}**",
             "",
             f"Paired difference {comp['arm']} − {comp['baseline']} per seed (same split and initial seed; "
-            "95 % t-interval; for mse/medae/mae lower is better):",
+            "95 % t-interval per metric; the sentence above adjusts the intervals of its main metrics for their "
+            "number (Bonferroni); for mse/medae/mae lower is better):",
             "",
             "| task | metric | mean difference | 95 % CI | seeds | reading |",
             "|---|---|---|---|---|---|",

@@ -240,8 +240,10 @@ def build_model(
 ) -> TokenTransformer:
     """Backbone for a task: resolves the config, builds the static table, fits data buffers.
 
-    ``static-absolute`` gets :func:`~cape_pipeline.models.pe.coexpression_embedding` of the
-    training rows only.
+    ``static-absolute`` (and the backbones' data-fitted identities) get
+    :func:`~cape_pipeline.models.pe.coexpression_embedding` of ``x_train``: the rows the task
+    pretrains on, which for annotation/clustering with ``pretrain_on="all"`` include the
+    unlabeled test cells (transductive, no labels).
     """
     mcfg = config_for(backbone, cfg.model)
     if overrides:
@@ -269,7 +271,7 @@ def validation_split(n: int, fraction: float, seed: int, y: np.ndarray | None = 
     strat = None
     if y is not None:
         _, counts = np.unique(y, return_counts=True)
-        if (counts >= 2).all() and n_val >= counts.size:
+        if (counts >= 2).all() and n_val >= counts.size and n - n_val >= counts.size:
             strat = y
     fit, val = train_test_split(idx, test_size=n_val, stratify=strat, random_state=seed + 7919)
     return np.sort(fit), np.sort(val)
@@ -297,8 +299,19 @@ class Pretrained:
     key: dict[str, Any]
 
 
-def pretrain_key(backbone: str, cfg: TaskConfig, pe: str, seed: int, n_obs: int, n_vars: int, overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """What determines a pretrained backbone (compared before one is shared between tasks)."""
+def pretrain_key(
+    backbone: str,
+    cfg: TaskConfig,
+    pe: str,
+    seed: int,
+    x: np.ndarray,
+    angles: np.ndarray | None,
+    overrides: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What determines a pretrained backbone (compared before one is shared between tasks):
+    the settings, and content hashes of the pretraining data ``x`` and the angles."""
+    from cape_pipeline._utils import hash_bytes
+
     mcfg = config_for(backbone, cfg.model)
     if overrides:
         mcfg = dataclasses.replace(mcfg, **overrides)
@@ -306,7 +319,9 @@ def pretrain_key(backbone: str, cfg: TaskConfig, pe: str, seed: int, n_obs: int,
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
         "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "lr": cfg.lr,
         "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup,
-        "n_obs": n_obs, "n_vars": n_vars,
+        "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
+        "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
+        "angles": None if angles is None else hash_bytes(np.ascontiguousarray(angles, dtype=np.float32).tobytes()),
     }
 
 
@@ -349,7 +364,7 @@ def pretrain(
             progress=progress,
         )
     model.eval()
-    return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x.shape[0], x.shape[1], overrides))
+    return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x, angles, overrides))
 
 
 def use_pretrained(
@@ -376,7 +391,7 @@ def use_pretrained(
 
     if pretrained is None:
         return pretrain(x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, overrides=overrides, progress=progress)
-    want = pretrain_key(backbone, cfg, pe, seed, x.shape[0], x.shape[1], overrides)
+    want = pretrain_key(backbone, cfg, pe, seed, x, angles, overrides)
     diff = sorted(k for k in want if want[k] != pretrained.key.get(k))
     if diff:
         raise CapeConfigError(f"pretrained backbone does not match this task's settings: {diff} differ")

@@ -190,7 +190,7 @@ def predict_perturbation(
     ctrl_rows = np.flatnonzero(is_ctrl)
     val_conds: list[str] = []
     if cfg.val_fraction > 0 and len(train_conds) >= 3:
-        n_val = max(1, int(round(cfg.val_fraction * len(train_conds))))
+        n_val = min(max(1, int(round(cfg.val_fraction * len(train_conds)))), len(train_conds) - 1)
         val_conds = sorted(np.random.default_rng(seed + 7919).choice(train_conds, size=n_val, replace=False).tolist())
     fit_rows = np.flatnonzero(np.isin(cond, [c for c in train_conds if c not in val_conds]))
     xt = as_tensor(x, device)

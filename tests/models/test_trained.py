@@ -108,3 +108,60 @@ def test_alignment_and_bad_files_give_clear_errors(cells, tmp_path):
         load(path)
     with pytest.raises(CapeFileError, match="missing"):
         load(tmp_path / "nowhere")
+
+
+def test_load_rejects_bad_configs_and_align_bad_values(cells, tmp_path):
+    import json
+
+    res = run_task("annotation", cells, pe="default", config=CFG, seed=0)
+    path = res.model.save(tmp_path / "m")
+    cfg = json.loads((path / "config.json").read_text())
+    bad = tmp_path / "bad"
+    res.model.save(bad)
+    (bad / "config.json").write_text(json.dumps({**cfg, "var_names": cfg["var_names"][:-1]}))
+    with pytest.raises(CapeFileError, match="var_names"):
+        load(bad)
+    (bad / "config.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(CapeFileError, match="format"):
+        load(bad)
+    (bad / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "pe"}))
+    with pytest.raises(CapeFileError, match="not a valid model config"):
+        load(bad)
+    back = load(path)
+    x = cells.X.copy()
+    x[0, 0] = np.inf
+    with pytest.raises(CapeDataError, match="inf"):
+        back.embed(x, var_names=cells.var_names)
+    x[0, 0] = np.nan
+    with pytest.raises(CapeDataError, match="NaN"):
+        back.embed(x, var_names=cells.var_names)
+    with pytest.raises(CapeDataError, match="numeric"):
+        back.embed(np.full((2, M), "a"), var_names=cells.var_names)
+
+
+def test_shared_pretraining_is_checked_against_the_task(cells):
+    from cape_pipeline.errors import CapeConfigError
+    from cape_pipeline.tasks import AnnotationConfig, pretrain
+    from cape_pipeline.tasks._base import dense_x, resolve_config
+
+    angles = np.random.default_rng(0).uniform(-0.7, 0.7, (M, 8))
+    cfg = resolve_config(AnnotationConfig, CFG)
+    pre = pretrain(dense_x(cells), backbone="scgpt", cfg=cfg, pe="cape", angles=angles, seed=0)
+    shared = run_task("annotation", cells, pe="cape", angles=angles, config=CFG, seed=0, pretrained=pre)
+    alone = run_task("annotation", cells, pe="cape", angles=angles, config=CFG, seed=0)
+    assert shared.metrics == alone.metrics and shared.curves == alone.curves  # sharing changes nothing
+    with pytest.raises(CapeConfigError, match="angles"):
+        run_task("annotation", cells, pe="cape", angles=angles * 0.5, config=CFG, seed=0, pretrained=pre)
+    with pytest.raises(CapeConfigError, match="seed"):
+        run_task("annotation", cells, pe="cape", angles=angles, config=CFG, seed=1, pretrained=pre)
+
+
+def test_coexpression_embedding_large_m_path_matches_exact(monkeypatch):
+    from cape_pipeline.models import pe
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 8)) @ rng.normal(size=(8, 50)) + 0.3 * rng.normal(size=(300, 50))
+    exact = pe.coexpression_embedding(x, 8)
+    monkeypatch.setattr(pe, "COEXPRESSION_EXACT_MAX", 10)
+    approx = pe.coexpression_embedding(x, 8)
+    np.testing.assert_allclose(approx, exact, atol=1e-4)

@@ -47,3 +47,18 @@ def test_sd_is_null_for_one_seed_and_references_once():
     rows = aggregate_metrics(_runs([0.05, 0.02]))
     ref = [r for r in rows if r["pe"].startswith("reference")]
     assert len(ref) == 1 and ref[0]["n"] == 2 and ref[0]["sd"] == 0.0
+
+
+def test_verdict_adjusts_for_several_main_metrics():
+    from cape_pipeline.pipeline.report import primary_differences
+
+    runs = []
+    for seed, (d_f1, d_acc) in enumerate([(0.030, 0.0), (0.050, 0.01), (0.045, -0.01)]):
+        base = 0.5 + 0.1 * seed
+        runs.append(TaskResult("annotation", {"macro_f1": base + d_f1, "accuracy": base + d_acc}, params={"pe": "cape", "seed": seed}))
+        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "default", "seed": seed}))
+    alone = {r["metric"]: r for r in paired_differences(runs)}
+    assert alone["macro_f1"]["verdict"] == "better"  # its own 95 % interval excludes 0
+    adj = {r["metric"]: r for r in primary_differences(runs)}
+    assert adj["macro_f1"]["ci_low"] < alone["macro_f1"]["ci_low"]  # 97.5 % interval for 2 metrics: wider
+    assert "Bonferroni-adjusted for 2 metrics" in verdict_sentence(list(adj.values()))
