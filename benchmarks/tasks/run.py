@@ -3,7 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/tasks/run.py [--seeds 0 1 2] [--tasks annotation annotation-louvain clustering perturbation age]
-                                   [--arms default cape none/no-id ...] [--graph KIND] [--out DIR]
+                                   [--arms default cape none/no-id ...] [--graph KIND] [--d-model D] [--out DIR]
 
 An arm is a PE name applied on top of the backbone's feature identity (the default reading), or
 ``NAME/no-id`` with the identity removed (the literal reading of paper 000 Eq. F.109: the PE
@@ -51,10 +51,10 @@ ARMS = ["default", "cape", "none/no-id", "cape/no-id", "static-absolute", "train
         "learned-small-norm", "cape-additive", "cape-input", "trainable-relative", "none"]
 
 
-def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...]) -> tuple[np.ndarray, str]:
+def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int) -> tuple[np.ndarray, str]:
     """CAPE angles for ``dataset`` aligned by name; the first graph kind of ``graphs`` in the cache."""
     for graph in graphs:
-        f = CACHE / f"angles_{dataset}_{graph}_d{D_MODEL // 2}.npz"
+        f = CACHE / f"angles_{dataset}_{graph}_d{d_model // 2}.npz"
         if f.exists():
             z = np.load(f, allow_pickle=False)
             pos = pd.Index(z["var_names"]).get_indexer(var_names)
@@ -71,13 +71,15 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", default=ARMS)
     ap.add_argument("--out", type=Path, default=HERE / "results_identity")
     ap.add_argument("--graph", default=None, help="use only this graph kind's angles")
+    ap.add_argument("--d-model", type=int, default=D_MODEL, help="model width D (angles with d = D/2 are needed)")
     args = ap.parse_args()
+    model = {**MODEL, "d_model": args.d_model}
     args.out.mkdir(parents=True, exist_ok=True)
     raw_path = args.out / "raw.jsonl"
     print("command:", "python " + " ".join(sys.argv))
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
           f"torch threads {torch.get_num_threads()}; load average at start {os.getloadavg()}")
-    print("seeds:", args.seeds, "| backbone: scgpt |", "model:", MODEL, "| recipe: task defaults", flush=True)
+    print("seeds:", args.seeds, "| backbone: scgpt |", "model:", model, "| recipe: task defaults", flush=True)
     done = pd.read_json(raw_path, lines=True) if raw_path.exists() else pd.DataFrame(columns=["task", "pe", "seed", "graph"])
     gcol = done["graph"].fillna("") if "graph" in done else pd.Series([""] * len(done))
     key = set(zip(done["task"], done["pe"], done["seed"].astype(int), gcol, strict=True))
@@ -87,7 +89,7 @@ def main() -> None:
     datasets = list(dict.fromkeys(DATASET[t] for t in args.tasks))
     for ds in datasets:
         adata = data.setdefault(ds, BENCH_DATA[ds]())
-        angles, graph = load_angles(ds, adata.var_names, graphs)
+        angles, graph = load_angles(ds, adata.var_names, graphs, args.d_model)
         tasks = [t for t in args.tasks if DATASET[t] == ds]
         print(f"{ds} {adata.n_obs}x{adata.n_vars}: tasks {tasks}; CAPE angles from the '{graph}' graph "
               f"(max |phi| {np.abs(angles).max():.3f})", flush=True)
@@ -98,7 +100,7 @@ def main() -> None:
                 todo = [t for t in tasks if (t, arm, seed, g) not in key]
                 if not todo:
                     continue
-                cfg = {**BUDGET, "model": {**MODEL, "identity": identity}}
+                cfg = {**BUDGET, "model": {**model, "identity": identity}}
                 arm_angles = angles if pe.startswith("cape") else None
                 shared = None
                 if sum(t in SHARED for t in todo) > 1:
@@ -107,7 +109,7 @@ def main() -> None:
                 for t in todo:
                     res = run_task(TASK_OF[t], adata, pe=pe, angles=arm_angles, backbone="scgpt", config=cfg,
                                    label_key=LABEL[t], seed=seed, pretrained=shared if t in SHARED else None)
-                    row = {"task": t, "dataset": ds, "pe": arm, "identity": identity, "seed": seed, "graph": g,
+                    row = {"task": t, "dataset": ds, "pe": arm, "identity": identity, "seed": seed, "graph": g, "d_model": args.d_model,
                            "seconds": res.seconds, "cells_per_second": res.cells_per_second,
                            "best_epoch": res.params.get("best_epoch"), "load1": os.getloadavg()[0], **res.metrics}
                     print(f"  {t:<18} {arm:<19} seed {seed}: " + ", ".join(

@@ -423,7 +423,7 @@ def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
         ax.set_ylabel("true")
         ax.set_title(f"{task}, pe={pe}: confusion (row-normalized, test cells)")
         fig.colorbar(im, ax=ax, fraction=0.046)
-        figs[f"confusion_{task}_{pe}.png"] = fig
+        figs[f"confusion_{task}_{pe.replace('/', '-')}.png"] = fig
     # UMAP of cell embeddings, colored by label
     if umap:
         figs.update(_umaps(first, adata))
@@ -485,7 +485,7 @@ def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
         ax.set_title(f"UMAP of cell embeddings, pe={pe}")
         ax.set_xticks([])
         ax.set_yticks([])
-        figs[f"umap_{pe}.png"] = fig
+        figs[f"umap_{pe.replace('/', '-')}.png"] = fig
     return figs
 
 

@@ -118,6 +118,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert (out / "encodings.parquet").is_file()  # the export keeps the encodings
     assert any(p.name.startswith("umap_") for p in (out / "figures").iterdir())
     assert any(p.name.startswith("confusion_") for p in (out / "figures").iterdir())
+    assert all(p.is_file() for p in (out / "figures").iterdir())  # arm names with "/" make no folders
     # everything is cached; a changed train parameter re-runs train and evaluate only
     r2 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN)
     assert all(rec.cached for rec in r2.records)
