@@ -585,7 +585,7 @@ class TrainConfig:
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
     n_layers, n_heads, max_tokens
         ``None`` keeps the backbone's CPU defaults.
-    pretrain_epochs, finetune_epochs, batch_size, lr
+    pretrain_epochs, finetune_epochs, batch_size, lr, pretrain_lr
         Training budget; ``None`` keeps each task's default (see
         :class:`cape_pipeline.tasks.TaskConfig`).
     label_key
@@ -615,6 +615,7 @@ class TrainConfig:
     finetune_epochs: int | None = None
     batch_size: int | None = None
     lr: float | None = None
+    pretrain_lr: float | None = None
     label_key: str | None = None
     save_models: bool = True
     encodings: str | None = None
@@ -700,7 +701,11 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     if label_key is None:
         cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
         label_key = cols[0] if cols else None
-    budget = {k: getattr(cfg, k) for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr") if getattr(cfg, k) is not None}
+    budget = {
+        k: getattr(cfg, k)
+        for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
+        if getattr(cfg, k) is not None
+    }
     device = _torch_device(cfg.device)
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both

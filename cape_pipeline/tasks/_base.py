@@ -96,7 +96,12 @@ class TaskConfig:
     batch_size
         Mini-batch size (observations).
     lr
-        Peak AdamW learning rate (pretraining and fine-tuning).
+        Peak AdamW learning rate of fine-tuning.
+    pretrain_lr
+        Peak AdamW learning rate of masked-value pretraining. Lower than ``lr``: at 2e-3 it
+        washed out the co-expression start of the gene tokens; clustering ARI on
+        pbmc68k_reduced (D 64, seeds 0/1/2) was 0.468/0.424/0.446 at 1e-3 against
+        0.352/0.413/0.414 at 2e-3.
     weight_decay
         AdamW weight decay.
     mask_ratio
@@ -116,6 +121,7 @@ class TaskConfig:
     finetune_epochs: int = 40
     batch_size: int = 32
     lr: float = 2e-3
+    pretrain_lr: float = 1e-3
     weight_decay: float = 0.01
     mask_ratio: float = 0.4
     warmup: float = 0.1
@@ -133,6 +139,8 @@ class TaskConfig:
             raise CapeConfigError(f"task.patience: expected >= 1, got {self.patience}")
         if self.batch_size < 1:
             raise CapeConfigError(f"task.batch_size: expected >= 1, got {self.batch_size}")
+        if not self.pretrain_lr > 0:
+            raise CapeConfigError(f"task.pretrain_lr: expected > 0, got {self.pretrain_lr}")
         if not self.lr > 0:
             raise CapeConfigError(f"task.lr: expected > 0, got {self.lr}")
         if not 0.0 < self.mask_ratio < 1.0:
@@ -317,7 +325,7 @@ def pretrain_key(
         mcfg = dataclasses.replace(mcfg, **overrides)
     return {
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
-        "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "lr": cfg.lr,
+        "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
         "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup,
         "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
         "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
@@ -359,7 +367,7 @@ def pretrain(
     with seeded(seed):
         model = build_model(backbone, cfg, n_features=x.shape[1], pe=pe, angles=angles, x_train=x, overrides=overrides, device=device)
         _, log = masked_pretrain(
-            model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+            model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.pretrain_lr,
             mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
             progress=progress,
         )
