@@ -41,7 +41,11 @@ ThreadsOpt = Annotated[
 ]
 CompareOpt = Annotated[
     str | None,
-    typer.Option("--compare", help="Train several positional encodings side by side: pe=cape,trainable-absolute,none"),
+    typer.Option(
+        "--compare",
+        help="Train several arms side by side, same budget and seeds: pe=cape,default,none/no-id "
+        "(a PE on top of the backbone's gene identity; NAME/no-id without the identity)",
+    ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
 
@@ -96,7 +100,7 @@ def _run(
         key, eq, values = compare.partition("=")
         pes = [v.strip() for v in values.split(",") if v.strip()]
         if key.strip() != "pe" or not eq or not pes:
-            raise CapeInputError(f"--compare {compare!r}: expected pe=NAME,NAME,... e.g. pe=cape,trainable-absolute,none")
+            raise CapeInputError(f"--compare {compare!r}: expected pe=NAME,NAME,... e.g. pe=cape,default,none/no-id")
         overrides.setdefault("train", {})["pe"] = pes[0]
         overrides["train"]["compare"] = pes[1:]
     result = run_pipeline(
