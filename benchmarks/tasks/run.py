@@ -80,7 +80,9 @@ def main() -> None:
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
           f"torch threads {torch.get_num_threads()}; load average at start {os.getloadavg()}")
     print("seeds:", args.seeds, "| backbone: scgpt |", "model:", model, "| recipe: task defaults", flush=True)
-    done = pd.read_json(raw_path, lines=True) if raw_path.exists() else pd.DataFrame(columns=["task", "pe", "seed", "graph"])
+    done = pd.read_json(raw_path, lines=True) if raw_path.exists() and raw_path.stat().st_size else pd.DataFrame()
+    if done.empty:
+        done = pd.DataFrame(columns=["task", "pe", "seed", "graph"])
     gcol = done["graph"].fillna("") if "graph" in done else pd.Series([""] * len(done))
     key = set(zip(done["task"], done["pe"], done["seed"].astype(int), gcol, strict=True))
     graphs = GRAPH_PREFERENCE if args.graph is None else (args.graph,)
