@@ -126,7 +126,9 @@ class ScGPTConfig(BackboneConfig):
     Attributes
     ----------
     value_encoder
-        ``continuous`` (the log-normalized value itself) or ``binned`` (bin embedding).
+        ``continuous`` (the log-normalized value itself; default) or ``binned`` (bin embedding,
+        the ``scgpt-binned`` preset). Measured on pbmc68k_reduced annotation (seed 0, N(0, 1)
+        gene tokens, no pretraining, 30 epochs): macro-F1 0.44 continuous, 0.29 binned.
     identity_init
         Initial gene tokens: ``coexpression`` (default: the top eigenvectors of the training
         data's gene–gene correlation, :func:`~cape_pipeline.models.pe.coexpression_embedding`,
