@@ -148,6 +148,10 @@ def _mean_sd(values: list[float]) -> tuple[float, float | None]:
 LOWER_IS_BETTER = ("mse", "medae", "mae")
 """Metric-name prefixes where smaller is better (everything else: larger is better)."""
 
+NEGLIGIBLE = 1e-3
+"""Mean paired differences smaller than this (in the metric's units) read as ``negligible``
+even when their interval excludes 0: with near-identical arms the spread can be ~0."""
+
 PRIMARY_METRICS = {
     "annotation": ("macro_f1", "accuracy"),
     "clustering": ("ari", "nmi"),
@@ -174,7 +178,8 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
     list of dict
         ``{task, metric, n, mean, sd, ci_low, ci_high, higher_is_better, verdict}``; ``verdict``
         is ``better`` / ``worse`` when the interval excludes 0 (in the metric's direction for
-        ``arm``), else ``unclear``.
+        ``arm``), ``negligible`` when it does but ``|mean| <`` :data:`NEGLIGIBLE`, else
+        ``unclear``.
     """
     from scipy import stats
 
@@ -201,7 +206,7 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
                 lo, hi = mean - half, mean + half
                 up = higher_is_better(metric)
                 if lo > 0 or hi < 0:
-                    verdict = "better" if (lo > 0) == up else "worse"
+                    verdict = ("better" if (lo > 0) == up else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
             rows.append({
                 "task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi,
                 "higher_is_better": higher_is_better(metric), "verdict": verdict,
@@ -230,15 +235,15 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
     worse = [r for r in prim if r["verdict"] == "worse"]
     name = "CAPE" if arm == "cape" else arm
     k = len(prim)
-    what = f"{arm} − {baseline} over {n} seeds" + (f", intervals Bonferroni-adjusted for {k} metrics" if k > 1 else ", 95 % interval")
+    what = f"{arm} − {baseline}, {n} seeds, " + (f"95 % intervals Bonferroni-adjusted for {k} metrics" if k > 1 else "95 % interval")
     if better and not worse:
         return f"{name} helped on this data ({what}): " + "; ".join(map(fmt, better)) + "."
     if worse and not better:
         return f"{name} hurt on this data ({what}): " + "; ".join(map(fmt, worse)) + "."
     if better and worse:
         return f"Mixed: {name} helped on " + "; ".join(map(fmt, better)) + " and hurt on " + "; ".join(map(fmt, worse)) + f" ({what})."
-    return (f"No evidence that {name} helped on this data: every interval of {what} on the main metrics contains 0 ("
-            + "; ".join(map(fmt, prim)) + ").")
+    return (f"No evidence that {name} helped on this data: on the main metrics every interval contains 0 or the "
+            f"difference is negligible ({what}): " + "; ".join(map(fmt, prim)) + ".")
 
 
 def primary_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
@@ -530,10 +535,15 @@ def render_markdown(doc: dict[str, Any]) -> str:
     comp = doc.get("comparison")
     lines += ["", "## Tasks"]
     if comp and comp.get("differences"):
+        lines += ["", f"**{comp['verdict']}**", ""]
+        if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
+            lines += [
+                f"Note: the CAPE angles are nearly zero (max |φ| = {e['max_abs_angle']:.3g} rad), so `cape` and "
+                "`default` are nearly the same model here; the comparison says little about CAPE with a "
+                "well-spread embedding (see Embedding).",
+                "",
+            ]
         lines += [
-            "",
-            f"**{comp['verdict']}**",
-            "",
             f"Paired difference {comp['arm']} − {comp['baseline']} per seed (same split and initial seed; "
             "95 % t-interval per metric; the sentence above adjusts the intervals of its main metrics for their "
             "number (Bonferroni); for mse/medae/mae lower is better):",

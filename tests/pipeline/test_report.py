@@ -62,3 +62,9 @@ def test_verdict_adjusts_for_several_main_metrics():
     adj = {r["metric"]: r for r in primary_differences(runs)}
     assert adj["macro_f1"]["ci_low"] < alone["macro_f1"]["ci_low"]  # 97.5 % interval for 2 metrics: wider
     assert "Bonferroni-adjusted for 2 metrics" in verdict_sentence(list(adj.values()))
+
+
+def test_tiny_differences_read_negligible():
+    (row,) = paired_differences(_runs([1e-5, 1.1e-5, 1.2e-5]))
+    assert row["ci_low"] > 0 and row["verdict"] == "negligible"
+    assert verdict_sentence([row]).startswith("No evidence")
