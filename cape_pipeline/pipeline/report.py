@@ -408,10 +408,15 @@ def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for pe, r in runs:
             for name, vals in r.curves.items():
-                ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name}")
+                if not vals:
+                    continue
+                if name == "val_score":  # the score is minus the validation loss
+                    ax.plot(np.arange(1, len(vals) + 1), -np.asarray(vals), ls="--", label=f"{pe}: validation loss")
+                else:
+                    ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name.replace('_', ' ')}")
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss")
-        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)})")
+        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)}; identical arms overlap)")
         ax.legend(fontsize=7)
         figs[f"curves_{task}.png"] = fig
     # confusion matrices (annotation)
