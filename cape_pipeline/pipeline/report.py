@@ -181,8 +181,6 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
         ``arm``), ``negligible`` when it does but ``|mean| <`` :data:`NEGLIGIBLE`, else
         ``unclear``.
     """
-    from scipy import stats
-
     runs: dict[tuple[str, str, int], dict[str, float]] = {}
     for r in results:
         runs[(r.task, r.params.get("pe", "?"), int(r.params.get("seed", 0)))] = r.metrics
@@ -199,19 +197,31 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
             if d.size == 0:
                 continue
             mean, sd = _mean_sd(list(d))
-            lo = hi = None
-            verdict = "unclear"
-            if d.size > 1 and sd is not None:
-                half = float(stats.t.ppf(0.5 + level / 2, d.size - 1)) * sd / np.sqrt(d.size)
-                lo, hi = mean - half, mean + half
-                up = higher_is_better(metric)
-                if lo > 0 or hi < 0:
-                    verdict = ("better" if (lo > 0) == up else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
-            rows.append({
-                "task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi,
-                "higher_is_better": higher_is_better(metric), "verdict": verdict,
-            })
+            row = {"task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd,
+                   "higher_is_better": higher_is_better(metric)}
+            rows.append(_at_level(row, level))
     return rows
+
+
+def _at_level(row: dict[str, Any], level: float) -> dict[str, Any]:
+    """``row`` (``n``, ``mean``, ``sd``, ``higher_is_better``) with its t-interval at ``level``
+    (``ci_low``, ``ci_high``; ``None`` for n = 1) and the ``verdict`` it gives."""
+    from scipy import stats
+
+    lo = hi = None
+    verdict = "unclear"
+    n, mean, sd = row["n"], row["mean"], row["sd"]
+    if n > 1 and sd is not None:
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
+        lo, hi = mean - half, mean + half
+        if lo > 0 or hi < 0:
+            verdict = ("better" if (lo > 0) == row["higher_is_better"] else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
+    return {**row, "ci_low": lo, "ci_high": hi, "verdict": verdict}
+
+
+def _is_primary(row: dict[str, Any]) -> bool:
+    """Whether a difference row is one of its task's :data:`PRIMARY_METRICS`."""
+    return row["metric"] in PRIMARY_METRICS.get(row["task"], ())
 
 
 def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "default") -> str:
@@ -221,7 +231,7 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
     (:data:`PRIMARY_METRICS`) count. Pass rows computed at a family-wise level (see
     :func:`primary_differences`) so that several metrics do not inflate false "helped"/"hurt".
     """
-    prim = [r for r in diffs if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    prim = [r for r in diffs if _is_primary(r)]
     if not prim:
         return f"No paired comparison of {arm} with {baseline} was run (train both arms on the same seeds)."
     n = min(r["n"] for r in prim)
@@ -249,10 +259,14 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
 def primary_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
     """:func:`paired_differences` of the primary metrics at the family-wise ``level``
     (Bonferroni: each interval at ``1 − (1 − level) / k`` for k primary metrics)."""
-    rows = [r for r in paired_differences(results, arm, baseline) if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    return _bonferroni(paired_differences(results, arm, baseline), level)
+
+
+def _bonferroni(diffs: list[dict[str, Any]], level: float = 0.95) -> list[dict[str, Any]]:
+    """The primary rows of ``diffs`` with their intervals at ``1 − (1 − level) / k``."""
+    rows = [r for r in diffs if _is_primary(r)]
     k = max(len(rows), 1)
-    adj = paired_differences(results, arm, baseline, level=1.0 - (1.0 - level) / k)
-    return [r for r in adj if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    return [_at_level(r, 1.0 - (1.0 - level) / k) for r in rows]
 
 
 REFERENCE_PE = "reference (no transformer)"
@@ -362,7 +376,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
         "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
         "timings_s": {k: round(float(v), 3) for k, v in timings.items()},
     }
-    return Report(doc=doc, figures=_figures(train, adata, umap=umap))
+    return Report(doc=doc, figures=_figures(train, adata, doc["comparison"], umap=umap))
 
 
 def _comparison(train: Any) -> dict[str, Any]:
@@ -370,7 +384,7 @@ def _comparison(train: Any) -> dict[str, Any]:
     arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
     base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
     diffs = paired_differences(train.results, arm, base) if arm != base else []
-    prim = primary_differences(train.results, arm, base) if arm != base else []
+    prim = _bonferroni(diffs)
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
         if r.params.get("pe") != train.pes[0]:
@@ -387,14 +401,14 @@ def _comparison(train: Any) -> dict[str, Any]:
     }
 
 
-def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
+def _figures(train: Any, adata: Any, comparison: dict[str, Any], *, umap: bool) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     figs: dict[str, Any] = {}
-    fig = _difference_figure(train)
+    fig = _difference_figure(train, comparison)
     if fig is not None:
         figs["cape_vs_default.png"] = fig
     first: dict[tuple[str, str], Any] = {}
@@ -440,12 +454,12 @@ def _figures(train: Any, adata: Any, *, umap: bool) -> dict[str, Any]:
     return figs
 
 
-def _difference_figure(train: Any) -> Any:
-    """Per-seed paired differences cape − default of the primary metrics, with the 95 % CI."""
+def _difference_figure(train: Any, comp: dict[str, Any]) -> Any:
+    """Per-seed paired differences cape − default of the primary metrics, with the 95 % CI
+    (``comp``: the report's :func:`_comparison`)."""
     import matplotlib.pyplot as plt
 
-    comp = _comparison(train)
-    rows = [r for r in comp["differences"] if r["metric"] in PRIMARY_METRICS.get(r["task"], ())]
+    rows = [r for r in comp["differences"] if _is_primary(r)]
     if not rows:
         return None
     runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}

@@ -710,6 +710,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both
     share = "annotation" in tasks and "clustering" in tasks
+    x_all = dense_x(adata) if share else None
     results = []
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "train"):
@@ -724,7 +725,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         if share:
             pcfg = resolve_config(TASK_CONFIGS["annotation"], task_cfg)
             shared = pretrain(
-                dense_x(adata), backbone=cfg.backbone, cfg=pcfg, pe=pe, angles=arm_angles, seed=seed,
+                x_all, backbone=cfg.backbone, cfg=pcfg, pe=pe, angles=arm_angles, seed=seed,
                 device=device, progress=ctx.progress,
             )
         for task in tasks:

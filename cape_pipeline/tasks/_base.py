@@ -235,6 +235,14 @@ def check_pe_inputs(pe: str, angles: Any, n_vars: int) -> np.ndarray | None:
     return None
 
 
+def model_config(backbone: str, cfg: TaskConfig, overrides: dict[str, Any] | None = None) -> BackboneConfig:
+    """The backbone config of a task: ``cfg.model`` resolved by
+    :func:`~cape_pipeline.models.config_for`, then the task's own ``overrides`` (e.g. the
+    perturbation task's flags and all-gene tokens)."""
+    mcfg = config_for(backbone, cfg.model)
+    return dataclasses.replace(mcfg, **overrides) if overrides else mcfg
+
+
 def build_model(
     backbone: str,
     cfg: TaskConfig,
@@ -253,9 +261,7 @@ def build_model(
     pretrains on, which for annotation/clustering with ``pretrain_on="all"`` include the
     unlabeled test cells (transductive, no labels).
     """
-    mcfg = config_for(backbone, cfg.model)
-    if overrides:
-        mcfg = dataclasses.replace(mcfg, **overrides)
+    mcfg = model_config(backbone, cfg, overrides)
     table = coexpression_embedding(x_train, mcfg.d_model) if pe == "static-absolute" else None
     model = build_backbone(
         backbone, mcfg, n_features=n_features, pe=pe, attention=cfg.attention, angles=angles, static_table=table
@@ -320,9 +326,7 @@ def pretrain_key(
     the settings, and content hashes of the pretraining data ``x`` and the angles."""
     from cape_pipeline._utils import hash_bytes
 
-    mcfg = config_for(backbone, cfg.model)
-    if overrides:
-        mcfg = dataclasses.replace(mcfg, **overrides)
+    mcfg = model_config(backbone, cfg, overrides)
     return {
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
         "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
