@@ -228,13 +228,31 @@ def reproduce_fig3_cmd(
         out_console.print(f"wrote {path}", highlight=False)
 
 
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(Exit, ClickException, Abort) classes of click and of typer's bundled copy (typer ≥ 0.22
+    vendors click as ``typer._click``, whose exceptions are not ``click``'s)."""
+    import importlib
+
+    exits: list[type] = [typer.Exit]
+    errors: list[type] = []
+    aborts: list[type] = [typer.Abort]
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        exits += [c for c in (getattr(mod, "Exit", None),) if isinstance(c, type)]
+        errors += [c for c in (getattr(mod, "ClickException", None),) if isinstance(c, type)]
+        aborts += [c for c in (getattr(mod, "Abort", None),) if isinstance(c, type)]
+    return tuple(exits), tuple(errors), tuple(aborts)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``cape`` script; returns the exit status.
 
     Exit status: 0 success, 2 bad input or usage, 1 internal error.
     """
-    import click
-
+    exit_exc, click_exc, abort_exc = _click_exceptions()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
@@ -244,12 +262,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
+    except exit_exc as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except click_exc as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
+    except abort_exc:
         console.print("aborted")
         return 130
     except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI

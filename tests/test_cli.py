@@ -77,3 +77,19 @@ def test_missing_stages_are_reported(tmp_path, capsys):
     missing = [s for s in STAGE_ORDER if s not in STAGES]
     if missing:
         assert "not implemented yet" in err and missing[0] in err
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--bogus"], "No such option"),
+        (["reproduce", "fig3"], "Missing option '--out'"),
+        (["run", "sachs", "--until", "preprocess", "--threads", "notanint"], "Invalid value"),
+    ],
+)
+def test_usage_errors_exit_2(args, needle, capsys):
+    """Usage errors are click's (typer ≥ 0.22 vendors its own click): status 2, no traceback."""
+    code, out, err = _run(args, capsys)
+    assert code == 2
+    assert needle in out + err
+    assert "internal error" not in out + err and "Traceback" not in out + err
