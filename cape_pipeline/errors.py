@@ -22,3 +22,8 @@ class CapeFileError(CapeInputError):
 
 class CapeConfigError(CapeInputError):
     """A stage parameter, config file entry or CLI option is unknown or out of range."""
+
+
+class CapeFitError(RuntimeError):
+    """A fit diverged (NaN/inf loss or parameters, overflow); the message names the parameter to
+    change (usually the learning rate) and the value to try."""

@@ -17,7 +17,7 @@ def test_discover_embed_encode_write_axes():
     a = _data()
     tl.discover(a, epochs=3, max_outer=2)
     assert a.varp["cape_dag"].shape == (6, 6) and "discover" in a.uns["cape"]
-    tl.embed(a, dim=4, epochs=5)
+    tl.embed(a, dim=4, max_epochs=5, tol=0)
     assert a.varm["cape_lorentz"].shape == (6, 5) and a.varm["cape_poincare"].shape == (6, 4)
     assert "cape_pagerank" in a.var
     tl.encode(a)
@@ -37,7 +37,7 @@ def test_encode_from_saved_encodings_aligns_by_name(tmp_path):
 
     a = _data()
     graph = cape.CausalGraph.from_adjacency(a.varp["true_dag"], a.var_names)
-    enc = encode(embed(graph, dim=4, epochs=5), graph=graph)
+    enc = encode(embed(graph, dim=4, max_epochs=5, tol=0), graph=graph)
     enc.save(tmp_path / "enc")
     b = a[:, ::-1].copy()  # another dataset with the features in another order
     tl.encode(b, str(tmp_path / "enc"))

@@ -31,6 +31,41 @@ def sachs() -> CausalGraph:
     return CausalGraph.from_edges(list(zip(df["Cause"], df["Effect"], strict=True)), params={"source": "Sachs consensus"})
 
 
+def tree(branching: int = 3, depth: int = 4) -> CausalGraph:
+    """Balanced tree, edges parent → child (121 nodes for 3, 4; 1093 for 3, 6)."""
+    edges, frontier, nid = [], [0], 1
+    for _ in range(depth):
+        nxt = []
+        for u in frontier:
+            for _ in range(branching):
+                edges.append((f"n{u}", f"n{nid}"))
+                nxt.append(nid)
+                nid += 1
+        frontier = nxt
+    return CausalGraph.from_edges(edges, params={"source": f"balanced tree b={branching} depth={depth}"})
+
+
+def synthetic_truth(n_nodes: int = 20) -> CausalGraph:
+    """True DAG of the bundled `synthetic-mlp` dataset (gcastle scale-free, seed of the catalog)."""
+    from cape_pipeline.datasets import synthetic_mlp
+
+    adata = synthetic_mlp(n_nodes=n_nodes)
+    return CausalGraph.from_adjacency(adata.varp["true_dag"],
+                                      list(adata.var_names), params={"source": f"synthetic-mlp true DAG M={n_nodes}"})
+
+
+GRAPHS = {
+    "tree121": lambda: tree(3, 4),
+    "tree1093": lambda: tree(3, 6),
+    "sachs": lambda: sachs(),
+    "synthetic20": lambda: synthetic_truth(20),
+    "sf100": lambda: scale_free(100, 1),
+    "sf500": lambda: scale_free(500, 1),
+    "sf2000": lambda: scale_free(2000, 1),
+    "sf5000": lambda: scale_free(5000, 1),
+}
+
+
 def mean_average_precision(emb, graph: CausalGraph, rows: np.ndarray | None = None) -> float:
     """Nickel & Kiela reconstruction mAP: for each node, rank all others by distance and score
     its DAG neighbours (either direction); mean AP over nodes with at least one neighbour."""

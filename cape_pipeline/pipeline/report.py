@@ -289,6 +289,18 @@ def spearman_norm_pagerank(poincare: Any, pagerank: Any) -> float:
     return float(spearmanr(norms, -pr).statistic)
 
 
+def angle_quantiles(angles: Any, rows: Any = None) -> dict[str, float | None]:
+    """Spread of the rotary angles: quantiles (50/90/99 %) and max of |φ| (radians) over the
+    entries of ``angles[rows]`` (``rows``: boolean mask, e.g. features off the origin)."""
+    a = np.abs(np.asarray(angles, dtype=np.float64))
+    if rows is not None:
+        a = a[np.asarray(rows, dtype=bool)]
+    if a.size == 0:
+        return {"q50": None, "q90": None, "q99": None, "max": None}
+    q = np.quantile(a, [0.5, 0.9, 0.99])
+    return {"q50": float(q[0]), "q90": float(q[1]), "q99": float(q[2]), "max": float(a.max())}
+
+
 def aggregate_metrics(results: list[Any]) -> list[dict[str, Any]]:
     """Rows ``{task, pe, metric, mean, sd, n}`` over seeds, in first-seen order.
 
@@ -367,8 +379,15 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "scale": float(enc.scale),
             "max_norm_e": float(norms.max()),
             "max_abs_angle": float(np.abs(np.asarray(enc.angles)).max()),
+            "angle_quantiles": angle_quantiles(enc.angles, norms > 0),
             "spearman_norm_vs_neg_pagerank": rho,
             "final_loss": encode.embed_loss[-1] if encode.embed_loss else None,
+            "epochs_run": enc.params.get("epochs_run"),
+            "converged": enc.params.get("converged"),
+            "curvature": enc.params.get("curvature"),
+            "n_isolated": enc.params.get("n_isolated"),
+            "isolated": enc.params.get("isolated"),
+            "quality": enc.params.get("quality"),
         },
         "training": {"tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results)},
         "comparison": _comparison(train),
@@ -377,6 +396,39 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
         "timings_s": {k: round(float(v), 3) for k, v in timings.items()},
     }
     return Report(doc=doc, figures=_figures(train, adata, doc["comparison"], umap=umap))
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, spec)
+
+
+def _embedding_lines(e: dict[str, Any]) -> list[str]:
+    """Report lines on Step II training and the properties of :mod:`cape_pipeline.hyperbolic.quality`."""
+    lines = []
+    if e.get("epochs_run") is not None:
+        state = "converged (loss plateau)" if e.get("converged") else "**not converged** (hit max_epochs)"
+        curv = "" if e.get("curvature") is None else f"; learned curvature −{_fmt(e['curvature'], '.3g')}"
+        lines.append(f"- training: {e['epochs_run']} epochs, {state}{curv}")
+    if e.get("n_isolated"):
+        lines.append(
+            f"- {e['n_isolated']} feature(s) without any edge: isolated rule `{e.get('isolated')}`"
+            + (" (placed at the origin: angle 0, no rotation)" if e.get("isolated") == "origin" else "")
+        )
+    q = e.get("quality") or {}
+    if q:
+        lines.append(
+            f"- edge reconstruction from distances (Nickel & Kiela): mAP {_fmt(q.get('map'))}, mean rank "
+            f"{_fmt(q.get('mean_rank'), '.2f')}; distortion {_fmt(q.get('distortion'))}; over the "
+            f"{q.get('n_connected')} connected features Spearman(‖e‖, −PageRank) "
+            f"{_fmt(q.get('spearman_norm_vs_neg_pagerank'))}, Spearman(‖e‖, depth) {_fmt(q.get('spearman_norm_vs_depth'))}"
+        )
+    aq = e.get("angle_quantiles") or {}
+    if aq.get("max") is not None:
+        lines.append(
+            f"- |φ| over features off the origin: median {_fmt(aq['q50'])}, 90 % {_fmt(aq['q90'])}, "
+            f"99 % {_fmt(aq['q99'])}, max {_fmt(aq['max'])} rad"
+        )
+    return lines
 
 
 def _comparison(train: Any) -> dict[str, Any]:
@@ -545,11 +597,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- max ‖e‖ = {e['max_norm_e']:.4f}; Spearman(‖e‖, −PageRank) = {e['spearman_norm_vs_neg_pagerank']:.3f}"
         " (positive: causally general features sit nearer the origin; nan: no variation, e.g. a graph without edges)",
     ]
+    lines += _embedding_lines(e)
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
         lines.append(
             f"- **The angles are nearly zero** (max |φ| = {e['max_abs_angle']:.3g} rad < {SMALL_ANGLE} rad): the "
-            "rotation barely changes attention, so `cape` behaves like `none`. The embedding stayed near its "
-            "start; more `embed.epochs` or a larger `embed.lr` move it further (benchmarks/embed)."
+            "rotation barely changes attention, so `cape` behaves like `default`. The embedding stayed near its "
+            "start; a larger `embed.max_epochs` or `embed.lr` moves it further (benchmarks/embed)."
         )
     comp = doc.get("comparison")
     lines += ["", "## Tasks"]

@@ -331,18 +331,28 @@ def _discover_summary(graph: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- embed
 @dataclass(frozen=True)
 class EmbedConfig:
-    """Parameters of the embed stage (Step II; see :func:`cape_pipeline.hyperbolic.embed`)."""
+    """Parameters of the embed stage (Step II; see :func:`cape_pipeline.hyperbolic.embed`).
+
+    Defaults equal :func:`~cape_pipeline.hyperbolic.embed`'s (a test keeps them in step).
+    """
 
     dim: int = 64
     k_hop: int = 2
     lambda_g: float = 0.1
     restart: float = 0.15
-    epochs: int = 1000
-    batch_size: int = 32
-    lr: float = 1e-3
-    optimizer: str = "rsgd"
+    max_epochs: int = 1000
+    batch_size: int | None = None
+    lr: float | None = None
+    optimizer: str = "radam"
     geometry: str = "hyperbolic"
-    negatives: int | None = None
+    curvature: float = 1.0
+    learn_curvature: bool = True
+    negatives: int | None = 512
+    burn_in: int = 10
+    burn_in_factor: float = 0.1
+    tol: float = 1e-3
+    window: int | None = None
+    isolated: str = "origin"
     device: str = "cpu"
     seed: int = 0
 
@@ -392,14 +402,20 @@ def _embed_load(d: Path) -> Any:
 
 
 def _embed_summary(emb: Any) -> dict[str, Any]:
-    from cape_pipeline.pipeline.report import spearman_norm_pagerank
-
-    rho = spearman_norm_pagerank(emb.poincare, emb.pagerank)
-    return {
+    q = emb.params.get("quality") or {}
+    out = {
         "dim": int(np.asarray(emb.poincare).shape[1]),
         "final_loss": round(float(emb.loss_history[-1]), 4) if len(emb.loss_history) else None,
-        "spearman_norm_vs_neg_pagerank": round(float(rho), 3) if np.isfinite(rho) else None,
+        "epochs": emb.params.get("epochs_run"),
+        "converged": emb.params.get("converged"),
+        "n_isolated": emb.params.get("n_isolated"),
     }
+    if emb.params.get("curvature") is not None:
+        out["curvature"] = round(float(emb.params["curvature"]), 4)
+    for key, name in (("map", "map"), ("mean_rank", "mean_rank"), ("spearman_norm_vs_neg_pagerank", "spearman_norm_vs_neg_pagerank")):
+        if q.get(key) is not None:
+            out[name] = round(float(q[key]), 3)
+    return out
 
 
 # ---------------------------------------------------------------------------- encode

@@ -139,14 +139,20 @@ def plot_dag(
 
 
 def _project_2d(e: np.ndarray) -> tuple[np.ndarray, str]:
-    """First two coordinates when d ≤ 2, else an *uncentered* 2-D PCA (top right singular
-    vectors), which keeps the origin at the center and points inside the unit disk."""
+    """First two coordinates when d ≤ 2; else each point keeps its true radius ‖e‖ (its
+    hyperbolic distance to the origin, i.e. the causal-generality axis) and takes the direction
+    of its uncentered 2-D PCA projection. A plain linear projection would pull points from the
+    boundary of a high-dimensional ball towards the center and hide the hierarchy."""
     if e.shape[1] == 1:
         return np.column_stack([e[:, 0], np.zeros(len(e))]), "e₀"
     if e.shape[1] == 2:
         return e, "Poincaré coordinates"
     _, _, vt = np.linalg.svd(e, full_matrices=False)
-    return e @ vt[:2].T, f"2-D PCA of the {e.shape[1]}-D ball (uncentered)"
+    proj = e @ vt[:2].T
+    pn = np.linalg.norm(proj, axis=1, keepdims=True)
+    radius = np.linalg.norm(e, axis=1, keepdims=True)
+    xy = np.where(pn > 0, proj / np.where(pn > 0, pn, 1.0), 0.0) * radius
+    return xy, f"true radius ‖e‖, direction from a 2-D PCA of the {e.shape[1]}-D ball"
 
 
 def plot_poincare(
@@ -207,8 +213,15 @@ def plot_poincare(
         if positive.size and positive.min() < positive.max()
         else None
     )
+    at_origin = np.linalg.norm(e, axis=1) == 0
+    if at_origin.any() and not at_origin.all():
+        ax.scatter([0], [0], marker="x", color="0.4", s=60, zorder=3,
+                   label=f"{int(at_origin.sum())} features without edges (origin)")
+        ax.legend(loc="lower left", fontsize=7, frameon=False)
+    shown = ~at_origin if not at_origin.all() else at_origin
     sc = ax.scatter(
-        xy[:, 0], xy[:, 1], c=pr, cmap="viridis", norm=norm, s=18 if len(e) > 200 else 40, zorder=2
+        xy[shown, 0], xy[shown, 1], c=pr[shown], cmap="viridis", norm=norm,
+        s=18 if shown.sum() > 200 else 40, zorder=2,
     )
     fig.colorbar(sc, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
     label_idx = (

@@ -14,7 +14,7 @@ from cape_pipeline.pl import plot_dag, plot_loss, plot_poincare
 def emb():
     rng = np.random.default_rng(0)
     a = np.triu(rng.random((60, 60)) < 0.08, 1) * rng.uniform(-2, 2, (60, 60))
-    return embed(CausalGraph.from_adjacency(a, [f"g{i}" for i in range(60)]), dim=6, epochs=5)
+    return embed(CausalGraph.from_adjacency(a, [f"g{i}" for i in range(60)]), dim=6, max_epochs=5, tol=0)
 
 
 def _is_png(path):

@@ -64,7 +64,7 @@ def test_pagerank_roots_collect_mass():
 
 def test_embedding_on_manifold_and_shapes():
     g = _random_dag(30)
-    emb = embed(g, dim=4, epochs=20, seed=1)
+    emb = embed(g, dim=4, max_epochs=20, tol=0, seed=1)
     assert emb.hyperboloid.shape == (30, 5) and emb.hyperboloid.dtype == np.float64
     assert emb.poincare.shape == (30, 4)
     assert emb.pagerank.shape == (30,)
@@ -79,7 +79,7 @@ def test_embedding_on_manifold_and_shapes():
 
 def test_roots_nearer_origin_than_leaves():
     g = _tree()
-    emb = embed(g, dim=2, epochs=200, lr=1e-2, seed=0)
+    emb = embed(g, dim=2, max_epochs=200, tol=0, lr=1e-2, seed=0)
     norm = dict(zip(emb.feature_names, np.linalg.norm(emb.poincare, axis=1), strict=True))
     leaves = [v for k, v in norm.items() if k.startswith("l")]
     assert norm["r"] < min(leaves)
@@ -88,9 +88,9 @@ def test_roots_nearer_origin_than_leaves():
 
 def test_reproducible_and_seed_dependent():
     g = _random_dag(20)
-    a = embed(g, dim=3, epochs=10, seed=5)
-    b = embed(g, dim=3, epochs=10, seed=5)
-    c = embed(g, dim=3, epochs=10, seed=6)
+    a = embed(g, dim=3, max_epochs=10, tol=0, seed=5)
+    b = embed(g, dim=3, max_epochs=10, tol=0, seed=5)
+    c = embed(g, dim=3, max_epochs=10, tol=0, seed=6)
     np.testing.assert_array_equal(a.hyperboloid, b.hyperboloid)
     assert not np.allclose(a.hyperboloid, c.hyperboloid)
 
@@ -99,16 +99,16 @@ def test_does_not_touch_global_rng():
     torch.manual_seed(123)
     ref = torch.rand(3)
     torch.manual_seed(123)
-    embed(_random_dag(10), dim=2, epochs=3, negatives=4)
+    embed(_random_dag(10), dim=2, max_epochs=3, tol=0, negatives=4)
     assert torch.equal(torch.rand(3), ref)
 
 
 @pytest.mark.parametrize(
-    "kw", [dict(optimizer="radam"), dict(negatives=5), dict(geometry="euclidean")]
+    "kw", [dict(optimizer="rsgd"), dict(negatives=5), dict(geometry="euclidean")]
 )
 def test_variants_run_and_stay_valid(kw):
     g = _random_dag(25)
-    emb = embed(g, dim=3, epochs=30, lr=1e-2, **kw)
+    emb = embed(g, dim=3, max_epochs=30, tol=0, lr=1e-2, **kw)
     assert np.isfinite(emb.loss_history).all()
     assert np.all(np.linalg.norm(emb.poincare, axis=1) < 1)
     p = torch.from_numpy(emb.hyperboloid)
@@ -124,7 +124,7 @@ def test_variants_run_and_stay_valid(kw):
 
 def test_graph_without_edges():
     g = CausalGraph.from_adjacency(sp.csr_array((4, 4)), ["a", "b", "c", "d"])
-    emb = embed(g, dim=2, epochs=3)
+    emb = embed(g, dim=2, max_epochs=3, tol=0)
     assert np.isfinite(emb.hyperboloid).all()
 
 
@@ -133,7 +133,7 @@ def test_graph_without_edges():
     [
         dict(dim=0),
         dict(k_hop=0),
-        dict(epochs=0),
+        dict(max_epochs=0),
         dict(lr=-1.0),
         dict(optimizer="sgd"),
         dict(geometry="sphere"),
@@ -150,3 +150,95 @@ def test_bad_config(kw):
 def test_rejects_non_graph():
     with pytest.raises(TypeError):
         embed(np.eye(3))
+
+
+def test_stops_at_the_plateau_and_spreads_the_points():
+    """Defaults train to convergence (not to a step count) and leave the origin."""
+    g = _random_dag(80, 0.08, seed=2)
+    emb = embed(g, dim=4, seed=0)
+    p = emb.params
+    assert p["converged"] and p["epochs_run"] < p["max_epochs"]
+    assert len(emb.loss_history) == p["epochs_run"]
+    assert np.linalg.norm(emb.poincare, axis=1).max() > 0.5
+    assert emb.loss_history[-1] < 0.8 * emb.loss_history[0]
+    assert p["learn_curvature"] and p["curvature"] > 0
+    chance = 2 * g.n_edges / (g.n_features * (g.n_features - 1))
+    assert p["quality"]["map"] > 4 * chance
+
+
+def test_tree_is_reconstructed_with_roots_near_the_origin():
+    emb = embed(_tree(), dim=4, seed=0)
+    q = emb.params["quality"]
+    assert q["map"] > 0.95 and q["mean_rank"] < 1.1
+    assert q["spearman_norm_vs_neg_pagerank"] > 0.5 and q["spearman_norm_vs_depth"] > 0.5
+
+
+def test_plateau_rule():
+    from cape_pipeline.hyperbolic.embed import has_plateaued, plateau_window
+
+    assert not has_plateaued([5, 4, 3, 2], 2, 1e-3)
+    assert has_plateaued([2, 2, 2, 2], 2, 1e-3)
+    assert has_plateaued([2, 2, 2.1, 2.1], 2, 1e-3)  # rising counts as a plateau
+    assert not has_plateaued([0.08, 0.08, 0.07, 0.07], 2, 1e-3)  # no absolute floor
+    assert not has_plateaued([2, 2, 2, 2], 2, 0.0)
+    assert plateau_window(1) == 200 and plateau_window(157) == 10 and plateau_window(3, 7) == 7
+
+
+def test_isolated_features_sit_at_the_origin():
+    edges = [("a", "b"), ("b", "c"), ("a", "d")]
+    g = CausalGraph.from_edges(edges, feature_names=["a", "b", "c", "d", "x", "y"])
+    emb = embed(g, dim=3, max_epochs=30, tol=0, seed=0)
+    iso = np.isin(emb.feature_names, ["x", "y"])
+    assert emb.params["n_isolated"] == 2 and emb.params["n_trained"] == 4
+    np.testing.assert_array_equal(emb.poincare[iso], 0.0)
+    np.testing.assert_array_equal(emb.hyperboloid[iso], [[1, 0, 0, 0]] * 2)
+    assert np.all(np.linalg.norm(emb.poincare[~iso], axis=1) > 0)
+    lit = embed(g, dim=3, max_epochs=30, tol=0, seed=0, isolated="embed")
+    assert lit.params["n_trained"] == 6 and np.all(np.linalg.norm(lit.poincare[iso], axis=1) > 0)
+
+
+@pytest.mark.parametrize("kw", [dict(optimizer="radam", lr=1e6), dict(geometry="hyperbolic", lr=1e3, burn_in=0)])
+def test_divergence_is_a_clear_error(kw):
+    from cape_pipeline.errors import CapeFitError
+
+    with pytest.raises(CapeFitError, match=r"Lower `lr`"):
+        embed(_random_dag(30, 0.2), dim=4, max_epochs=50, tol=0, seed=0, **kw)
+
+
+def test_rsgd_steps_are_clipped():
+    """RSGD moves a point by at most RSGD_MAX_STEP per step, so even a huge lr stays finite."""
+    from cape_pipeline.hyperbolic.embed import RSGD_MAX_STEP
+
+    emb = embed(_random_dag(30, 0.2), dim=4, max_epochs=3, tol=0, burn_in=0, optimizer="rsgd", lr=1e8, seed=0)
+    steps = emb.params["steps"]
+    assert np.isfinite(emb.hyperboloid).all()
+    assert lorentz.dist0(torch.from_numpy(emb.hyperboloid)).max() <= steps * RSGD_MAX_STEP + 1e-6
+
+
+def test_fixed_curvature_scales_distances():
+    g = _tree()
+    emb = embed(g, dim=2, max_epochs=20, tol=0, curvature=0.25, learn_curvature=False)
+    assert emb.params["curvature"] == 0.25
+    p = torch.from_numpy(emb.hyperboloid[:3])
+    np.testing.assert_allclose(emb.distances([0, 1, 2]), 2.0 * lorentz.pairwise_dist(p, torch.from_numpy(emb.hyperboloid)).numpy())
+
+
+def test_sampled_and_exact_negatives_agree_on_small_graphs():
+    """With K ≥ n − 1 the sampled path is not taken: exactly Eq. 16."""
+    g = _random_dag(20)
+    a = embed(g, dim=3, max_epochs=5, tol=0, negatives=128)
+    b = embed(g, dim=3, max_epochs=5, tol=0, negatives=None)
+    assert a.params["negatives_exact"]
+    np.testing.assert_allclose(a.hyperboloid, b.hyperboloid)
+
+
+def test_stage_config_defaults_follow_embed():
+    import dataclasses
+    import inspect
+
+    from cape_pipeline.pipeline.stages import EmbedConfig
+
+    sig = inspect.signature(embed).parameters
+    for f in dataclasses.fields(EmbedConfig):
+        assert f.name in sig, f.name
+        assert f.default == sig[f.name].default, f.name

@@ -13,7 +13,7 @@ from cape_pipeline.pipeline import run_pipeline
 FAST = {
     "ingest": {"n_nodes": 8, "n_obs": 300, "seed": 1},
     "discover": {"epochs": 3, "max_outer": 2},
-    "embed": {"epochs": 5, "dim": 4},
+    "embed": {"max_epochs": 5, "dim": 4},
 }
 
 
@@ -79,7 +79,7 @@ def test_encode_stage_exports_encodings_and_figures(tmp_path):
 
 TINY_TRAIN = {
     "discover": {"epochs": 3, "max_outer": 2},
-    "embed": {"epochs": 5, "dim": 4},
+    "embed": {"max_epochs": 5, "dim": 4},
     "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["default", "none/no-id"], "n_seeds": 2},
 }
 
