@@ -224,8 +224,9 @@ def plot_poincare(
         s=18 if shown.sum() > 200 else 40, zorder=2,
     )
     fig.colorbar(sc, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
+    ranked = np.argsort(-np.where(shown, pr, -np.inf))  # features at the origin are not labelled
     label_idx = (
-        np.argsort(-pr)[: int(annotate)]
+        ranked[: min(int(annotate), int(shown.sum()))]
         if isinstance(annotate, int)
         else np.flatnonzero(np.isin(names, list(annotate)))
     )

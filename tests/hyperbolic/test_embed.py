@@ -242,3 +242,17 @@ def test_stage_config_defaults_follow_embed():
     for f in dataclasses.fields(EmbedConfig):
         assert f.name in sig, f.name
         assert f.default == sig[f.name].default, f.name
+
+
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))],
+)
+def test_runs_on_the_device_in_float64(device):
+    g = _random_dag(40, 0.1)
+    emb = embed(g, dim=4, max_epochs=20, tol=0, negatives=8, seed=0, device=device)
+    assert emb.hyperboloid.dtype == np.float64 and np.isfinite(emb.hyperboloid).all()
+    assert emb.params["device"].startswith(device)
+    ref = embed(g, dim=4, max_epochs=20, tol=0, negatives=8, seed=0, device="cpu")
+    # same seeds (negatives are drawn on the CPU generator): the same fit up to float round-off
+    np.testing.assert_allclose(emb.hyperboloid, ref.hyperboloid, rtol=1e-6, atol=1e-6)
