@@ -68,3 +68,24 @@ def test_tiny_differences_read_negligible():
     (row,) = paired_differences(_runs([1e-5, 1.1e-5, 1.2e-5]))
     assert row["ci_low"] > 0 and row["verdict"] == "negligible"
     assert verdict_sentence([row]).startswith("No evidence")
+
+
+def test_embedding_section_reports_training_and_quality():
+    from cape_pipeline.pipeline.report import angle_quantiles, render_markdown
+
+    aq = angle_quantiles(np.array([[0.0, 0.0], [0.1, -0.4], [0.2, 0.3]]), np.array([False, True, True]))
+    assert aq["max"] == 0.4 and aq["q50"] == 0.25
+    doc = {"data": {"source": "x", "n_obs": 1, "n_vars": 3, "modality": "m", "input_state": "s", "preprocess_steps": [],
+                    "fingerprint": "f"},
+           "dag": {"method": "cape", "n_edges": 2, "n_cycle_edges_dropped": 0, "metrics_vs_truth": None},
+           "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.5,
+                         "spearman_norm_vs_neg_pagerank": 0.4, "max_abs_angle": 0.4, "angle_quantiles": aq,
+                         "epochs_run": 120, "converged": False, "curvature": 0.05, "n_isolated": 1, "isolated": "origin",
+                         "quality": {"map": 0.9, "mean_rank": 1.5, "distortion": 0.2, "n_connected": 2,
+                                     "spearman_norm_vs_neg_pagerank": None, "spearman_norm_vs_depth": 0.5}},
+           "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
+           "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
+    md = render_markdown(doc)
+    assert "120 epochs, **not converged**" in md and "learned curvature −0.05" in md
+    assert "mAP 0.900, mean rank 1.50" in md and "Spearman(‖e‖, −PageRank) n/a" in md
+    assert "1 feature(s) without any edge" in md and "max 0.400 rad" in md
