@@ -44,7 +44,9 @@ def _anchors(candidates: np.ndarray, cap: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(candidates, size=cap, replace=False))
 
 
-def reconstruction(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0) -> dict[str, float]:
+def reconstruction(
+    emb: Any, *, max_anchors: int | None = 2000, seed: int = 0, connected_only: bool = False
+) -> dict[str, float]:
     """Edge reconstruction from distances (Nickel & Kiela 2017): mAP and mean rank.
 
     Parameters
@@ -55,6 +57,9 @@ def reconstruction(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0) -
         Evaluate at most this many anchors u (a seeded random subset; ``None`` = all).
     seed
         Seed of that subset.
+    connected_only
+        Rank only features with at least one edge as candidates (features without edges, e.g.
+        all placed at the origin by ``embed(isolated="origin")``, are left out of the ranking).
 
     Returns
     -------
@@ -75,6 +80,8 @@ def reconstruction(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0) -
         chunk = rows[start : start + _CHUNK]
         dist = np.asarray(emb.distances(chunk), dtype=np.float64)
         dist[np.arange(chunk.size), chunk] = np.inf  # the anchor itself ranks last
+        if connected_only:
+            dist[:, deg == 0] = np.inf  # never ranked before a neighbour
         truth = und[chunk].toarray()
         order = np.argsort(dist, axis=1, kind="stable")
         lab = np.take_along_axis(truth, order, axis=1)
@@ -175,7 +182,8 @@ def embedding_quality(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0
     Returns
     -------
     dict
-        ``map``, ``mean_rank``, ``distortion``, ``spearman_norm_vs_neg_pagerank``,
+        ``map``, ``mean_rank`` (all features as candidates), ``map_connected``,
+        ``mean_rank_connected`` (features with an edge only), ``distortion``, ``spearman_norm_vs_neg_pagerank``,
         ``spearman_norm_vs_depth`` (floats, ``None`` when undefined), ``n_connected``,
         ``n_isolated``, ``max_norm`` and ``norm_quantiles`` (50/90/99 % of ‖e‖ over
         connected features).
@@ -184,6 +192,7 @@ def embedding_quality(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0
     connected = np.diff(und.indptr) > 0
     norms = np.linalg.norm(np.asarray(emb.poincare, dtype=np.float64), axis=1)
     rec = reconstruction(emb, max_anchors=max_anchors, seed=seed)
+    rec_c = reconstruction(emb, max_anchors=max_anchors, seed=seed, connected_only=True) if (~connected).any() else rec
     depth = topological_depth(emb.graph)
     sources = None if max_anchors is None else max(1, max_anchors // 8)
     nc = norms[connected]
@@ -191,6 +200,8 @@ def embedding_quality(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0
         "map": rec["map"],
         "mean_rank": rec["mean_rank"],
         "n_anchors": rec["n_anchors"],
+        "map_connected": rec_c["map"],
+        "mean_rank_connected": rec_c["mean_rank"],
         "distortion": distortion(emb, max_sources=sources, seed=seed),
         "spearman_norm_vs_neg_pagerank": norm_spearman(nc, -np.asarray(emb.pagerank)[connected]),
         "spearman_norm_vs_depth": norm_spearman(nc, depth[connected]),

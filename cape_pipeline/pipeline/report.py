@@ -418,7 +418,10 @@ def _embedding_lines(e: dict[str, Any]) -> list[str]:
     if q:
         lines.append(
             f"- edge reconstruction from distances (Nickel & Kiela): mAP {_fmt(q.get('map'))}, mean rank "
-            f"{_fmt(q.get('mean_rank'), '.2f')}; distortion {_fmt(q.get('distortion'))}; over the "
+            f"{_fmt(q.get('mean_rank'), '.2f')}"
+            + (f" (among connected features only: mAP {_fmt(q.get('map_connected'))}, mean rank "
+               f"{_fmt(q.get('mean_rank_connected'), '.2f')})" if e.get("n_isolated") else "")
+            + f"; distortion {_fmt(q.get('distortion'))}; over the "
             f"{q.get('n_connected')} connected features Spearman(‖e‖, −PageRank) "
             f"{_fmt(q.get('spearman_norm_vs_neg_pagerank'))}, Spearman(‖e‖, depth) {_fmt(q.get('spearman_norm_vs_depth'))}"
         )

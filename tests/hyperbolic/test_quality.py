@@ -78,3 +78,14 @@ def test_quality_dict_is_json_ready_and_handles_empty_graphs():
     q = embedding_quality(_euclid(g, np.zeros((4, 2))))
     assert q["map"] is None and q["n_isolated"] == 4
     json.dumps(q, allow_nan=False)
+
+
+def test_connected_only_leaves_isolated_features_out_of_the_ranking():
+    g = CausalGraph.from_edges([("a", "b"), ("b", "c")], feature_names=["a", "b", "c", "x", "y"])
+    # isolated x, y at the origin, nearer to every connected point than its neighbours
+    emb = _euclid(g, np.array([[1.0, 0], [3.0, 0], [5.0, 0], [0, 0], [0, 0]]))
+    assert reconstruction(emb)["mean_rank"] > 1.2
+    rc = reconstruction(emb, connected_only=True)
+    assert rc["map"] == pytest.approx(1.0) and rc["mean_rank"] == pytest.approx(1.0)
+    q = embedding_quality(emb)
+    assert q["map_connected"] == pytest.approx(1.0) and q["n_isolated"] == 2
