@@ -348,7 +348,9 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
     """
     enc = encode.encodings
     norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
-    rho = spearman_norm_pagerank(enc.poincare, enc.pagerank)
+    placed = norms > 0  # features at the origin (no edge, embed(isolated="origin")) have no rank
+    rows = placed if placed.sum() >= 3 else np.ones_like(placed)
+    rho = spearman_norm_pagerank(np.asarray(enc.poincare)[rows], np.asarray(enc.pagerank)[rows])
     graph = enc.graph
     prep = adata.uns.get("cape_preprocess", {})
     throughput: dict[str, list[float]] = {}
@@ -598,7 +600,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "## Embedding (Steps II–III)",
         f"- d = {e['d']}, geometry {e['geometry']}, angle scale c = {e['scale']:.4f} rad",
         f"- max ‖e‖ = {e['max_norm_e']:.4f}; Spearman(‖e‖, −PageRank) = {e['spearman_norm_vs_neg_pagerank']:.3f}"
-        " (positive: causally general features sit nearer the origin; nan: no variation, e.g. a graph without edges)",
+        " over features off the origin (positive: causally general features sit nearer the origin; nan: no "
+        "variation, e.g. a graph without edges)",
     ]
     lines += _embedding_lines(e)
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
