@@ -28,7 +28,7 @@ from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings import encode
 from cape_pipeline.hyperbolic import embed
 
-EMBED_EPOCHS = 300
+EMBED_EPOCHS = "to the plateau (embed() defaults since session 5; sessions 3-4 used 300 RSGD epochs)"
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
     for geometry in geometries:
         t1 = time.perf_counter()
         geo, _, opt = geometry.partition("-")
-        e = embed(g, dim=d, epochs=EMBED_EPOCHS, seed=0, geometry=geo, optimizer=opt or "rsgd")
+        e = embed(g, dim=d, seed=0, geometry=geo, optimizer=opt or "radam")
         t2 = time.perf_counter()
         enc = encode(e)
         a = np.asarray(enc.angles, dtype=np.float64)

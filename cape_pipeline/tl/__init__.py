@@ -113,7 +113,7 @@ def embed(
     copy
         Work on and return a copy.
     **kwargs
-        Passed to :func:`cape_pipeline.hyperbolic.embed` (``dim``, ``epochs``, ``geometry``, …).
+        Passed to :func:`cape_pipeline.hyperbolic.embed` (``dim``, ``max_epochs``, ``geometry``, …).
 
     Returns
     -------
