@@ -465,8 +465,13 @@ def _encode_run(inputs: Mapping[str, Any], cfg: EncodeConfig, ctx: StageContext)
         "discover_params": {k: v for k, v in graph.params.items() if k != "metrics_vs_truth"},
         "metrics_vs_truth": graph.params.get("metrics_vs_truth"),
     }
+    from cape_pipeline.pipeline.report import angle_quantiles
+
+    enc = encode(emb, scale=cfg.scale, graph=graph)
+    off_origin = np.linalg.norm(np.asarray(enc.poincare), axis=1) > 0
+    provenance["angle_spread"] = angle_quantiles(enc.angles, off_origin)  # |φ| in rad, features off the origin
     return EncodeOutput(
-        encodings=encode(emb, scale=cfg.scale, graph=graph),
+        encodings=enc,
         provenance=provenance,
         embed_loss=[float(x) for x in emb.loss_history],
         discover_history=list(graph.history),
@@ -539,7 +544,12 @@ def _encode_export(artifact: Path, out: Path) -> list[Path]:
 def _encode_summary(out: EncodeOutput) -> dict[str, Any]:
     enc = out.encodings
     norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
-    return {"d": int(enc.d), "scale": round(float(enc.scale), 6), "max_norm_e": round(float(norms.max()), 4)}
+    summary = {"d": int(enc.d), "scale": round(float(enc.scale), 6), "max_norm_e": round(float(norms.max()), 4)}
+    spread = (out.provenance or {}).get("angle_spread") or {}
+    if spread.get("max") is not None:
+        summary["max_abs_angle"] = round(float(spread["max"]), 4)
+        summary["median_abs_angle"] = round(float(spread["q50"]), 4)
+    return summary
 
 
 # ---------------------------------------------------------------------------- train

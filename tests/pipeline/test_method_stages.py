@@ -71,6 +71,9 @@ def test_encode_stage_exports_encodings_and_figures(tmp_path):
 
     man = json.loads((out / "manifest.json").read_text())
     assert man["provenance"]["data_fingerprint"] == r.records[1].summary["data_fingerprint"]
+    spread = man["provenance"]["angle_spread"]  # |φ| quantiles over features off the origin
+    assert spread["max"] == pytest.approx(np.abs(enc.angles).max()) and spread["q50"] <= spread["q90"] <= spread["max"]
+    assert man["embed_params"]["quality"]["map"] is not None  # Step II properties travel with the export
     # cached encode loads back to the same angles
     r2 = run_pipeline("synthetic-mlp", until="encode", workdir=tmp_path / "w", overrides=over)
     assert all(rec.cached for rec in r2.records)
