@@ -787,7 +787,7 @@ def embed(
             bar.stop()
     if not train:
         converged = True
-    elif not converged:
+    elif not converged and tol > 0:
         log.warning(
             "embed: the loss had not plateaued after max_epochs=%d (tol %g over %d-epoch windows); "
             "raise max_epochs or lr", max_epochs, tol, win,
