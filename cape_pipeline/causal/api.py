@@ -12,7 +12,16 @@ import pandas as pd
 import scipy.sparse as sp
 import torch
 
-from cape_pipeline.causal.baselines import GCASTLE_METHODS, correlation_graph, gcastle_weights
+from cape_pipeline.causal.baselines import (
+    _PARTIAL_KWARGS,
+    DAGMA_METHODS,
+    GCASTLE_METHODS,
+    _check_kwargs,
+    correlation_graph,
+    dagma_weights,
+    gcastle_weights,
+    partial_correlation_graph,
+)
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
@@ -23,7 +32,7 @@ __all__ = ["DEFAULT_ACYCLICITY", "METHODS", "discover", "discover_scored", "prep
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("cape", "correlation", *GCASTLE_METHODS)
+METHODS = ("cape", "correlation", "partial-correlation", *GCASTLE_METHODS, *DAGMA_METHODS)
 DEFAULT_ACYCLICITY = "spectral"
 #: above this many features the final adjacency is formed with a per-row cap
 SPARSE_ABOVE = 5000
@@ -318,6 +327,26 @@ def discover_scored(
         if m <= SPARSE_ABOVE:
             scores = correlation_graph(x_std, -1.0).toarray()
         params["is_dag"] = False
+    elif method == "partial-correlation":
+        _check_kwargs(method, method_kwargs, _PARTIAL_KWARGS)
+        adj, rho, alpha_used = partial_correlation_graph(
+            x_std,
+            float(threshold),
+            alpha=method_kwargs.get("alpha", "auto"),
+            max_edges_per_row=max_per_row,
+        )
+        if m <= SPARSE_ABOVE:
+            scores = rho
+        params["alpha_used"] = alpha_used
+        params["is_dag"] = False
+    elif method in DAGMA_METHODS:
+        w, opts = dagma_weights(x_std, method, seed=seed, progress=progress, **method_kwargs)
+        scores = w.copy()
+        params.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()})
+        params["threshold"] = f"dagma w_threshold ({opts['w_threshold']})"
+        # dagma's own rule: zero |W| < w_threshold; cycles (if any survive) are broken as for CAPE
+        kept = np.where(np.abs(w) >= float(opts["w_threshold"]), w, 0.0)
+        adj, n_dropped = break_cycles(threshold_matrix(kept, 0.0))
     else:
         if method == "notears-low-rank":
             method_kwargs = dict(method_kwargs)
@@ -378,7 +407,11 @@ def discover(
         ``"cape"`` (default); ``"correlation"`` (the w/o-CSL ablation: ``|Pearson r| > τ``,
         symmetric with both directions present — **not a DAG**); ``"notears"``,
         ``"dag-gnn"``, ``"notears-low-rank"`` (gcastle 1.0.4 with its defaults and its own
-        0.3 threshold; cycles are broken afterwards as for CAPE).
+        0.3 threshold; cycles are broken afterwards as for CAPE); ``"partial-correlation"``
+        (graphical-lasso partial correlations ``|ρ| > τ``, symmetric like ``"correlation"``,
+        **not a DAG**); ``"dagma"``, ``"dagma-mlp"`` (package ``dagma``: ``DagmaLinear`` and
+        ``DagmaMLP`` + ``DagmaNonlinear`` with the package's defaults and its own
+        ``w_threshold`` = 0.3 instead of τ; cycles broken as for CAPE).
     rank
         r of ``A = U Vᵀ`` (40). ``rank >= M`` is capped to ``M − 1`` (logged at INFO).
     lambda_sparse
@@ -417,6 +450,14 @@ def discover(
         ``"mean"``: decoder on μ and KL ½‖μ‖², as in the DAG-GNN reference code — fewer
         shrunk edges; compared in ``benchmarks/discover/RESULTS.md``).
         gcastle methods: forwarded to the gcastle constructor.
+        ``"partial-correlation"``: ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤ 200,
+        else ``GraphicalLasso`` at ``√(log M / N)``; ``"cv"``; or a number > 0) and
+        ``max_edges_per_row``; see :func:`~cape_pipeline.causal.baselines.partial_correlation_graph`.
+        ``"dagma"`` / ``"dagma-mlp"``: the package's ``fit`` options (``lambda1``,
+        ``w_threshold``, ``T``, ``mu_init``, ``mu_factor``, ``s``, ``warm_iter``,
+        ``max_iter``, ``lr``, …), ``loss_type`` (linear), ``hidden`` and ``bias`` (MLP,
+        ``dims=[M, hidden, 1]``); see :func:`~cape_pipeline.causal.baselines.dagma_weights`.
+        ``seed`` seeds dagma's global-RNG draws, which are restored afterwards.
 
     Returns
     -------
