@@ -224,7 +224,8 @@ def discover_scored(
     graph, scores
         The :class:`CausalGraph` of :func:`discover`, and the dense ``(M, M)`` float64
         matrix of continuous weights (``A = U Vᵀ`` with zero diagonal for ``"cape"``,
-        correlations for ``"correlation"``, the method's weights for gcastle) when
+        correlations for ``"correlation"``, partial correlations for
+        ``"partial-correlation"``, the method's weights for gcastle and dagma) when
         ``M <= 5000``, else None. Used for AUPRC in the benchmarks.
     """
     _check_config(
