@@ -95,6 +95,13 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on clean exit rename it onto ``path``.
@@ -118,6 +125,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():  # mkstemp makes it 0600; give it the mode open() would (umask)
+            os.chmod(tmp_path, 0o666 & ~current_umask())
         os.replace(tmp_path, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from cape_pipeline.errors import CapeInputError
+from cape_pipeline.errors import CapeFitError, CapeInputError
 
 app = typer.Typer(
     name="cape",
@@ -48,6 +48,23 @@ CompareOpt = Annotated[
     ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from cape_pipeline._version import __version__
+
+        out_console.print(f"cape_pipeline {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    pass
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -262,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         return 2
+    except CapeFitError as exc:
+        if debug:
+            raise
+        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        return 1
     except exit_exc as exc:
         return int(getattr(exc, "exit_code", 0) or 0)
     except click_exc as exc:

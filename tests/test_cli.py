@@ -93,3 +93,21 @@ def test_usage_errors_exit_2(args, needle, capsys):
     assert code == 2
     assert needle in out + err
     assert "internal error" not in out + err and "Traceback" not in out + err
+
+
+def test_version(capsys):
+    from cape_pipeline._version import __version__
+
+    code, out, _ = _run(["--version"], capsys)
+    assert code == 0 and __version__ in out
+
+
+def test_diverged_discover_fails_and_stores_nothing(tmp_path, capsys):
+    """A NaN fit is an error naming lr, not an empty DAG in the cache (earlier stages stay cached)."""
+    code, _, err = _run(["discover", "synthetic-mlp", "--workdir", str(tmp_path), "--threads", "1",
+                         "--set", "discover.lr=1000"], capsys)
+    assert code == 1 and "diverged" in err and "--set discover.lr=" in err and "internal error" not in err
+    assert not (tmp_path / "discover").exists() or not any(
+        p for p in (tmp_path / "discover").iterdir() if not p.name.startswith(".")
+    )
+    assert any((tmp_path / "preprocess").iterdir())

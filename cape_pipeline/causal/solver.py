@@ -32,6 +32,7 @@ import torch
 
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.model import LowRankSEMVAE
+from cape_pipeline.errors import CapeFitError
 
 __all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
 
@@ -216,6 +217,9 @@ def fit_low_rank_vae(
     ------
     ValueError
         If ``config.acyclicity`` is unknown (callers validate user input earlier).
+    CapeFitError
+        If the loss, h(A) or the parameters become NaN/inf (a diverged fit is never returned);
+        the message names ``lr`` to lower.
     """
     if config.acyclicity not in ACYCLICITY:
         raise ValueError(f"acyclicity must be one of {ACYCLICITY}, got {config.acyclicity!r}")
@@ -315,9 +319,13 @@ def fit_low_rank_vae(
             if callback is not None:
                 callback(model, rec)
             outer += 1
-            if not math.isfinite(h_now):
-                logger.warning("acyclicity h became non-finite; stopping the solver early")
-                break
+            finite_params = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+            if not (math.isfinite(h_now) and np.isfinite(means).all() and finite_params):
+                raise CapeFitError(
+                    f"discover: the fit diverged at outer step {outer} (−ELBO {means[0] + means[1]:.3g}, "
+                    f"h(A) {h_now:.3g}, lr={config.lr:g}): the loss or the parameters became NaN/inf. "
+                    f"Lower `lr` (e.g. --set discover.lr={config.lr / 10:g}); nothing was stored."
+                )
             if config.dag_threshold is not None:
                 rec["thresholded_dag"] = thresholded_is_dag(
                     model, config.dag_threshold, config.dag_max_edges_per_row

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cape_pipeline._utils import atomic_path, hash_file, write_json_atomic
+from cape_pipeline._utils import atomic_path, current_umask, hash_file, write_json_atomic
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 
@@ -254,6 +254,7 @@ class CapeEncodings:
 
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700; the final dir follows the umask
         try:
             table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
             meta = dict(table.schema.metadata or {})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from cape_pipeline._utils import current_umask
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 
 __all__ = ["TrainedModel", "load", "FORMAT_VERSION"]
@@ -129,6 +131,7 @@ class TrainedModel:
             raise CapeFileError(f"{path}: exists; pass overwrite=True to replace the saved model")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700; the final dir follows the umask
         try:
             (tmp / _CONFIG).write_text(json.dumps(self._config(), indent=1, default=str))
             state = {

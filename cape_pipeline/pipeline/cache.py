@@ -5,7 +5,9 @@ Layout: ``<workdir>/<stage>/<key>/`` holds the stage's files (subdirectories all
 checksum of every file). A stage
 directory is built under a temporary name and renamed into place only when complete, so a stage
 killed mid-write leaves nothing that is served later. On lookup every checksum is verified; a
-corrupt or partial artifact is removed and recomputed.
+corrupt or partial artifact is removed and recomputed. The final rename of a key is serialized
+across processes by a file lock in ``<workdir>/.locks/`` (``filelock``), so several ``cape`` runs
+can share a workdir.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from cape_pipeline._utils import canonical_json, hash_bytes, hash_file, write_json_atomic
 from cape_pipeline._version import __version__
@@ -163,9 +167,24 @@ class ArtifactCache:
             }
             write_json_atomic(tmp / MANIFEST, full)
             final = self.path(stage, key)
-            if final.exists():  # a corrupt leftover that lookup did not remove, or a racing writer
-                shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
+            # One writer at a time per key (several `cape` processes may share a workdir). The
+            # key is content-derived, so a valid artifact stored meanwhile by another process is
+            # the same result: keep it and drop ours. A corrupt leftover is moved aside first and
+            # removed only after the new artifact is in place, so each rename is atomic and a
+            # killed process leaves the old or the new artifact, never a half-written one.
+            locks = self.root / ".locks"
+            locks.mkdir(exist_ok=True)
+            with FileLock(str(locks / f"{stage}-{key}.lock")):
+                if self.verify(stage, key)[0]:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    return final
+                trash = None
+                if final.exists():
+                    trash = stage_dir / f"{_TMP_PREFIX}{key}-old-{uuid.uuid4().hex[:8]}"
+                    os.rename(final, trash)
+                os.rename(tmp, final)
+                if trash is not None:
+                    shutil.rmtree(trash, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

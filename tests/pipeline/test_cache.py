@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,55 @@ def test_unknown_stage_or_param(tmp_path):
 def test_krumsiek11_with_int_keys_in_uns_is_cached(tmp_path):
     r = run_pipeline("krumsiek11", until="preprocess", workdir=tmp_path)
     assert r.output("preprocess").shape == (640, 11)
+
+
+def _store_same_key(root: str, tag: str) -> str:
+    from cape_pipeline.pipeline.cache import ArtifactCache
+
+    def write(d):
+        (d / "x.txt").write_text("same content")  # content-keyed: racing writers write the same thing
+
+    return str(ArtifactCache(root).store("stage", "k" * 16, write, {"params": {}, "tag": tag}))
+
+
+def test_concurrent_writers_of_one_key_all_succeed(tmp_path):
+    """Several processes sharing a workdir: none crashes ("Directory not empty"), one artifact wins."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from cape_pipeline.pipeline.cache import ArtifactCache
+
+    with ProcessPoolExecutor(max_workers=6) as ex:
+        paths = list(ex.map(_store_same_key, [str(tmp_path)] * 12, [str(i) for i in range(12)]))
+    assert len(set(paths)) == 1
+    cache = ArtifactCache(tmp_path)
+    assert cache.verify("stage", "k" * 16) == (True, "")
+    assert not [p for p in (tmp_path / "stage").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_store_over_a_corrupt_leftover_replaces_it(tmp_path):
+    from cape_pipeline.pipeline.cache import ArtifactCache
+
+    cache = ArtifactCache(tmp_path)
+    final = tmp_path / "stage" / ("k" * 16)
+    final.mkdir(parents=True)
+    (final / "junk").write_text("half-written")
+    _store_same_key(str(tmp_path), "new")
+    assert cache.verify("stage", "k" * 16) == (True, "") and not (final / "junk").exists()
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from cape_pipeline._utils import atomic_path
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "a.txt") as tmp:
+            tmp.write_text("x")
+        assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
+        p = _store_same_key(str(tmp_path / "w"), "t")
+        assert stat.S_IMODE((Path(p) / "x.txt").stat().st_mode) == 0o644
+        assert stat.S_IMODE(Path(p).stat().st_mode) == 0o755
+    finally:
+        os.umask(old)
