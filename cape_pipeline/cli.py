@@ -106,6 +106,10 @@ def _run(
     from cape_pipeline.pipeline.runner import run_pipeline
 
     _setup_logging(verbose)
+    if out is not None and out.exists() and not out.is_dir():
+        raise CapeInputError(f"--out {out}: exists and is not a directory; give a directory for the exported files")
+    if seed is not None and seed < 0:
+        raise CapeInputError(f"--seed {seed}: expected an integer >= 0")
     if device is not None and device not in ("cpu", "cuda", "auto"):
         raise CapeInputError(f"--device {device!r}: expected cpu, cuda or auto")
     if threads is not None:  # the application, not the library, sets torch's global state

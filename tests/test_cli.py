@@ -38,6 +38,8 @@ def test_run_set_and_config(tmp_path, capsys):
         (["run", "sachs", "--set", "preprocess.nope=1"], "unknown parameter(s) ['nope']"),
         (["run", "sachs", "--set", "badformat"], "expected stage.param=value"),
         (["run", "sachs", "--device", "tpu"], "--device 'tpu'"),
+        (["preprocess", "sachs", "--seed", "-1"], "--seed -1: expected an integer >= 0"),
+        (["preprocess", "sachs", "--out", __file__], "exists and is not a directory"),
     ],
 )
 def test_errors_are_one_line_exit_2(tmp_path, capsys, args, needle):
