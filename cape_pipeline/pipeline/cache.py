@@ -39,14 +39,17 @@ _TMP_PREFIX = ".tmp-"
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Hash of the package version and every ``.py`` file of the installed package.
+    """Hash of the package version and every file of the installed package: its ``.py`` files
+    and its package data (the bundled catalog, ``data/``), bytecode caches excluded.
 
-    Part of every cache key, so a result made by other code (an edited source tree, another
-    release) is never served.
+    Part of every cache key, so a result made by other code or data (an edited source tree,
+    another release, an edited bundled file) is never served.
     """
     root = Path(str(resources.files("cape_pipeline")))
     parts: list[str] = [__version__]
-    for p in sorted(root.rglob("*.py")):
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or "__pycache__" in p.parts or p.suffix in (".pyc", ".pyo"):
+            continue
         parts += [str(p.relative_to(root)), hash_file(p)]
     return hash_bytes(*parts)
 

@@ -7,6 +7,7 @@ in :data:`STAGES` once it is implemented; the runner reports the others as missi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -20,7 +21,7 @@ from typing import Any
 import anndata as ad
 import numpy as np
 
-from cape_pipeline._utils import atomic_path, hash_array, hash_bytes, hash_file
+from cape_pipeline._utils import atomic_path, canonical_json, hash_array, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.pp import PreprocessConfig, preprocess
 
@@ -220,9 +221,10 @@ def _ingest_load(d: Path) -> ad.AnnData:
 
 
 def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
-    """Content hash of the source file, or of the local copy behind a catalog entry; bundled
-    catalog data is identified by its name (it is fixed per package version, which every key
-    includes)."""
+    """Content hash of the source file, or of the local copy behind a catalog entry. Bundled
+    catalog data is identified by its whole catalog entry (name, loader, every field), so a
+    catalog (``$CAPE_CATALOG``) that points a known name at other data gets another key; the
+    loader's code and the package data it reads are in the code fingerprint of every key."""
     from cape_pipeline.io.catalog import get_entry
     from cape_pipeline.io.readers import is_file_source
 
@@ -232,11 +234,12 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
             raise CapeFileError(f"{ctx.source}: no such file")
         return "file:" + hash_file(p)
     entry = get_entry(ctx.source)
+    definition = hash_bytes(canonical_json(dataclasses.asdict(entry)))
     if entry.bundled:
-        return "bundled:" + entry.name
+        return f"bundled:{entry.name}:{definition}"
     local = cfg.loader_kwargs.get("path") or (os.environ.get(entry.path_env) if entry.path_env else None)
     if local and Path(local).is_file():
-        return "local:" + hash_file(Path(local))
+        return f"local:{definition}:" + hash_file(Path(local))
     return "missing:" + entry.name  # the loader will raise a clear error
 
 

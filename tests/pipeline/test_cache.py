@@ -199,3 +199,40 @@ def test_outputs_follow_the_umask(tmp_path):
         assert stat.S_IMODE(Path(p).stat().st_mode) == 0o755
     finally:
         os.umask(old)
+
+
+def test_catalog_name_pointed_at_other_data_is_not_served_from_cache(tmp_path, monkeypatch):
+    """The cache keys a bundled dataset by its whole catalog entry, not by its name."""
+    from cape_pipeline.io.catalog import CATALOG_ENV, catalog_path
+
+    r1 = run_pipeline("sachs", until="ingest", workdir=tmp_path / "w")
+    assert r1.output("ingest").n_obs == 7466
+    doc = catalog_path().read_text().replace("loader: cape_pipeline.datasets:sachs", "loader: cape_pipeline.datasets:synthetic_mlp")
+    alt = tmp_path / "catalog.yaml"
+    alt.write_text(doc)
+    monkeypatch.setenv(CATALOG_ENV, str(alt))
+    r2 = run_pipeline("sachs", until="ingest", workdir=tmp_path / "w")
+    assert not r2.records[0].cached and r2.output("ingest").n_obs != 7466
+
+
+def test_code_fingerprint_covers_package_data():
+    from importlib import resources
+
+    from cape_pipeline.pipeline.cache import code_fingerprint
+
+    code_fingerprint.cache_clear()
+    root = Path(str(resources.files("cape_pipeline")))
+    assert (root / "data_catalog.yaml").is_file()
+    import cape_pipeline.pipeline.cache as cache_mod
+
+    seen = []
+    real = cache_mod.hash_file
+    try:
+        cache_mod.hash_file = lambda p: seen.append(Path(p).name) or real(p)
+        code_fingerprint.cache_clear()
+        code_fingerprint()
+    finally:
+        cache_mod.hash_file = real
+        code_fingerprint.cache_clear()
+    assert "data_catalog.yaml" in seen and any(n.endswith(".csv") for n in seen)
+    assert not any(n.endswith(".pyc") for n in seen)
