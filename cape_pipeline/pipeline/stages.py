@@ -519,6 +519,7 @@ def save_export_figures(out: EncodeOutput, d: Path) -> list[Path]:
         ax_disc.plot(x, [max(float(h["h"]), 1e-16) for h in steps], marker="s", label="h(A)")
         ax_disc.set_yscale("log")
         ax_disc.set_xlabel("outer step (augmented Lagrangian)")
+        ax_disc.set_ylabel("value at the end of the outer step (log scale)")
         ax_disc.legend()
     ax_disc.set_title("Step I: causal discovery" + ("" if steps else " (no history: given graph)"))
     figs = {"poincare.png": pl.plot_poincare(enc), "loss.png": loss}

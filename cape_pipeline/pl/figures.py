@@ -41,8 +41,12 @@ def _subgraph_for_display(graph: CausalGraph, max_edges: int) -> tuple[Any, str]
             g = g.subgraph(largest).copy()
             caption += f", largest component ({g.number_of_nodes()} nodes)"
     else:
-        g.add_nodes_from(graph.feature_names.astype(str))
         g.add_weighted_edges_from(zip(df["source"], df["target"], df["weight"], strict=True))
+        n_isolated = graph.n_features - g.number_of_nodes()
+        if graph.n_features <= 40 or n_isolated == graph.n_features:
+            g.add_nodes_from(graph.feature_names.astype(str))  # small graphs: every feature drawn
+        elif n_isolated:
+            caption += f"; {n_isolated} features without edges not drawn"
     return g, caption
 
 

@@ -51,3 +51,13 @@ def test_plot_loss(emb, tmp_path):
         plot_loss([])
     with pytest.raises(ValueError):
         plot_loss({"a": []})
+
+
+def test_plot_dag_summarizes_isolated_features():
+    """A sparse DAG over many genes is drawn without its isolated genes (a caption counts them)."""
+    edges = [(f"g{i}", f"g{i + 1}") for i in range(5)]
+    names = [f"g{i}" for i in range(100)]
+    fig = plot_dag(CausalGraph.from_edges(edges, feature_names=names))
+    assert "94 features without edges not drawn" in fig.axes[0].get_title()
+    small = plot_dag(CausalGraph.from_edges(edges, feature_names=names[:10]))
+    assert "not drawn" not in small.axes[0].get_title()
