@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -81,17 +79,8 @@ def main() -> None:
                 print(f"cached: {ds} {me}")
                 continue
             limit = a.mlp_limit if me == "dagma-mlp" else a.limit
-            load0 = os.getloadavg()[0]
-            t0 = time.time()
-            try:
-                subprocess.run([sys.executable, __file__, "--one", ds, me], timeout=limit, check=True)
-            except subprocess.TimeoutExpired:
-                common.write_cache(ds, key(me), {
-                    "status": "not run (time)", "limit_seconds": limit, "dataset": ds,
-                    "method": me, "load_average": [load0, os.getloadavg()[0]],
-                    "machine": common.machine(), "command": common.command(),
-                })
-            print(f"{ds} {me}: {time.time() - t0:.1f} s")
+            seconds = common.run_case(__file__, ds, me, limit=limit, cache_key=key(me))
+            print(f"{ds} {me}: {seconds:.1f} s")
     # hand-written notes below the marker survive a rerun
     notes = OUT.read_text().split(NOTES, 1)[1] if OUT.is_file() and NOTES in OUT.read_text() else "\n"
     recs = [common.read_cache(ds, key(me)) for ds in datasets for me in METHODS]

@@ -6,7 +6,9 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -120,3 +122,26 @@ def write_cache(dataset: str, method: str, rec: dict) -> None:
     tmp = cache_path(dataset, method).with_suffix(".tmp")
     tmp.write_text(json.dumps(rec, indent=1, default=float))
     tmp.replace(cache_path(dataset, method))
+
+
+def run_case(script: str, dataset: str, method: str, *, limit: float, cache_key: str | None = None) -> float:
+    """Run ``script --one DATASET METHOD`` in a subprocess under a wall-clock ``limit`` (s).
+
+    The subprocess caches its own result; a case over the limit is cached here as
+    ``{"status": "not run (time)"}`` (with the limit, machine, command and load average before
+    and after), a case that exits non-zero as ``{"status": "failed (CODE)"}``. ``cache_key``
+    defaults to ``method``. Returns the elapsed seconds.
+    """
+    key = cache_key or method
+    load0 = os.getloadavg()[0]
+    t0 = time.time()
+    try:
+        subprocess.run([sys.executable, script, "--one", dataset, method], timeout=limit, check=True)
+    except subprocess.TimeoutExpired:
+        write_cache(dataset, key, {
+            "status": "not run (time)", "limit_seconds": limit, "dataset": dataset, "method": method,
+            "load_average": [load0, os.getloadavg()[0]], "machine": machine(), "command": command(),
+        })
+    except subprocess.CalledProcessError as exc:
+        write_cache(dataset, key, {"status": f"failed ({exc.returncode})", "dataset": dataset, "method": method})
+    return time.time() - t0

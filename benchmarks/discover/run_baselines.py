@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -43,27 +41,8 @@ def main() -> None:
             if common.read_cache(ds, me) is not None:
                 print(f"cached: {ds} {me}")
                 continue
-            t0 = time.time()
-            try:
-                subprocess.run(
-                    [sys.executable, __file__, "--one", ds, me], timeout=a.limit, check=True
-                )
-            except subprocess.TimeoutExpired:
-                common.write_cache(
-                    ds,
-                    me,
-                    {
-                        "status": "not run (time)",
-                        "limit_seconds": a.limit,
-                        "machine": common.machine(),
-                        "dataset": ds,
-                        "method": me,
-                    },
-                )
-            except subprocess.CalledProcessError as exc:
-                common.write_cache(ds, me, {"status": f"failed ({exc.returncode})", "dataset": ds, "method": me})
-            print(f"{ds} {me}: {time.time() - t0:.0f} s", flush=True)
-
+            seconds = common.run_case(__file__, ds, me, limit=a.limit)
+            print(f"{ds} {me}: {seconds:.0f} s", flush=True)
 
 if __name__ == "__main__":
     main()
