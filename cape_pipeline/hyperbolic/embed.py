@@ -707,21 +707,20 @@ def embed(
     k_neg = None if exact else int(negatives)
 
     gen = torch.Generator().manual_seed(int(seed))
-    optimizers: list[torch.optim.Optimizer] = []
     u0 = _INIT_SCALE * torch.randn((n, dim), generator=gen, dtype=dtype)
     if hyperbolic:
         manifold = geoopt.Lorentz().to(dtype)
         points = geoopt.ManifoldParameter(lorentz.expmap0(u0).to(device), manifold=manifold)
         opt_cls = geoopt.optim.RiemannianAdam if optimizer == "radam" else geoopt.optim.RiemannianSGD
         opt: torch.optim.Optimizer = opt_cls([points], lr=lr_value, stabilize=10)
-        if learn_k:
-            log_scale = torch.nn.Parameter(log_scale)
-            optimizers.append(torch.optim.Adam([log_scale], lr=DEFAULT_LR["adam"]))
     else:
         points = torch.nn.Parameter(u0.to(device))
         opt = torch.optim.Adam([points], lr=lr_value)
-
-    optimizers.insert(0, opt)
+    # (optimizer, its learning rate after burn-in): the points', then log(1/√κ)'s when learned
+    optimizers: list[tuple[torch.optim.Optimizer, float]] = [(opt, lr_value)]
+    if learn_k:
+        log_scale = torch.nn.Parameter(log_scale)
+        optimizers.append((torch.optim.Adam([log_scale], lr=DEFAULT_LR["adam"]), DEFAULT_LR["adam"]))
     clip_rsgd = hyperbolic and optimizer == "rsgd"
     bsz = max(1, min(auto_batch_size(n) if batch_size is None else int(batch_size), n))
     steps_per_epoch = max(1, math.ceil(n / bsz))
@@ -740,16 +739,16 @@ def embed(
         task = bar.add_task(f"embed ({geometry}, M={m}, d={dim})", total=max_epochs, info="")
     try:
         for epoch in range(max_epochs if train else 0):
-            cur_lr = lr_value * (burn_in_factor if epoch < burn_in else 1.0)
             factor = burn_in_factor if epoch < burn_in else 1.0
-            for o in optimizers:
+            cur_lr = lr_value * factor
+            for o, base_lr in optimizers:
                 for group in o.param_groups:
-                    group["lr"] = (cur_lr if o is opt else DEFAULT_LR["adam"] * factor)
+                    group["lr"] = base_lr * factor
             perm = torch.randperm(n, generator=gen).to(device)
             total = torch.zeros((), dtype=dtype, device=device)
             for s in range(steps_per_epoch):
                 anchors = perm[s * bsz : (s + 1) * bsz]
-                for o in optimizers:
+                for o, _ in optimizers:
                     o.zero_grad(set_to_none=True)
                 loss = _batch_loss(
                     points, anchors, pairs, pr_t,
@@ -759,7 +758,7 @@ def embed(
                 loss.backward()
                 if clip_rsgd:
                     _clip_riemannian(points, manifold, RSGD_MAX_STEP / cur_lr)
-                for o in optimizers:
+                for o, _ in optimizers:
                     o.step()
                 if hyperbolic:
                     _clip_radius(points, RADIUS_CLIP)

@@ -67,34 +67,48 @@ def reconstruction(
         ``map`` in [0, 1] (1 = every node's neighbours are its nearest points), ``mean_rank``
         ≥ 1, ``n_anchors``. NaN values when the graph has no edge.
     """
+    variants = ("connected",) if connected_only else ("all",)
+    return _reconstruction(emb, max_anchors=max_anchors, seed=seed, variants=variants)[variants[0]]
+
+
+def _reconstruction(
+    emb: Any, *, max_anchors: int | None, seed: int, variants: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """:func:`reconstruction` for several candidate sets (``"all"``, ``"connected"``) from one
+    pass over the anchors' distance rows."""
     und = _skeleton(emb.graph)
     deg = np.diff(und.indptr)
     rows = _anchors(np.flatnonzero(deg > 0), max_anchors, seed)
     if rows.size == 0:
-        return {"map": float("nan"), "mean_rank": float("nan"), "n_anchors": 0}
+        return {v: {"map": float("nan"), "mean_rank": float("nan"), "n_anchors": 0} for v in variants}
     m = emb.n_features
-    aps: list[np.ndarray] = []
-    ranks: list[np.ndarray] = []
+    aps: dict[str, list[np.ndarray]] = {v: [] for v in variants}
+    ranks: dict[str, list[np.ndarray]] = {v: [] for v in variants}
     positions = np.arange(1, m + 1)
     for start in range(0, rows.size, _CHUNK):
         chunk = rows[start : start + _CHUNK]
         dist = np.asarray(emb.distances(chunk), dtype=np.float64)
         dist[np.arange(chunk.size), chunk] = np.inf  # the anchor itself ranks last
-        if connected_only:
-            dist[:, deg == 0] = np.inf  # never ranked before a neighbour
         truth = und[chunk].toarray()
-        order = np.argsort(dist, axis=1, kind="stable")
-        lab = np.take_along_axis(truth, order, axis=1)
-        cum = np.cumsum(lab, axis=1)
-        npos = cum[:, -1]
-        aps.append((np.where(lab, cum / positions, 0.0).sum(1)) / npos)
-        # rank of a neighbour among itself and the non-neighbours: 1 + non-neighbours before it
-        j = np.broadcast_to(positions - 1, lab.shape)
-        ranks.append((j - cum + 2)[lab])
+        for v in variants:
+            if v == "connected":
+                dist = dist.copy()
+                dist[:, deg == 0] = np.inf  # never ranked before a neighbour
+            order = np.argsort(dist, axis=1, kind="stable")
+            lab = np.take_along_axis(truth, order, axis=1)
+            cum = np.cumsum(lab, axis=1)
+            npos = cum[:, -1]
+            aps[v].append((np.where(lab, cum / positions, 0.0).sum(1)) / npos)
+            # rank of a neighbour among itself and the non-neighbours: 1 + non-neighbours before it
+            j = np.broadcast_to(positions - 1, lab.shape)
+            ranks[v].append((j - cum + 2)[lab])
     return {
-        "map": float(np.mean(np.concatenate(aps))),
-        "mean_rank": float(np.mean(np.concatenate(ranks))),
-        "n_anchors": int(rows.size),
+        v: {
+            "map": float(np.mean(np.concatenate(aps[v]))),
+            "mean_rank": float(np.mean(np.concatenate(ranks[v]))),
+            "n_anchors": int(rows.size),
+        }
+        for v in variants
     }
 
 
@@ -191,8 +205,11 @@ def embedding_quality(emb: Any, *, max_anchors: int | None = 2000, seed: int = 0
     und = _skeleton(emb.graph)
     connected = np.diff(und.indptr) > 0
     norms = np.linalg.norm(np.asarray(emb.poincare, dtype=np.float64), axis=1)
-    rec = reconstruction(emb, max_anchors=max_anchors, seed=seed)
-    rec_c = reconstruction(emb, max_anchors=max_anchors, seed=seed, connected_only=True) if (~connected).any() else rec
+    both = _reconstruction(
+        emb, max_anchors=max_anchors, seed=seed, variants=("all", "connected") if (~connected).any() else ("all",)
+    )
+    rec = both["all"]
+    rec_c = both.get("connected", rec)
     depth = topological_depth(emb.graph)
     sources = None if max_anchors is None else max(1, max_anchors // 8)
     nc = norms[connected]
