@@ -278,16 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     try:
         app(args=args, standalone_mode=False, prog_name="cape")
-    except CapeInputError as exc:
+    except (CapeInputError, CapeFitError) as exc:  # bad input: 2; a fit that diverged: 1
         if debug:
             raise
         console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        return 2
-    except CapeFitError as exc:
-        if debug:
-            raise
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        return 1
+        return 2 if isinstance(exc, CapeInputError) else 1
     except exit_exc as exc:
         return int(getattr(exc, "exit_code", 0) or 0)
     except click_exc as exc:

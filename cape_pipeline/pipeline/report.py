@@ -280,13 +280,10 @@ def spearman_norm_pagerank(poincare: Any, pagerank: Any) -> float:
     Positive when causally general (high-PageRank) features sit nearer the origin. NaN when
     either has no variation (e.g. a graph without edges) or there are fewer than 3 features.
     """
-    from scipy.stats import spearmanr
+    from cape_pipeline.hyperbolic.quality import norm_spearman
 
     norms = np.linalg.norm(np.asarray(poincare, dtype=np.float64), axis=1)
-    pr = np.asarray(pagerank, dtype=np.float64)
-    if norms.size < 3 or np.ptp(norms) == 0 or np.ptp(pr) == 0:
-        return float("nan")
-    return float(spearmanr(norms, -pr).statistic)
+    return norm_spearman(norms, -np.asarray(pagerank, dtype=np.float64))
 
 
 def angle_quantiles(angles: Any, rows: Any = None) -> dict[str, float | None]:

@@ -7,7 +7,6 @@ in :data:`STAGES` once it is implemented; the runner reports the others as missi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -234,7 +233,7 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
             raise CapeFileError(f"{ctx.source}: no such file")
         return "file:" + hash_file(p)
     entry = get_entry(ctx.source)
-    definition = hash_bytes(canonical_json(dataclasses.asdict(entry)))
+    definition = hash_bytes(canonical_json(asdict(entry)))
     if entry.bundled:
         return f"bundled:{entry.name}:{definition}"
     local = cfg.loader_kwargs.get("path") or (os.environ.get(entry.path_env) if entry.path_env else None)
@@ -415,9 +414,9 @@ def _embed_summary(emb: Any) -> dict[str, Any]:
     }
     if emb.params.get("curvature") is not None:
         out["curvature"] = round(float(emb.params["curvature"]), 4)
-    for key, name in (("map", "map"), ("mean_rank", "mean_rank"), ("spearman_norm_vs_neg_pagerank", "spearman_norm_vs_neg_pagerank")):
+    for key in ("map", "mean_rank", "spearman_norm_vs_neg_pagerank"):
         if q.get(key) is not None:
-            out[name] = round(float(q[key]), 3)
+            out[key] = round(float(q[key]), 3)
     return out
 
 
