@@ -25,6 +25,7 @@ from cape_pipeline.causal.baselines import (
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
+from cape_pipeline.causal.screened import fit_screened
 from cape_pipeline.causal.solver import ACYCLICITY, SolverConfig, fit_low_rank_vae
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -51,7 +52,11 @@ _CAPE_KWARGS = {
     "dag_threshold",
     "min_steps",
     "posterior",
+    "support",
+    "n_candidates",
 }
+#: how A is parameterised for method "cape": the paper's low rank, or screened sparse
+SUPPORTS = ("low-rank", "screened")
 #: paper 000, Supp. F.4: 100 epochs
 DEFAULT_EPOCHS = 100
 #: with ``epochs=None`` the budget is raised to at least this many AdamW steps (see discover)
@@ -85,6 +90,19 @@ def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: i
         return int(epochs)
     steps_per_epoch = max(1, math.ceil(n_obs / max(1, min(batch_size, n_obs))))
     return max(DEFAULT_EPOCHS, math.ceil(int(min_steps) / steps_per_epoch))
+
+
+def _cap_rows(adj: sp.csr_array, k: int) -> sp.csr_array:
+    """Keep the ``k`` strongest ``|weight|`` out-edges of every row of a sparse adjacency."""
+    adj = sp.csr_array(adj)
+    lengths = np.diff(adj.indptr)
+    if lengths.max(initial=0) <= k:
+        return adj
+    coo = adj.tocoo()
+    order = np.lexsort((-np.abs(coo.data), coo.row))
+    rank = np.arange(order.size) - np.repeat(adj.indptr[:-1], lengths)
+    keep = order[rank < k]
+    return sp.csr_array((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
 
 
 def _names_list(names: Any, limit: int = 5) -> str:
@@ -247,13 +265,31 @@ def discover_scored(
                 f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
                 f"expected any of {sorted(_CAPE_KWARGS)}"
             )
-    cape_only = sorted({"posterior", "min_steps"} & set(method_kwargs))
+    cape_only = sorted({"posterior", "min_steps", "support", "n_candidates"} & set(method_kwargs))
     if method != "cape" and cape_only:
         raise CapeConfigError(f"{', '.join(cape_only)}: only for method 'cape', got method {method!r}")
     if method == "cape" and method_kwargs.get("posterior", POSTERIORS[0]) not in POSTERIORS:
         raise CapeConfigError(
             f"posterior: expected one of {', '.join(POSTERIORS)}, got {method_kwargs['posterior']!r}"
         )
+    support = method_kwargs.pop("support", SUPPORTS[0]) if method == "cape" else None
+    n_candidates = method_kwargs.pop("n_candidates", 20) if method == "cape" else None
+    if method == "cape":
+        if support not in SUPPORTS:
+            raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
+        if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
+            raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {n_candidates!r}")
+        if support == "screened":
+            bad = sorted(set(method_kwargs) & {"l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol"})
+            if method_kwargs.get("posterior", "mean") != "mean":
+                bad.append("posterior")
+            if acyclicity != "spectral":
+                bad.append("acyclicity")
+            if bad:
+                raise CapeConfigError(
+                    f"{', '.join(bad)}: not used with support='screened' (exact sparse ‖A‖₁, "
+                    "spectral acyclicity, posterior 'mean'); drop them or use support='low-rank'"
+                )
     min_steps = method_kwargs.pop("min_steps", DEFAULT_MIN_STEPS) if method == "cape" else DEFAULT_MIN_STEPS
     if isinstance(min_steps, bool) or not isinstance(min_steps, (int, np.integer)) or min_steps < 0:
         raise CapeConfigError(f"min_steps: expected an integer >= 0, got {min_steps!r}")
@@ -288,6 +324,11 @@ def discover_scored(
         "n_vars": int(m),
         **{k: v for k, v in method_kwargs.items()},
     }
+    if method == "cape":
+        params["support"] = support
+        if support == "screened":
+            params["n_candidates"] = int(n_candidates)
+            params["posterior"] = "mean"
     t0 = time.perf_counter()
     max_per_row = method_kwargs.get("max_edges_per_row")
     if max_per_row is None and m > SPARSE_ABOVE:
@@ -295,7 +336,36 @@ def discover_scored(
     scores: np.ndarray | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
-    if method == "cape":
+    if method == "cape" and support == "screened":
+        config = SolverConfig(
+            rank=eff_rank,
+            lambda_sparse=float(lambda_sparse),
+            epochs=int(eff_epochs),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            max_outer=int(max_outer),
+            seed=int(seed),
+            **{k: v for k, v in method_kwargs.items() if k in {"rho_max", "rho_init", "hidden", "power_iters", "weight_decay"}},
+        )
+        fit = fit_screened(
+            torch.from_numpy(x_std.astype(np.float32)),
+            config,
+            n_candidates=int(n_candidates),
+            threshold=float(threshold),
+            device=device,
+            progress=progress,
+        )
+        history = fit.history
+        adj = fit.adjacency(float(threshold))
+        if max_per_row is not None:
+            adj = _cap_rows(adj, int(max_per_row))
+        adj, n_dropped = break_cycles(adj)
+        if m <= SPARSE_ABOVE:
+            scores = fit.scores()
+        params["device"] = str(fit.model.w.device) if fit.model is not None else str(device)
+        params["n_candidate_columns"] = int(fit.parents.shape[1])
+        params["screen_seconds"] = float(fit.screen_seconds)
+    elif method == "cape":
         solver_kwargs = {k: v for k, v in method_kwargs.items() if k != "max_edges_per_row"}
         # hold the AL penalty once the τ-thresholded output is a DAG (SolverConfig.dag_threshold)
         solver_kwargs.setdefault("dag_threshold", float(threshold))

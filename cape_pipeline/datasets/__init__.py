@@ -28,6 +28,7 @@ __all__ = [
     "krumsiek11",
     "sachs",
     "synthetic_mlp",
+    "synthetic_sem",
     "norman",
     "hpancreas",
     "altumage",
@@ -110,29 +111,42 @@ def _seeded_global_rng(seed: int) -> Iterator[None]:
         random.setstate(py_state)
 
 
-def synthetic_mlp(
+GRAPHS = ("scale-free", "er")
+SEMS = ("mlp", "linear")
+
+
+def synthetic_sem(
     n_nodes: int = 20,
     n_edges: int | None = None,
     n_obs: int = 2000,
     seed: int = 0,
     noise_scale: float = 1.0,
+    *,
+    graph: str = "scale-free",
+    sem: str = "mlp",
 ) -> ad.AnnData:
-    """Simulate data from a nonlinear MLP SEM over a scale-free DAG (gcastle ``IIDSimulation``).
+    """Simulate data from a structural equation model over a random DAG (gcastle ``IIDSimulation``).
 
     Parameters
     ----------
     n_nodes
         Number of features M (>= 2).
     n_edges
-        Target edge count for ``castle.datasets.DAG.scale_free``; default ``2 * n_nodes``.
-        The Barabási–Albert generator yields about this many (the realized count is in
-        ``uns["cape_dataset_params"]["n_true_edges"]``).
+        Target edge count; default ``2 * n_nodes``. ``castle.datasets.DAG.scale_free``
+        (Barabási–Albert) or ``DAG.erdos_renyi`` yields about this many (the realized count is
+        in ``uns["cape_dataset_params"]["n_true_edges"]``).
     n_obs
         Number of samples N (>= 2).
     seed
         Seed for the graph and the SEM; the global RNG state is restored afterwards.
     noise_scale
         Standard deviation of the additive Gaussian noise.
+    graph
+        ``"scale-free"`` (hubs) or ``"er"`` (Erdős–Rényi, no hubs).
+    sem
+        ``"mlp"`` (gcastle ``method="nonlinear", sem_type="mlp"``: each node a random one-hidden-
+        layer sigmoid MLP of its parents plus noise — SDCD's "MLP-Gaussian") or ``"linear"``
+        (linear-Gaussian, edge weights ±U(0.5, 2)).
 
     Returns
     -------
@@ -143,26 +157,33 @@ def synthetic_mlp(
     Raises
     ------
     CapeConfigError
-        If ``n_nodes < 2``, ``n_obs < 2`` or ``n_edges < 1``.
+        If ``n_nodes < 2``, ``n_obs < 2``, ``n_edges < 1``, or ``graph`` / ``sem`` is unknown.
     """
     from castle.datasets import DAG, IIDSimulation
 
+    name = "synthetic-mlp" if (graph, sem) == ("scale-free", "mlp") else "synthetic-sem"
+    if graph not in GRAPHS:
+        raise CapeConfigError(f"{name}: graph must be one of {', '.join(GRAPHS)}, got {graph!r}")
+    if sem not in SEMS:
+        raise CapeConfigError(f"{name}: sem must be one of {', '.join(SEMS)}, got {sem!r}")
     if n_nodes < 2:
-        raise CapeConfigError(f"synthetic-mlp: n_nodes must be >= 2, got {n_nodes}")
+        raise CapeConfigError(f"{name}: n_nodes must be >= 2, got {n_nodes}")
     if n_obs < 2:
-        raise CapeConfigError(f"synthetic-mlp: n_obs must be >= 2, got {n_obs}")
+        raise CapeConfigError(f"{name}: n_obs must be >= 2, got {n_obs}")
     n_edges = 2 * n_nodes if n_edges is None else int(n_edges)
     if n_edges < 1:
-        raise CapeConfigError(f"synthetic-mlp: n_edges must be >= 1, got {n_edges}")
+        raise CapeConfigError(f"{name}: n_edges must be >= 1, got {n_edges}")
     import logging
 
     castle_logger = logging.getLogger()
     level = castle_logger.level
+    make = DAG.scale_free if graph == "scale-free" else DAG.erdos_renyi
+    kind = {"mlp": ("nonlinear", "mlp"), "linear": ("linear", "gauss")}[sem]
     with _seeded_global_rng(seed):
         try:
             castle_logger.setLevel(max(level, logging.WARNING))  # gcastle logs INFO on the root
-            w = DAG.scale_free(n_nodes=n_nodes, n_edges=n_edges, weight_range=(0.5, 2.0), seed=seed)
-            sim = IIDSimulation(W=w, n=n_obs, method="nonlinear", sem_type="mlp", noise_scale=noise_scale)
+            w = make(n_nodes=n_nodes, n_edges=n_edges, weight_range=(0.5, 2.0), seed=seed)
+            sim = IIDSimulation(W=w, n=n_obs, method=kind[0], sem_type=kind[1], noise_scale=noise_scale)
         finally:
             castle_logger.setLevel(level)
     b = (np.asarray(sim.B) != 0).astype(np.float64)
@@ -173,7 +194,7 @@ def synthetic_mlp(
         var=pd.DataFrame(index=names),
     )
     adata.varp[TRUE_DAG_KEY] = sp.csr_matrix(b)
-    adata.uns["cape_dataset"] = "synthetic-mlp"
+    adata.uns["cape_dataset"] = name
     adata.uns["cape_dataset_params"] = {
         "n_nodes": n_nodes,
         "n_edges": n_edges,
@@ -181,8 +202,24 @@ def synthetic_mlp(
         "seed": seed,
         "noise_scale": noise_scale,
         "n_true_edges": int(b.sum()),
+        **({} if name == "synthetic-mlp" else {"graph": graph, "sem": sem}),
     }
     return adata
+
+
+def synthetic_mlp(
+    n_nodes: int = 20,
+    n_edges: int | None = None,
+    n_obs: int = 2000,
+    seed: int = 0,
+    noise_scale: float = 1.0,
+) -> ad.AnnData:
+    """Nonlinear MLP SEM over a scale-free DAG: :func:`synthetic_sem` with its defaults.
+
+    Same parameters, return value and errors as :func:`synthetic_sem` with
+    ``graph="scale-free", sem="mlp"`` (gcastle ``IIDSimulation``).
+    """
+    return synthetic_sem(n_nodes, n_edges, n_obs, seed, noise_scale, graph="scale-free", sem="mlp")
 
 
 def _local_copy(name: str, env: str, path: str | os.PathLike[str] | None, source: str) -> Path:
