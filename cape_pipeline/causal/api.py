@@ -336,17 +336,19 @@ def discover_scored(
     scores: np.ndarray | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
+    common = {
+        "rank": eff_rank,
+        "lambda_sparse": float(lambda_sparse),
+        "epochs": int(eff_epochs),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "acyclicity": acyclicity,
+        "max_outer": int(max_outer),
+        "seed": int(seed),
+    }
     if method == "cape" and support == "screened":
-        config = SolverConfig(
-            rank=eff_rank,
-            lambda_sparse=float(lambda_sparse),
-            epochs=int(eff_epochs),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            max_outer=int(max_outer),
-            seed=int(seed),
-            **{k: v for k, v in method_kwargs.items() if k in {"rho_max", "rho_init", "hidden", "power_iters", "weight_decay"}},
-        )
+        used = {"rho_max", "rho_init", "hidden", "power_iters", "weight_decay"}
+        config = SolverConfig(**common, **{k: v for k, v in method_kwargs.items() if k in used})
         fit = fit_screened(
             torch.from_numpy(x_std.astype(np.float32)),
             config,
@@ -370,17 +372,7 @@ def discover_scored(
         # hold the AL penalty once the τ-thresholded output is a DAG (SolverConfig.dag_threshold)
         solver_kwargs.setdefault("dag_threshold", float(threshold))
         solver_kwargs["dag_max_edges_per_row"] = max_per_row  # the check sees the output graph
-        config = SolverConfig(
-            rank=eff_rank,
-            lambda_sparse=float(lambda_sparse),
-            epochs=int(eff_epochs),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            acyclicity=acyclicity,
-            max_outer=int(max_outer),
-            seed=int(seed),
-            **solver_kwargs,
-        )
+        config = SolverConfig(**common, **solver_kwargs)
         res = fit_low_rank_vae(
             torch.from_numpy(x_std.astype(np.float32)), config, device=device, progress=progress
         )
@@ -519,7 +511,16 @@ def discover(
         ``min_steps`` (5000, used with ``epochs=None``; 0 gives exactly 100 epochs),
         ``posterior`` (``"sampled"``, default: reparameterised Z with learned variance;
         ``"mean"``: decoder on μ and KL ½‖μ‖², as in the DAG-GNN reference code — fewer
-        shrunk edges; compared in ``benchmarks/discover/RESULTS.md``).
+        shrunk edges; compared in ``benchmarks/discover/RESULTS.md``),
+        ``support`` (``"low-rank"``, default: the paper's ``A = U Vᵀ``; ``"screened"``: A
+        sparse on screened candidate parents, for M in the thousands — two correlation
+        rounds pick ``3·n_candidates`` candidates per feature, a first phase fits without the
+        acyclicity term, the second runs the spectral augmented Lagrangian on the phase-1
+        support ``|A| > τ`` until it is a DAG and then refits that DAG's weights; posterior
+        ``"mean"``, exact sparse ‖A‖₁; O(N·M²) once for the screen in row blocks, then
+        O(N·M·k) per epoch; see :func:`~cape_pipeline.causal.screened.fit_screened` and
+        ``benchmarks/discover/RESULTS_scale.md``), ``n_candidates`` (20, k per screening
+        round).
         gcastle methods: forwarded to the gcastle constructor.
         ``"partial-correlation"``: ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤ 200,
         else ``GraphicalLasso`` at ``√(log M / N)``; ``"cv"``; or a number > 0) and

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["break_cycles", "threshold_low_rank", "threshold_matrix"]
+__all__ = ["break_cycles", "is_acyclic", "threshold_low_rank", "threshold_matrix"]
 
 _BLOCK_ENTRIES = 1 << 22  # ~4M entries (32 MiB float64) per row block
 
@@ -73,6 +73,22 @@ def threshold_low_rank(
     return sp.csr_array(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(m, m)
     )
+
+
+def is_acyclic(adjacency: sp.sparray | sp.spmatrix) -> bool:
+    """Whether a sparse ``(M, M)`` digraph has no directed cycle (self-loops count as cycles).
+
+    True iff every strongly connected component is a single node and the diagonal is empty;
+    O(M + E) (scipy ``connected_components``).
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    if adjacency.nnz == 0:
+        return True
+    if np.count_nonzero(sp.csr_array(adjacency).diagonal()):
+        return False
+    n_comp, _ = connected_components(adjacency, directed=True, connection="strong")
+    return int(n_comp) == adjacency.shape[0]
 
 
 def threshold_matrix(a: np.ndarray | sp.spmatrix | sp.sparray, tau: float) -> sp.csr_array:

@@ -397,13 +397,9 @@ def _edges_to_csr(parents: np.ndarray, weights: np.ndarray, tau: float) -> sp.cs
 
 
 def _is_dag(parents: torch.Tensor, weights: torch.Tensor, tau: float) -> bool:
-    from scipy.sparse.csgraph import connected_components
+    from cape_pipeline.causal.postprocess import is_acyclic
 
-    adj = _edges_to_csr(parents.cpu().numpy(), weights.detach().cpu().double().numpy(), tau)
-    if adj.nnz == 0:
-        return True
-    n_comp, _ = connected_components(adj, directed=True, connection="strong")
-    return int(n_comp) == adj.shape[0]
+    return is_acyclic(_edges_to_csr(parents.cpu().numpy(), weights.detach().cpu().double().numpy(), tau))
 
 
 def fit_screened(
@@ -455,7 +451,7 @@ def fit_screened(
 
     Cost O(N·M²) for the screen (row blocks, no M × M matrix), then O(N·M·k) per epoch.
     """
-    from cape_pipeline.causal.solver import resolve_device
+    from cape_pipeline.causal.solver import progress_bar, resolve_device
     from cape_pipeline.errors import CapeFitError
 
     dev = resolve_device(device)
@@ -482,18 +478,7 @@ def fit_screened(
     state: dict[str, torch.Tensor] = {}
     history: list[dict[str, Any]] = []
     epochs_done = 0
-    bar = task = None
-    if progress:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[bold]discover[/] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} epochs"),
-            TimeElapsedColumn(),
-        )
-        bar.start()
-        task = bar.add_task("screened", total=config.epochs)
+    bar, task = progress_bar(config.epochs, "screened") if progress else (None, None)
     try:
         phase_prev = 1
         for phase, n_ep in blocks:

@@ -165,6 +165,20 @@ def _l1(model: LowRankSEMVAE, kind: str, config: SolverConfig, gen: torch.Genera
     return model.l1_sampled(config.l1_pairs, generator=gen)
 
 
+def progress_bar(total_epochs: int, description: str = "") -> tuple[Any, Any]:
+    """A started rich progress bar for a Step I fit (epochs) and its task id; caller stops it."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]discover[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} epochs"),
+        TimeElapsedColumn(),
+    )
+    bar.start()
+    return bar, bar.add_task(description, total=total_epochs)
+
+
 def thresholded_is_dag(model: LowRankSEMVAE, tau: float, max_edges_per_row: int | None = None) -> bool:
     """Whether the graph ``|A| > τ`` of the current factors has no directed cycle.
 
@@ -173,15 +187,9 @@ def thresholded_is_dag(model: LowRankSEMVAE, tau: float, max_edges_per_row: int 
     memory), once per outer step; it is acyclic iff every strongly connected component is a
     single node.
     """
-    from scipy.sparse.csgraph import connected_components
+    from cape_pipeline.causal.postprocess import is_acyclic, threshold_low_rank
 
-    from cape_pipeline.causal.postprocess import threshold_low_rank
-
-    adj = threshold_low_rank(model.u, model.v, tau, max_edges_per_row=max_edges_per_row)
-    if adj.nnz == 0:
-        return True
-    n_comp, _ = connected_components(adj, directed=True, connection="strong")
-    return int(n_comp) == adj.shape[0]
+    return is_acyclic(threshold_low_rank(model.u, model.v, tau, max_edges_per_row=max_edges_per_row))
 
 
 def fit_low_rank_vae(
@@ -252,18 +260,7 @@ def fit_low_rank_vae(
     history: list[dict[str, Any]] = []
     epochs_done = 0
 
-    bar = None
-    if progress:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[bold]discover[/] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} epochs"),
-            TimeElapsedColumn(),
-        )
-        bar.start()
-        task = bar.add_task("", total=config.epochs)
+    bar, task = progress_bar(config.epochs) if progress else (None, None)
 
     try:
         outer = 0

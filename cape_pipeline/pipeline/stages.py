@@ -255,8 +255,10 @@ class DiscoverConfig:
     ``method="true-dag"`` takes the data's known graph (``varp["true_dag"]``) instead of learning
     one, so later stages can run on ground truth. ``acyclicity=None`` uses the package default;
     ``epochs=None`` the paper's 100 epochs raised to at least ``min_steps`` (5000) AdamW steps;
-    ``posterior`` and ``min_steps`` (method ``"cape"`` only; None = the defaults ``"sampled"`` and
-    5000) are passed on as :func:`~cape_pipeline.causal.api.discover` options.
+    ``posterior``, ``min_steps``, ``support`` and ``n_candidates`` (method ``"cape"`` only; None =
+    the defaults ``"sampled"``, 5000, ``"low-rank"`` and 20) are passed on as
+    :func:`~cape_pipeline.causal.api.discover` options (``--set discover.support=screened`` for
+    the screened sparse A at thousands of genes).
     """
 
     method: str = "cape"
@@ -272,6 +274,8 @@ class DiscoverConfig:
     seed: int = 0
     posterior: str | None = None
     min_steps: int | None = None
+    support: str | None = None
+    n_candidates: int | None = None
 
 
 def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:
