@@ -69,14 +69,24 @@ def library_versions() -> dict[str, str]:
 
 def stage_key(stage: str, params: Mapping[str, Any], upstream: Mapping[str, str], fingerprint: str = "") -> str:
     """Cache key of a stage run: a hash of the stage name, its parameters (canonical JSON), the
-    keys of its upstream stages, an input-data fingerprint and :func:`code_fingerprint`.
+    keys of its upstream stages, an input-data fingerprint, :func:`code_fingerprint` and torch's
+    intra-op thread count.
+
+    The thread count is in the key because torch's CPU reductions split their sums by thread:
+    the same seed with ``--threads 1`` and ``--threads 2`` gave encodings that differ by up to
+    7e-4, so each count gets its own artifacts instead of one serving the other.
 
     Returns
     -------
     str
         32 hex characters.
     """
-    return hash_bytes(stage, canonical_json(dict(params)), canonical_json(dict(upstream)), fingerprint, code_fingerprint())
+    import torch
+
+    threads = f"torch_threads={torch.get_num_threads()}"
+    return hash_bytes(
+        stage, canonical_json(dict(params)), canonical_json(dict(upstream)), fingerprint, code_fingerprint(), threads
+    )
 
 
 class ArtifactCache:

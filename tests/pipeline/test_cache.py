@@ -236,3 +236,18 @@ def test_code_fingerprint_covers_package_data():
         code_fingerprint.cache_clear()
     assert "data_catalog.yaml" in seen and any(n.endswith(".csv") for n in seen)
     assert not any(n.endswith(".pyc") for n in seen)
+
+
+def test_stage_key_depends_on_torch_threads() -> None:
+    """Same seed, other thread count → other floats (issue 14, case 3): cached apart."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = stage_key("s", {"a": 1}, {"u": "k"}, "fp")
+        torch.set_num_threads(2)
+        two = stage_key("s", {"a": 1}, {"u": "k"}, "fp")
+    finally:
+        torch.set_num_threads(before)
+    assert one != two
