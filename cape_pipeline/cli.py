@@ -132,7 +132,7 @@ def _run(
         seed=seed,
         device=device,
         out=out,
-        progress=sys.stderr.isatty(),
+        progress=True,
         report=_report,
     )
     n_cached = sum(r.cached for r in result.records)
@@ -229,7 +229,7 @@ def reproduce_fig3_cmd(
     from cape_pipeline.reproduce import reproduce_fig3
 
     _setup_logging(verbose)
-    rec = reproduce_fig3(out, n_samples=n_samples, seed=seed, epochs=epochs, progress=sys.stderr.isatty())
+    rec = reproduce_fig3(out, n_samples=n_samples, seed=seed, epochs=epochs, progress=True)
     sp, spc = rec["spearman_norm_vs_neg_pagerank"], rec["spearman_norm_vs_neg_pagerank_connected"]
     table = Table(title=f"Fig. 3 (seed {rec['seed']}, N = {rec['n_samples']})", show_header=False)
     for key, value in [

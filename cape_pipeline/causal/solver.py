@@ -166,14 +166,23 @@ def _l1(model: LowRankSEMVAE, kind: str, config: SolverConfig, gen: torch.Genera
 
 
 def progress_bar(total_epochs: int, description: str = "") -> tuple[Any, Any]:
-    """A started rich progress bar for a Step I fit (epochs) and its task id; caller stops it."""
+    """A started progress display for a Step I fit (epochs) and its task id; caller stops it.
+
+    A rich bar in a terminal, periodic log lines otherwise (:func:`cape_pipeline._progress.progress`).
+    """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(
-        TextColumn("[bold]discover[/] {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} epochs"),
-        TimeElapsedColumn(),
+    from cape_pipeline._progress import progress
+
+    bar = progress(
+        lambda: Progress(
+            TextColumn("[bold]discover[/] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} epochs"),
+            TimeElapsedColumn(),
+        ),
+        unit="epochs",
+        prefix="discover",
     )
     bar.start()
     return bar, bar.add_task(description, total=total_epochs)

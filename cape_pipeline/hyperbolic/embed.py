@@ -734,7 +734,11 @@ def embed(
     if progress and train:
         from rich.progress import Progress
 
-        bar = Progress(*Progress.get_default_columns(), "{task.fields[info]}", transient=True)
+        from cape_pipeline._progress import progress as _make_progress
+
+        bar = _make_progress(
+            lambda: Progress(*Progress.get_default_columns(), "{task.fields[info]}", transient=True), unit="epochs"
+        )
         bar.start()
         task = bar.add_task(f"embed ({geometry}, M={m}, d={dim})", total=max_epochs, info="")
     try:

@@ -791,7 +791,9 @@ def _progress(items: list[Any], show: bool, desc: str) -> Any:
         return
     from rich.progress import Progress
 
-    with Progress(transient=True) as bar:
+    from cape_pipeline._progress import progress
+
+    with progress(lambda: Progress(transient=True), unit="runs", prefix="train") as bar:
         t = bar.add_task(desc, total=len(items))
         for it in items:
             yield it
