@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE"]
+__all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE", "standardize_batch"]
 
 #: how q(Z | X) enters the ELBO (see LowRankSEMVAE)
 POSTERIORS = ("sampled", "mean")
@@ -143,6 +143,17 @@ class EntrywiseMLP(nn.Module):
         return x + torch.relu(x.unsqueeze(-1) * self.w1 + self.b1) @ self.w2 + self.b2
 
 
+def standardize_batch(fx: torch.Tensor) -> torch.Tensor:
+    """Standardize ``(B, M)`` per column over the batch: ``(fx − mean) / sqrt(var + 1e-6)``.
+
+    Population variance, same dtype and device; used on ``f(X)`` by both Step I models (see
+    :meth:`LowRankSEMVAE.transform` for why the scale of f(X) must be fixed).
+    """
+    mean = fx.mean(dim=0, keepdim=True)
+    sd = (fx - mean).pow(2).mean(dim=0, keepdim=True).add(1e-6).sqrt()
+    return (fx - mean) / sd
+
+
 @dataclass
 class ElboTerms:
     """Per-row averages of the negative-ELBO pieces of one batch (paper 000, Eq. 8).
@@ -239,10 +250,7 @@ class LowRankSEMVAE(nn.Module):
         edge-free solution (measured: recon = M/2, no edge found). Fixing the scale of f(X)
         makes ``½‖f(X)(I − A)‖²`` in the KL the NOTEARS least-squares loss on f(X).
         """
-        fx = self.f(x)
-        mean = fx.mean(dim=0, keepdim=True)
-        sd = (fx - mean).pow(2).mean(dim=0, keepdim=True).add(1e-6).sqrt()
-        return (fx - mean) / sd
+        return standardize_batch(self.f(x))
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Mean of ``q(Z | X)``: ``μ = f(X)(I − U Vᵀ)`` (Eq. 6). ``(B, M)`` → ``(B, M)``.

@@ -10,14 +10,13 @@ matrix supported on them,
     A[p, c] = W[c, j]  for p = P[c, j],  j < k,
 
 with ``P`` the ``(M, k)`` candidate-parent indices and ``W`` the ``(M, k)`` weights. Every
-product with A is a gather, ``(f(X) A)[:, c] = Σ_j f(X)[:, P[c, j]] W[c, j]``, O(B·M·k) for a
-batch of B rows; the acyclicity ρ(A ∘ A) is a power iteration of sparse products, O(M·k) per
-iteration. No ``M × M`` matrix is ever formed (the screen forms ``X_bᵀ X`` in row blocks of
-size b × M).
+product with A, ``(f(X) A)[:, c] = Σ_j f(X)[:, P[c, j]] W[c, j]``, is a torch CSR product,
+O(B·M·k) for a batch of B rows; the acyclicity ρ(A ∘ A) is a power iteration of sparse
+products, O(M·k) per iteration. No ``M × M`` matrix is ever formed (the screen forms
+``X_bᵀ X`` in row blocks of size b × M).
 
-Screening: candidate parents of c are the k features with the largest ``|corr|`` to c, united
-with every p whose own top-k holds c (a hub's children then all see the hub); the union is
-truncated to ``k_max`` per feature by ``|corr|``.
+Screening (:func:`screen_parents`): two correlation rounds, the second on the residuals of a
+ridge fit on the first round's candidates.
 
 The VAE uses the mean-posterior reading of Eq. 8 (``posterior="mean"`` of
 :class:`~cape_pipeline.causal.model.LowRankSEMVAE`): the decoder gets ``μ = f(X)(I − A)``, so
@@ -39,7 +38,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cape_pipeline.causal.model import ElboTerms, EntrywiseMLP
+from cape_pipeline.causal.model import ElboTerms, EntrywiseMLP, standardize_batch
 
 __all__ = ["ScreenedFit", "ScreenedSEMVAE", "fit_screened", "h_spectral_sparse", "screen_parents"]
 
@@ -158,7 +157,7 @@ def screen_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Ten
     return torch.cat([first, second], dim=1)
 
 
-class _GatherProduct(torch.autograd.Function):
+class _SparseProduct(torch.autograd.Function):
     """``out = fx @ A`` for the screened sparse A, with both products sparse.
 
     A is held transposed as CSR by child, ``Aᵀ[c, P[c, j]] = W[c, j]`` (row pointers
@@ -309,14 +308,11 @@ class ScreenedSEMVAE(nn.Module):
 
     def transform(self, x: torch.Tensor) -> torch.Tensor:
         """``f(X)`` standardized per feature over the batch, as ``LowRankSEMVAE.transform``."""
-        fx = self.f(x)
-        mean = fx.mean(dim=0, keepdim=True)
-        sd = (fx - mean).pow(2).mean(dim=0, keepdim=True).add(1e-6).sqrt()
-        return (fx - mean) / sd
+        return standardize_batch(self.f(x))
 
     def predict(self, fx: torch.Tensor) -> torch.Tensor:
-        """``f(X) A``: ``(B, M)`` → ``(B, M)``, a gather of the candidate parents, O(B·M·k)."""
-        return _GatherProduct.apply(
+        """``f(X) A``: ``(B, M)`` → ``(B, M)``, a sparse product over the candidate parents, O(B·M·k)."""
+        return _SparseProduct.apply(
             fx,
             self.weights(),
             self.parents,
@@ -344,9 +340,12 @@ class ScreenedSEMVAE(nn.Module):
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(parent, child, weight)`` of every candidate entry (E = M·k, masked ones weight 0)."""
-        m, k = self.parents.shape
-        child = torch.arange(m, device=self.parents.device).repeat_interleave(k)
-        return self.parents.reshape(-1), child, self.weights().detach().reshape(-1)
+        return self.parents.reshape(-1), self.child_of, self.weights().detach().reshape(-1)
+
+    def restrict_support(self, tau: float) -> None:
+        """Fix every weight with ``|w| ≤ τ`` at 0 for the rest of the fit (masks it out)."""
+        with torch.no_grad():
+            self.mask.mul_((self.weights().abs() > tau).to(self.mask.dtype))
 
 
 @dataclass
@@ -382,10 +381,7 @@ class ScreenedFit:
 
     def scores(self) -> np.ndarray:
         """Dense ``(M, M)`` float64 A (all candidate weights; for AUPRC at small M)."""
-        m = self.parents.shape[0]
-        out = np.zeros((m, m))
-        np.add.at(out, (self.parents.reshape(-1), np.repeat(np.arange(m), self.parents.shape[1])), self.weights.reshape(-1))
-        return out
+        return _edges_to_csr(self.parents, self.weights, -np.inf).toarray()  # repeats summed
 
 
 def _edges_to_csr(parents: np.ndarray, weights: np.ndarray, tau: float) -> sp.csr_array:
@@ -483,8 +479,7 @@ def fit_screened(
         phase_prev = 1
         for phase, n_ep in blocks:
             if phase == 2 and phase_prev == 1:
-                with torch.no_grad():  # restrict A to the phase-1 support |A| > τ
-                    model.mask.mul_((model.weights().abs() > threshold).to(model.mask.dtype))
+                model.restrict_support(threshold)  # A on the phase-1 support |A| > τ
             phase_prev = phase
             t_block = time.perf_counter()
             sums = np.zeros(4)
@@ -536,8 +531,7 @@ def fit_screened(
                     # (no cycle can form on a DAG's edges); the remaining epochs refit the
                     # weights the large ρ had shrunk
                     frozen = True
-                    with torch.no_grad():
-                        model.mask.mul_((model.weights().abs() > threshold).to(model.mask.dtype))
+                    model.restrict_support(threshold)
                 else:
                     alpha += rho * h_now
                     if h_now > 0.25 * h_last:

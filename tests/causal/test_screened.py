@@ -10,7 +10,7 @@ from cape_pipeline.causal.api import discover, discover_scored
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.screened import (
     ScreenedSEMVAE,
-    _GatherProduct,
+    _SparseProduct,
     h_spectral_sparse,
     screen_parents,
 )
@@ -41,7 +41,7 @@ def test_sparse_product_matches_dense_and_gradcheck() -> None:
     assert torch.allclose(model.predict(fx), fx @ dense, atol=1e-12)
 
     def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return _GatherProduct.apply(
+        return _SparseProduct.apply(
             x, w, model.parents, model.crow_child, model.crow_parent, model.by_parent, model.child_of
         )
 
