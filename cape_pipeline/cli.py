@@ -21,17 +21,65 @@ app = typer.Typer(
     name="cape",
     help="CAPE: causal DAG -> hyperboloid -> rotary encodings -> transformers, for tabular omics.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True)
 
-SourceArg = Annotated[str, typer.Argument(help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).")]
+STAGE_NAMES = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
+
+
+def _complete_source(incomplete: str) -> list[str]:
+    """Shell completion of SOURCE: catalog names and data files / directories."""
+    from cape_pipeline.io.catalog import load_catalog
+
+    names = [n for n in load_catalog() if n.startswith(incomplete)]
+    base = Path(incomplete).expanduser()
+    folder, stem = (base, "") if incomplete.endswith("/") else (base.parent, base.name)
+    prefix = incomplete[: len(incomplete) - len(stem)]  # what the user typed before the name
+    files: list[str] = []
+    if folder.is_dir():
+        for p in sorted(folder.iterdir()):
+            if p.name.startswith(stem) and (p.is_dir() or p.suffix in (".h5ad", ".parquet", ".csv", ".tsv")):
+                files.append(prefix + p.name + ("/" if p.is_dir() else ""))
+    return names + files
+
+
+def _complete_stage(incomplete: str) -> list[str]:
+    """Shell completion of a stage name."""
+    return [s for s in STAGE_NAMES if s.startswith(incomplete)]
+
+
+def _complete_set(incomplete: str) -> list[str]:
+    """Shell completion of ``--set stage.param=``."""
+    from cape_pipeline.pipeline.params import stage_params
+
+    if "." not in incomplete:
+        return [f"{s}." for s in _complete_stage(incomplete)]
+    stage = incomplete.split(".", 1)[0]
+    if stage not in STAGE_NAMES:
+        return []
+    return [f"{stage}.{p.name}=" for p in stage_params(stage) if f"{stage}.{p.name}=".startswith(incomplete)]
+
+
+SourceArg = Annotated[
+    str,
+    typer.Argument(
+        help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).", autocompletion=_complete_source
+    ),
+]
 WorkdirOpt = Annotated[Path, typer.Option("--workdir", help="Cache directory for stage artifacts.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Copy the exported products of the last stage here.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file {stage: {param: value}}.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a parameter: stage.param=value (repeatable).")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a parameter: stage.param=value (repeatable); `cape params` lists them all.",
+        autocompletion=_complete_set,
+    ),
+]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
@@ -172,7 +220,9 @@ def run_cmd(
     out: OutOpt = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
-    until: Annotated[str | None, typer.Option("--until", help="Last stage to run.")] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Last stage to run.", autocompletion=_complete_stage)
+    ] = None,
     device: DeviceOpt = None,
     seed: SeedOpt = None,
     compare: CompareOpt = None,
@@ -200,12 +250,42 @@ def _stage_command(stage: str) -> None:
     ) -> None:
         _run(source, stage, workdir, out, config, set_, device, seed, verbose, compare, threads)
 
-    cmd.__doc__ = f"Run the stages up to {stage} on SOURCE, reusing cached upstream results."
+    cmd.__doc__ = (
+        f"Run the stages up to {stage} on SOURCE, reusing cached upstream results.\n\n"
+        f"Parameters of this stage (--set {stage}.NAME=VALUE): `cape params {stage}`."
+    )
     app.command(stage)(cmd)
 
 
-for _stage in ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate"):
+for _stage in STAGE_NAMES:
     _stage_command(_stage)
+
+
+@app.command("params")
+def params_cmd(
+    stage: Annotated[
+        str | None,
+        typer.Argument(help="A stage (default: every stage).", autocompletion=_complete_stage, show_default=False),
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """List every stage parameter with its default and meaning (set one with --set stage.NAME=VALUE)."""
+    from rich.table import Table
+
+    from cape_pipeline.errors import CapeConfigError
+    from cape_pipeline.pipeline.params import stage_params
+
+    if stage is not None and stage not in STAGE_NAMES:
+        raise CapeConfigError(f"params: stage {stage!r} unknown; expected one of {', '.join(STAGE_NAMES)}")
+    for name in [stage] if stage else STAGE_NAMES:
+        table = Table(title=f"{name}  (--set {name}.NAME=VALUE)", title_justify="left", show_lines=False)
+        table.add_column("parameter", style="bold cyan", no_wrap=True)
+        table.add_column("default", no_wrap=True)
+        table.add_column("type", style="dim")
+        table.add_column("meaning")
+        for p in stage_params(name):
+            table.add_row(p.name, repr(p.default) if isinstance(p.default, str) else str(p.default), p.type, p.help)
+        out_console.print(table)
 
 
 reproduce_app = typer.Typer(help="Reproduce figures of paper 000 with this package's code.", no_args_is_help=True)

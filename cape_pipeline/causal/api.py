@@ -29,7 +29,7 @@ from cape_pipeline.causal.screened import fit_screened
 from cape_pipeline.causal.solver import ACYCLICITY, SolverConfig, fit_low_rank_vae
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
-__all__ = ["DEFAULT_ACYCLICITY", "METHODS", "discover", "discover_scored", "prepare_matrix"]
+__all__ = ["DEFAULT_ACYCLICITY", "METHODS", "check_options", "discover", "discover_scored", "prepare_matrix"]
 
 logger = logging.getLogger(__name__)
 
@@ -186,28 +186,56 @@ def prepare_matrix(
     return (x - mean) / sd, names
 
 
-def _check_config(method: str, **p: Any) -> None:
+def check_options(
+    method: str = "cape",
+    *,
+    rank: int = 40,
+    lambda_sparse: float = 1.0,
+    threshold: float = 0.2,
+    epochs: int | None = None,
+    batch_size: int = 128,
+    lr: float = 3e-3,
+    max_outer: int = 20,
+    acyclicity: str = DEFAULT_ACYCLICITY,
+    device: Any = "auto",
+    **method_kwargs: Any,
+) -> None:
+    """Validate the options of :func:`discover` without touching data (the pipeline calls this
+    for every stage before the first one runs).
+
+    Parameters are those of :func:`discover`; ``method_kwargs`` are its method options
+    (``posterior``, ``min_steps``, ``support``, ``n_candidates`` and the solver options of
+    method ``"cape"``).
+
+    Raises
+    ------
+    CapeConfigError
+        Naming the option and what was expected: unknown method, a value out of range or of the
+        wrong type, an option of another method, CUDA requested where there is none.
+    """
     if method not in METHODS:
         raise CapeConfigError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    finite = math.isfinite
     checks = {
-        "rank": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
-        "lambda_sparse": (lambda v: float(v) >= 0, "a number >= 0"),
-        "threshold": (lambda v: float(v) >= 0, "a number >= 0"),
-        "epochs": (lambda v: v is None or (isinstance(v, (int, np.integer)) and v >= 1), "an integer >= 1 or None"),
-        "batch_size": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
-        "lr": (lambda v: float(v) > 0, "a number > 0"),
-        "max_outer": (lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
-        "acyclicity": (lambda v: v in ACYCLICITY, f"one of {', '.join(ACYCLICITY)}"),
+        "rank": (rank, lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
+        "lambda_sparse": (lambda_sparse, lambda v: finite(float(v)) and float(v) >= 0, "a finite number >= 0"),
+        "threshold": (threshold, lambda v: finite(float(v)) and float(v) >= 0, "a finite number >= 0"),
+        "epochs": (
+            epochs, lambda v: v is None or (isinstance(v, (int, np.integer)) and v >= 1), "an integer >= 1 or None"
+        ),
+        "batch_size": (batch_size, lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
+        "lr": (lr, lambda v: finite(float(v)) and float(v) > 0, "a finite number > 0"),
+        "max_outer": (max_outer, lambda v: isinstance(v, (int, np.integer)) and v >= 1, "an integer >= 1"),
+        "acyclicity": (acyclicity, lambda v: v in ACYCLICITY, f"one of {', '.join(ACYCLICITY)}"),
     }
-    for key, (ok, what) in checks.items():
-        value = p[key]
+    for key, (value, ok, what) in checks.items():
         try:
             good = bool(ok(value)) and not isinstance(value, bool)
         except (TypeError, ValueError):
             good = False
         if not good:
             raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
-    dev = p["device"]
+    dev = device
     if not (dev == "auto" or isinstance(dev, torch.device)):
         try:
             torch.device(dev)
@@ -215,6 +243,41 @@ def _check_config(method: str, **p: Any) -> None:
             raise CapeConfigError(f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {dev!r}") from exc
     if str(dev).startswith("cuda") and not torch.cuda.is_available():
         raise CapeConfigError(f"device: {dev!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+    if method == "cape":
+        unknown = set(method_kwargs) - _CAPE_KWARGS
+        if unknown:
+            raise CapeConfigError(
+                f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
+                f"expected any of {sorted(_CAPE_KWARGS)}"
+            )
+    cape_only = sorted({"posterior", "min_steps", "support", "n_candidates"} & set(method_kwargs))
+    if method != "cape" and cape_only:
+        raise CapeConfigError(f"{', '.join(cape_only)}: only for method 'cape', got method {method!r}")
+    if method == "cape" and method_kwargs.get("posterior", POSTERIORS[0]) not in POSTERIORS:
+        raise CapeConfigError(
+            f"posterior: expected one of {', '.join(POSTERIORS)}, got {method_kwargs['posterior']!r}"
+        )
+    support = method_kwargs.get("support", SUPPORTS[0])
+    n_candidates = method_kwargs.get("n_candidates", 20)
+    if method == "cape":
+        if support not in SUPPORTS:
+            raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
+        if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
+            raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {n_candidates!r}")
+        if support == "screened":
+            bad = sorted(set(method_kwargs) & {"l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol"})
+            if method_kwargs.get("posterior", "mean") != "mean":
+                bad.append("posterior")
+            if acyclicity != "spectral":
+                bad.append("acyclicity")
+            if bad:
+                raise CapeConfigError(
+                    f"{', '.join(bad)}: not used with support='screened' (exact sparse ‖A‖₁, "
+                    "spectral acyclicity, posterior 'mean'); drop them or use support='low-rank'"
+                )
+    min_steps = method_kwargs.get("min_steps", DEFAULT_MIN_STEPS)
+    if isinstance(min_steps, bool) or not isinstance(min_steps, (int, np.integer)) or min_steps < 0:
+        raise CapeConfigError(f"min_steps: expected an integer >= 0, got {min_steps!r}")
 
 
 def discover_scored(
@@ -246,7 +309,7 @@ def discover_scored(
         ``"partial-correlation"``, the method's weights for gcastle and dagma) when
         ``M <= 5000``, else None. Used for AUPRC in the benchmarks.
     """
-    _check_config(
+    check_options(
         method,
         rank=rank,
         lambda_sparse=lambda_sparse,
@@ -257,42 +320,11 @@ def discover_scored(
         max_outer=max_outer,
         acyclicity=acyclicity,
         device=device,
+        **method_kwargs,
     )
-    if method == "cape":
-        unknown = set(method_kwargs) - _CAPE_KWARGS
-        if unknown:
-            raise CapeConfigError(
-                f"method_kwargs: unknown option(s) {sorted(unknown)} for method 'cape'; "
-                f"expected any of {sorted(_CAPE_KWARGS)}"
-            )
-    cape_only = sorted({"posterior", "min_steps", "support", "n_candidates"} & set(method_kwargs))
-    if method != "cape" and cape_only:
-        raise CapeConfigError(f"{', '.join(cape_only)}: only for method 'cape', got method {method!r}")
-    if method == "cape" and method_kwargs.get("posterior", POSTERIORS[0]) not in POSTERIORS:
-        raise CapeConfigError(
-            f"posterior: expected one of {', '.join(POSTERIORS)}, got {method_kwargs['posterior']!r}"
-        )
     support = method_kwargs.pop("support", SUPPORTS[0]) if method == "cape" else None
     n_candidates = method_kwargs.pop("n_candidates", 20) if method == "cape" else None
-    if method == "cape":
-        if support not in SUPPORTS:
-            raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
-        if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
-            raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {n_candidates!r}")
-        if support == "screened":
-            bad = sorted(set(method_kwargs) & {"l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol"})
-            if method_kwargs.get("posterior", "mean") != "mean":
-                bad.append("posterior")
-            if acyclicity != "spectral":
-                bad.append("acyclicity")
-            if bad:
-                raise CapeConfigError(
-                    f"{', '.join(bad)}: not used with support='screened' (exact sparse ‖A‖₁, "
-                    "spectral acyclicity, posterior 'mean'); drop them or use support='low-rank'"
-                )
     min_steps = method_kwargs.pop("min_steps", DEFAULT_MIN_STEPS) if method == "cape" else DEFAULT_MIN_STEPS
-    if isinstance(min_steps, bool) or not isinstance(min_steps, (int, np.integer)) or min_steps < 0:
-        raise CapeConfigError(f"min_steps: expected an integer >= 0, got {min_steps!r}")
     x_std, names = prepare_matrix(data, feature_names)
     n, m = x_std.shape
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)

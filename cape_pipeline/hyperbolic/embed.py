@@ -30,6 +30,7 @@ from cape_pipeline.hyperbolic import lorentz
 
 __all__ = [
     "HyperbolicEmbedding",
+    "check_options",
     "embed",
     "k_hop_positives",
     "causal_pagerank",
@@ -395,23 +396,36 @@ def _batch_loss(
 
 
 # ---------------------------------------------------------------------------------------- fit
-def _check_config(
-    dim: int,
-    k_hop: int,
-    lambda_g: float,
-    restart: float,
-    max_epochs: int,
-    batch_size: int | None,
-    lr: float | None,
-    optimizer: str,
-    geometry: str,
-    negatives: int | None,
-    burn_in: int,
-    burn_in_factor: float,
-    tol: float,
-    window: int | None,
-    isolated: str,
+def check_options(
+    *,
+    dim: int = 64,
+    k_hop: int = 2,
+    lambda_g: float = 0.1,
+    restart: float = 0.15,
+    max_epochs: int = 1000,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    optimizer: str = "radam",
+    geometry: str = "hyperbolic",
+    curvature: float = DEFAULT_CURVATURE,
+    negatives: int | None = 512,
+    burn_in: int = 10,
+    burn_in_factor: float = 0.1,
+    tol: float = 1e-3,
+    window: int | None = None,
+    isolated: str = "origin",
+    **_: Any,
 ) -> None:
+    """Validate the options of :func:`embed` without a graph (the pipeline calls this for every
+    stage before the first one runs). Options it does not check (``seed``, ``device``,
+    ``learn_curvature``) are accepted and ignored.
+
+    Raises
+    ------
+    CapeConfigError
+        Naming the option and what was expected.
+    """
+
     def _int(name: str, v: Any, lo: int) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise CapeConfigError(f"{name}: expected an integer ≥ {lo}, got {v!r}")
@@ -442,6 +456,8 @@ def _check_config(
         raise CapeConfigError(f"geometry: expected 'hyperbolic' or 'euclidean', got {geometry!r}")
     if isolated not in ("origin", "embed"):
         raise CapeConfigError(f"isolated: expected 'origin' or 'embed', got {isolated!r}")
+    if not (math.isfinite(curvature) and curvature > 0):
+        raise CapeConfigError(f"curvature: expected a finite κ > 0 (the space has curvature −κ), got {curvature!r}")
 
 
 def auto_batch_size(n: int) -> int:
@@ -672,12 +688,11 @@ def embed(
     """
     if not isinstance(graph, CausalGraph):
         raise TypeError(f"graph: expected a CausalGraph, got {type(graph).__name__}")
-    _check_config(
-        dim, k_hop, lambda_g, restart, max_epochs, batch_size, lr, optimizer, geometry, negatives,
-        burn_in, burn_in_factor, tol, window, isolated,
+    check_options(
+        dim=dim, k_hop=k_hop, lambda_g=lambda_g, restart=restart, max_epochs=max_epochs, batch_size=batch_size,
+        lr=lr, optimizer=optimizer, geometry=geometry, curvature=curvature, negatives=negatives, burn_in=burn_in,
+        burn_in_factor=burn_in_factor, tol=tol, window=window, isolated=isolated,
     )
-    if not (math.isfinite(curvature) and curvature > 0):
-        raise CapeConfigError(f"curvature: expected a finite κ > 0 (the space has curvature −κ), got {curvature!r}")
     import geoopt
 
     t0 = time.perf_counter()

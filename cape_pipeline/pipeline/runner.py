@@ -79,12 +79,14 @@ def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
 def build_stage_configs(
     stages: list[str], overrides: Mapping[str, Mapping[str, Any]], *, seed: int | None, device: str | None
 ) -> dict[str, Any]:
-    """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device.
+    """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device, and
+    validate every value (ranges, names, cross-stage checks) before any stage runs.
 
     Raises
     ------
     CapeConfigError
-        Overrides for an unknown stage, unknown parameters, wrong types.
+        Overrides for an unknown stage, unknown parameters, wrong types, values out of range;
+        the message starts with ``stage.param``.
     """
     unknown = sorted(set(overrides) - set(STAGE_ORDER))
     if unknown:
@@ -99,6 +101,12 @@ def build_stage_configs(
         if device is not None and "device" in fields and "device" not in params:
             params["device"] = device
         out[name] = build_config(st.config_cls, name, params, extra_field=st.extra_field)
+        seed_value = getattr(out[name], "seed", 0)
+        if seed_value is not None and seed_value < 0:  # numpy and torch generators take seeds >= 0
+            raise CapeConfigError(f"{name}.seed: expected an integer >= 0, got {seed_value}")
+    for name in stages:  # parameters that depend on other stages (train's width on embed.dim)
+        if STAGES[name].check is not None:
+            STAGES[name].check(out)
     return out
 
 

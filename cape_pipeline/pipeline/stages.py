@@ -20,7 +20,14 @@ from typing import Any
 import anndata as ad
 import numpy as np
 
-from cape_pipeline._utils import atomic_path, canonical_json, hash_array, hash_bytes, hash_file
+from cape_pipeline._utils import (
+    atomic_path,
+    canonical_json,
+    hash_array,
+    hash_bytes,
+    hash_file,
+    write_json_atomic,
+)
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.pp import PreprocessConfig, preprocess
 
@@ -74,6 +81,14 @@ class Stage:
     needs
         ``needs(configs) -> inputs`` when the inputs depend on parameters (train with a ready
         ``encodings`` directory does not need Steps I–III); default: ``inputs``.
+    check
+        ``check(configs)`` validates parameters that depend on other stages' configs (train's
+        model width follows ``embed.dim``); raises :class:`CapeConfigError`. Called with every
+        stage's config before the first stage runs.
+    doc_from
+        ``"module:function"`` names of the functions whose numpydoc ``Parameters`` describe
+        the config fields that the config's own ``Attributes`` section does not
+        (``cape params``; imported only when asked for).
     """
 
     name: str
@@ -89,6 +104,8 @@ class Stage:
     export: Callable[[Path, Path], list[Path]] | None = None
     export_also: tuple[str, ...] = ()
     needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+    check: Callable[[Mapping[str, Any]], None] | None = None
+    doc_from: tuple[str, ...] = ()
 
     def inputs_for(self, configs: Mapping[str, Any]) -> tuple[str, ...]:
         """Upstream stages this run of the stage reads, given every stage's config."""
@@ -158,6 +175,19 @@ def _torch_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _check_device(device: str) -> None:
+    """Raise :class:`CapeConfigError` unless ``device`` is ``auto``, ``cpu`` or an available
+    ``cuda[:i]``."""
+    import torch
+
+    try:
+        dev = None if device == "auto" else torch.device(device)
+    except (RuntimeError, TypeError):
+        raise CapeConfigError(f"device: expected auto, cpu or cuda[:i], got {device!r}") from None
+    if dev is not None and dev.type == "cuda" and not torch.cuda.is_available():
+        raise CapeConfigError(f"device: {device!r} requested but CUDA is not available; use auto or cpu")
+
+
 def _copy_atomic(src: Path, dst: Path) -> Path:
     """Copy ``src`` to ``dst`` under a temporary name, then rename (never a half-copied file)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +203,13 @@ class IngestConfig:
 
     Unknown ``ingest.*`` parameters go to ``loader_kwargs`` and on to the catalog loader
     (e.g. ``ingest.n_nodes=50`` for ``synthetic-mlp``, ``ingest.path=FILE`` for ``norman``).
+
+    Attributes
+    ----------
+    loader_kwargs
+        Every other ``ingest.NAME=VALUE``: passed to the catalog entry's loader (e.g.
+        ``ingest.path=FILE`` for a dataset read from a local copy, ``ingest.n_nodes=50`` for
+        ``synthetic-mlp``).
     """
 
     modality: str | None = None
@@ -180,6 +217,12 @@ class IngestConfig:
     index_column: str | None = None
     backed: bool | None = None
     loader_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from cape_pipeline.io.catalog import MODALITIES
+
+        if self.modality is not None and self.modality not in MODALITIES:
+            raise CapeConfigError(f"modality: expected one of {', '.join(MODALITIES)}, got {self.modality!r}")
 
 
 def _ingest_run(inputs: Mapping[str, Any], cfg: IngestConfig, ctx: StageContext) -> ad.AnnData:
@@ -259,6 +302,24 @@ class DiscoverConfig:
     the defaults ``"sampled"``, 5000, ``"low-rank"`` and 20) are passed on as
     :func:`~cape_pipeline.causal.api.discover` options (``--set discover.support=screened`` for
     the screened sparse A at thousands of genes).
+
+    Attributes
+    ----------
+    method
+        ``cape`` (the low-rank NOTEARS-VAE of paper 000), a baseline (``correlation``,
+        ``partial-correlation``, ``notears``, ``dag-gnn``, ``notears-low-rank``, ``dagma``,
+        ``dagma-mlp``) or ``true-dag`` (the data's known graph, ``varp["true_dag"]``).
+    posterior
+        ``cape``: ``sampled`` (default; reparameterised Z) or ``mean`` (decoder on μ).
+    min_steps
+        ``cape`` with ``epochs=None``: the epochs are raised to at least this many AdamW steps
+        (default 5000).
+    support
+        ``cape``: ``low-rank`` (default; A = U Vᵀ, the paper's) or ``screened`` (A sparse on
+        screened candidate parents, for thousands of features).
+    n_candidates
+        ``cape`` with ``support=screened``: candidate parents per feature and screening round
+        (default 20).
     """
 
     method: str = "cape"
@@ -277,6 +338,12 @@ class DiscoverConfig:
     support: str | None = None
     n_candidates: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.method == "true-dag":
+            return
+        from cape_pipeline.causal.api import check_options
+
+        check_options(**{k: v for k, v in asdict(self).items() if v is not None and k != "seed"})
 
 def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:
     from cape_pipeline.causal.graph import CausalGraph
@@ -362,6 +429,11 @@ class EmbedConfig:
     device: str = "cpu"
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        from cape_pipeline.hyperbolic.embed import check_options
+
+        check_options(**asdict(self))
+        _check_device(self.device)
 
 def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -> Any:
     from cape_pipeline.hyperbolic import embed
@@ -433,6 +505,10 @@ class EncodeConfig:
     """
 
     scale: float = math.pi / 4
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.scale) and self.scale > 0):
+            raise CapeConfigError(f"scale: expected a finite number > 0 (radians per unit of e), got {self.scale!r}")
 
 
 @dataclass
@@ -513,6 +589,8 @@ def save_export_figures(out: EncodeOutput, d: Path) -> list[Path]:
     ax_embed, ax_disc = loss.subplots(1, 2)
     if out.embed_loss:
         pl.plot_loss(out.embed_loss, ax=ax_embed, label="contrastive + PageRank loss (Eq. 15)")
+    else:
+        _no_curve(ax_embed, "no Step II loss recorded")
     ax_embed.set_title("Step II: hyperboloid embedding")
     steps = [h for h in out.discover_history if "h" in h]
     if steps:
@@ -524,7 +602,9 @@ def save_export_figures(out: EncodeOutput, d: Path) -> list[Path]:
         ax_disc.set_xlabel("outer step (augmented Lagrangian)")
         ax_disc.set_ylabel("value at the end of the outer step (log scale)")
         ax_disc.legend()
-    ax_disc.set_title("Step I: causal discovery" + ("" if steps else " (no history: given graph)"))
+    else:
+        _no_curve(ax_disc, "no Step I history:\nthe graph was given (discover.method=true-dag)\nor came from a baseline")
+    ax_disc.set_title("Step I: causal discovery")
     figs = {"poincare.png": pl.plot_poincare(enc), "loss.png": loss}
     if enc.graph is not None:
         figs["dag.png"] = pl.plot_dag(enc.graph, pagerank=enc.pagerank)
@@ -536,16 +616,26 @@ def save_export_figures(out: EncodeOutput, d: Path) -> list[Path]:
     return written
 
 
+def _no_curve(ax: Any, text: str) -> None:
+    """An empty panel that says why it is empty (no axes with meaningless ticks)."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35")
+    ax.set_axis_off()
+
+
 def _encode_export(artifact: Path, out: Path) -> list[Path]:
     """Write the encodings directory's files (encodings.parquet, dag.parquet, manifest.json)
-    and the figures into ``out``, each copied under a temporary name and renamed."""
+    and the figures into ``out``, each copied under a temporary name and renamed, and
+    ``encode_manifest.json``: the stage's cache manifest with ``files`` listing the exported
+    files by their names in ``out`` (checksums and sizes) and ``cache_artifact`` the cache
+    directory they came from."""
     written = []
+    names: dict[str, str] = {}
     for sub in ("encodings", "figures"):  # histories.json stays in the cache
         for src in sorted((artifact / sub).glob("*")):
             if src.is_file():
                 written.append(_copy_atomic(src, out / src.name))
-    written.append(_copy_atomic(artifact / "manifest.json", out / "encode_manifest.json"))
-    return written
+                names[src.name] = f"{sub}/{src.name}"
+    return [*written, _write_export_manifest("encode", artifact, out, names)]
 
 
 def _encode_summary(out: EncodeOutput) -> dict[str, Any]:
@@ -617,10 +707,12 @@ class TrainConfig:
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
     n_layers, n_heads, max_tokens
-        ``None`` keeps the backbone's CPU defaults.
+        Transformer blocks, attention heads per block, and the most feature tokens per
+        observation; ``None`` keeps the backbone's CPU defaults.
     pretrain_epochs, finetune_epochs, batch_size, lr, pretrain_lr
-        Training budget; ``None`` keeps each task's default (see
-        :class:`cape_pipeline.tasks.TaskConfig`).
+        Training budget: masked-value pretraining epochs, most fine-tuning epochs, mini-batch
+        size, fine-tuning and pretraining peak learning rates; ``None`` keeps each task's
+        default (see :class:`cape_pipeline.tasks.TaskConfig`).
     label_key
         ``obs`` column with labels; ``None`` takes the task's default.
     save_models
@@ -633,6 +725,12 @@ class TrainConfig:
     encodings_missing
         With ``encodings``: ``error`` (default) fails naming the data's features that the
         encodings lack; ``zero`` gives them angle 0.
+    device
+        ``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``; ``--device`` sets it for
+        every stage.
+    seed
+        First seed (the runs use ``seed … seed + n_seeds − 1``); ``--seed`` sets it for every
+        stage.
     """
 
     tasks: tuple[str, ...] | None = None
@@ -666,6 +764,7 @@ class TrainConfig:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
         for arm in (self.pe, *self.compare):
             parse_arm(arm)
+        _check_device(self.device)
 
 
 @dataclass
@@ -734,11 +833,6 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     if label_key is None:
         cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
         label_key = cols[0] if cols else None
-    budget = {
-        k: getattr(cfg, k)
-        for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
-        if getattr(cfg, k) is not None
-    }
     device = _torch_device(cfg.device)
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both
@@ -748,11 +842,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "train"):
         pe, identity = parse_arm(arm)
-        model = {"d_model": d_model, "identity": identity}
-        for k in ("n_layers", "n_heads", "max_tokens"):
-            if getattr(cfg, k) is not None:
-                model[k] = getattr(cfg, k)
-        task_cfg = {"model": model, **budget}
+        task_cfg = _task_settings(cfg, d_model, identity)
         arm_angles = angles if pe.startswith("cape") else None
         shared = None
         if share:
@@ -782,6 +872,51 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                 res.model.meta.update({"arm": arm, "source": ctx.source})
             results.append(res)
     return TrainOutput(results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings)
+
+
+def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, Any]:
+    """The task config overrides (``{"model": {...}, budget...}``) of one arm of ``cfg``."""
+    model: dict[str, Any] = {"d_model": d_model, "identity": identity}
+    for k in ("n_layers", "n_heads", "max_tokens"):
+        if getattr(cfg, k) is not None:
+            model[k] = getattr(cfg, k)
+    budget = {
+        k: getattr(cfg, k)
+        for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
+        if getattr(cfg, k) is not None
+    }
+    return {"model": model, **budget}
+
+
+def _train_check(configs: Mapping[str, Any]) -> None:
+    """Build the backbone and task configs train will use, before any stage runs: the model
+    width (``d_model``, default 2 × ``embed.dim``) against ``n_heads``, the budget's ranges.
+
+    Raises
+    ------
+    CapeConfigError
+        Prefixed ``train:``, naming the parameter.
+    """
+    from cape_pipeline.models import config_for
+    from cape_pipeline.tasks import TASK_CONFIGS
+    from cape_pipeline.tasks._base import resolve_config
+
+    cfg: TrainConfig = configs["train"]
+    d_model = cfg.d_model
+    if d_model is None and cfg.encodings is None and "embed" in configs:
+        d_model = 2 * int(configs["embed"].dim)
+    try:
+        settings = _task_settings(cfg, d_model or 0, True)
+        if d_model is None:  # the width comes from a ready encodings directory: check it at run time
+            del settings["model"]["d_model"]
+        config_for(cfg.backbone, settings["model"])
+        for task in cfg.tasks or TASKS:
+            resolve_config(TASK_CONFIGS[task], {k: v for k, v in settings.items() if k != "model"})
+    except CapeConfigError as exc:
+        msg = str(exc)
+        hint = " (d_model defaults to 2 × embed.dim)" if cfg.d_model is None and "d_model" in msg else ""
+        msg = f"train.{msg[len('task.'):]}" if msg.startswith("task.") else f"train: {msg}"
+        raise CapeConfigError(msg + hint) from None
 
 
 def _progress(items: list[Any], show: bool, desc: str) -> Any:
@@ -830,7 +965,10 @@ def _train_summary(out: TrainOutput) -> dict[str, Any]:
 class EvaluateConfig:
     """Parameters of the evaluate stage (the report).
 
-    ``umap`` draws a UMAP of the cell embeddings of the first seed of each PE (scanpy).
+    Attributes
+    ----------
+    umap
+        Draw a UMAP (scanpy) of the cell embeddings of the first seed of each PE in the report.
     """
 
     umap: bool = True
@@ -883,6 +1021,7 @@ STAGES: dict[str, Stage] = {
         fingerprint=_ingest_fingerprint,
         summary=_adata_summary,
         extra_field="loader_kwargs",
+        doc_from=("cape_pipeline.io.readers:read",),
     ),
     "preprocess": Stage(
         name="preprocess",
@@ -903,6 +1042,7 @@ STAGES: dict[str, Stage] = {
         load=_discover_load,
         export_files=("dag.parquet", "history.json"),
         summary=_discover_summary,
+        doc_from=("cape_pipeline.causal.api:discover",),
     ),
     "embed": Stage(
         name="embed",
@@ -913,6 +1053,7 @@ STAGES: dict[str, Stage] = {
         load=_embed_load,
         export_files=("embedding.npz", "embedding.json", "dag.parquet"),
         summary=_embed_summary,
+        doc_from=("cape_pipeline.hyperbolic.embed:embed",),
     ),
     "encode": Stage(
         name="encode",
@@ -923,6 +1064,7 @@ STAGES: dict[str, Stage] = {
         load=_encode_load,
         export_files=(),
         summary=_encode_summary,
+        doc_from=("cape_pipeline.encodings.angles:encode",),
         export=_encode_export,
     ),
     "train": Stage(
@@ -938,6 +1080,7 @@ STAGES: dict[str, Stage] = {
         export_also=("encode",),
         fingerprint=_encodings_fingerprint,
         needs=lambda cfgs: ("preprocess",) if cfgs["train"].encodings else ("preprocess", "encode"),
+        check=_train_check,
     ),
     "evaluate": Stage(
         name="evaluate",
@@ -971,10 +1114,21 @@ def export_artifact(stage: Stage, artifact: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if stage.export is not None:
         return stage.export(artifact, out)
-    return [
-        _copy_atomic(artifact / name, out / (name if name != "manifest.json" else f"{stage.name}_manifest.json"))
-        for name in (*stage.export_files, "manifest.json")
-        if (artifact / name).is_file()
-    ]
+    names = {name: name for name in stage.export_files if (artifact / name).is_file()}
+    written = [_copy_atomic(artifact / name, out / name) for name in names]
+    return [*written, _write_export_manifest(stage.name, artifact, out, names)]
+
+
+def _write_export_manifest(stage: str, artifact: Path, out: Path, names: Mapping[str, str]) -> Path:
+    """Write ``<stage>_manifest.json`` into ``out``: the artifact's cache manifest (parameters,
+    upstream keys, versions, timings) whose ``files`` lists the exported files by their names in
+    ``out`` (``names``: name in ``out`` → path inside the artifact) with their sizes and
+    checksums, plus ``cache_artifact``, the cache directory they came from. Every path it lists
+    exists in ``out``."""
+    cache_manifest = json.loads((artifact / "manifest.json").read_text())
+    files = {dst: cache_manifest["files"][src] for dst, src in names.items()}
+    path = out / f"{stage}_manifest.json"
+    write_json_atomic(path, {**cache_manifest, "files": files, "cache_artifact": str(artifact.resolve())})
+    return path
 
 

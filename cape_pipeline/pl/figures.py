@@ -239,6 +239,12 @@ def plot_poincare(
     ax.set_xlim(-1.05, 1.05)
     ax.set_ylim(-1.05, 1.05)
     ax.set_aspect("equal")
+    if e.shape[1] > 2:
+        ax.set_xlabel("‖e‖ × direction on PC 1")
+        ax.set_ylabel("‖e‖ × direction on PC 2")
+    else:
+        ax.set_xlabel("e₀")
+        ax.set_ylabel("e₁" if e.shape[1] == 2 else "")
     ax.set_title(f"Poincaré ball, M = {len(e)}, d = {e.shape[1]} ({how})", fontsize=9)
     maybe_save(fig, save)
     return fig

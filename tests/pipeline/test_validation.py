@@ -1,0 +1,169 @@
+"""Issue 14, cases 5, 6 and 10: every parameter is validated before any stage runs; every
+parameter is listed with its default and meaning (``cape params``); shell completion; the
+exported manifests list only files that exist in ``--out``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cape_pipeline.cli import STAGE_NAMES, _complete_set, _complete_source, _complete_stage, main
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.pipeline import STAGE_ORDER, STAGES, run_pipeline
+from cape_pipeline.pipeline.params import param_docs, stage_params
+
+# (--set, words the one-line error must contain): each would have failed only when its stage
+# started, after ingest/preprocess (and for train, Steps I-III) had run
+BAD = [
+    ("ingest.modality=rna", "ingest.modality"),
+    ("preprocess.n_top_features=0", "preprocess.n_top_features"),
+    ("discover.lr=-1", "discover.lr"),
+    ("discover.lr=.inf", "discover.lr"),
+    ("discover.support=dense", "discover.support"),
+    ("discover.n_candidates=0", "discover.n_candidates"),
+    ("discover.acyclicity=trace", "discover.acyclicity"),
+    ("discover.method=pc", "discover.method"),
+    ("embed.optimizer=sgd", "embed.optimizer"),
+    ("embed.restart=1.5", "embed.restart"),
+    ("embed.curvature=0", "embed.curvature"),
+    ("embed.device=tpu", "embed.device"),
+    ("encode.scale=-1", "encode.scale"),
+    ("train.lr=0", "train.lr"),
+    ("train.batch_size=0", "train.batch_size"),
+    ("train.backbone=bert", "train: backbone 'bert'"),
+    ("train.n_heads=3", "divisible by 2 * n_heads"),
+    ("train.seed=-1", "train"),
+]
+
+
+def _stage_dirs(workdir: Path) -> list[str]:
+    return sorted(p.name for p in workdir.iterdir() if p.is_dir() and not p.name.startswith(".")) if workdir.exists() else []
+
+
+@pytest.mark.parametrize("assignment,needle", BAD)
+def test_bad_parameter_fails_before_any_stage_runs(assignment, needle, tmp_path, capsys):
+    work = tmp_path / "w"
+    code = main(["run", "synthetic-mlp", "--workdir", str(work), "--set", assignment])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert needle in err and err.startswith("error:") and "\n" not in err, err
+    assert _stage_dirs(work) == []  # nothing ran, nothing cached
+
+
+def test_cross_stage_check_uses_embed_dim():
+    """train's width defaults to 2 × embed.dim: dim 3 → d_model 6 cannot be split into 4 heads."""
+    with pytest.raises(CapeConfigError, match=r"d_model \(6\).*2 × embed\.dim"):
+        run_pipeline("synthetic-mlp", workdir="unused", overrides={"embed": {"dim": 3}})
+    # the same dim is fine when the run stops before train
+    from cape_pipeline.pipeline.runner import build_stage_configs
+
+    cfgs = build_stage_configs(list(STAGE_ORDER[:4]), {"embed": {"dim": 3}}, seed=None, device=None)
+    assert cfgs["embed"].dim == 3
+
+
+def test_seed_negative_on_the_command_line(tmp_path, capsys):
+    code = main(["run", "sachs", "--workdir", str(tmp_path), "--seed", "-1"])
+    assert code == 2 and "--seed -1" in capsys.readouterr().err
+
+
+def test_valid_defaults_pass_validation():
+    from cape_pipeline.pipeline.runner import build_stage_configs
+
+    cfgs = build_stage_configs(list(STAGE_ORDER), {}, seed=0, device="cpu")
+    assert set(cfgs) == set(STAGE_ORDER)
+
+
+# ---------------------------------------------------------------------------- cape params
+def test_every_stage_parameter_has_default_and_meaning():
+    assert tuple(STAGE_NAMES) == tuple(STAGE_ORDER)
+    for stage in STAGE_ORDER:
+        docs = stage_params(stage)
+        assert [d.name for d in docs] == [f.name for f in dataclasses.fields(STAGES[stage].config_cls)]
+        undocumented = [d.name for d in docs if len(d.help) < 10]
+        assert not undocumented, f"{stage}: no meaning for {undocumented}"
+
+
+def test_param_docs_reads_grouped_numpydoc_entries():
+    def f(a, b, c):
+        """Doc.
+
+        Parameters
+        ----------
+        a, b
+            Shared ``text`` for :func:`~x.y.zeta`.
+        c
+            Own.
+        """
+
+    assert param_docs(f) == {"a": "Shared text for zeta.", "b": "Shared text for zeta.", "c": "Own."}
+
+
+def test_cape_params_lists_defaults_and_meanings(capsys):
+    code = main(["params", "embed"])
+    out = capsys.readouterr().out
+    assert code == 0
+    for f in dataclasses.fields(STAGES["embed"].config_cls):
+        assert f.name in out
+    assert "radam" in out and "PageRank" in out  # a default and a meaning
+    code = main(["params", "nope"])
+    assert code == 2 and "expected one of ingest" in capsys.readouterr().err
+
+
+def test_stage_help_points_to_params(capsys):
+    main(["discover", "--help"])
+    assert "cape params discover" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- completion
+def test_completion_callbacks(tmp_path, monkeypatch):
+    assert _complete_stage("e") == ["embed", "encode", "evaluate"]
+    assert "discover." in _complete_set("dis")
+    assert _complete_set("discover.su") == ["discover.support="]
+    assert _complete_set("nope.x") == []
+    (tmp_path / "cells.h5ad").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "sub").mkdir()
+    got = _complete_source(str(tmp_path) + "/")
+    assert str(tmp_path / "cells.h5ad") in got and str(tmp_path / "sub") + "/" in got
+    assert not any(g.endswith("notes.txt") for g in got)
+    monkeypatch.chdir(tmp_path)
+    assert "cells.h5ad" in _complete_source("ce") and "notes.txt" not in _complete_source("")
+    assert "sachs" in _complete_source("sa")
+
+
+def test_shell_completion_end_to_end():
+    """bash asks the program itself (click's protocol, ``_CAPE_COMPLETE``)."""
+    env = {**os.environ, "_CAPE_COMPLETE": "complete_bash", "COMP_WORDS": "cape run --until di", "COMP_CWORD": "3"}
+    code = "import sys; from cape_pipeline.cli import entrypoint; sys.argv = ['cape']; entrypoint()"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["discover"], p.stderr
+    p = subprocess.run(
+        [sys.executable, "-c", "from cape_pipeline.cli import main; raise SystemExit(main(['--show-completion', 'bash']))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert "_CAPE_COMPLETE" in p.stdout
+
+
+# ---------------------------------------------------------------------------- exported manifests
+def test_exported_manifests_list_only_files_in_out(tmp_path):
+    over = {"ingest": {"n_nodes": 8, "n_obs": 300, "seed": 1}, "discover": {"method": "true-dag"},
+            "embed": {"max_epochs": 5, "dim": 4}}
+    out = tmp_path / "out"
+    run_pipeline("synthetic-mlp", until="encode", workdir=tmp_path / "w", overrides=over, out=out)
+    run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path / "w", overrides=over, out=out)
+    from cape_pipeline._utils import hash_file
+
+    for name in ("encode_manifest.json", "discover_manifest.json"):
+        man = json.loads((out / name).read_text())
+        assert man["files"], name
+        for f, meta in man["files"].items():
+            assert (out / f).is_file(), f"{name} lists {f}, absent from --out"
+            assert hash_file(out / f) == meta["blake2b"]
+        assert Path(man["cache_artifact"]).is_dir()
+    assert "histories.json" not in json.loads((out / "encode_manifest.json").read_text())["files"]
