@@ -136,9 +136,22 @@ class ArtifactCache:
         if ok:
             return self.path(stage, key)
         if why != "absent":
-            log.warning("%s: cached artifact %s is corrupt (%s); recomputing", stage, key[:12], why)
-            shutil.rmtree(self.path(stage, key), ignore_errors=True)
+            # under the key's lock, and only if still corrupt: another process may have just
+            # renamed a valid artifact into place
+            with self._lock(stage, key):
+                ok, why = self.verify(stage, key)
+                if ok:
+                    return self.path(stage, key)
+                if why != "absent":
+                    log.warning("%s: cached artifact %s is corrupt (%s); recomputing", stage, key[:12], why)
+                    shutil.rmtree(self.path(stage, key), ignore_errors=True)
         return None
+
+    def _lock(self, stage: str, key: str) -> FileLock:
+        """The inter-process lock of one key (``<root>/.locks/<stage>-<key>.lock``)."""
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(locks / f"{stage}-{key}.lock"))
 
     def manifest(self, stage: str, key: str) -> dict[str, Any]:
         """The parsed ``manifest.json`` of a stored artifact."""
@@ -185,9 +198,7 @@ class ArtifactCache:
             # the same result: keep it and drop ours. A corrupt leftover is moved aside first and
             # removed only after the new artifact is in place, so each rename is atomic and a
             # killed process leaves the old or the new artifact, never a half-written one.
-            locks = self.root / ".locks"
-            locks.mkdir(exist_ok=True)
-            with FileLock(str(locks / f"{stage}-{key}.lock")):
+            with self._lock(stage, key):
                 if self.verify(stage, key)[0]:
                     shutil.rmtree(tmp, ignore_errors=True)
                     return final

@@ -251,3 +251,14 @@ def test_stage_key_depends_on_torch_threads() -> None:
     finally:
         torch.set_num_threads(before)
     assert one != two
+
+
+def test_lookup_does_not_delete_an_artifact_another_process_just_stored(tmp_path, monkeypatch):
+    """lookup saw a corrupt artifact, but by the time it holds the key's lock another process
+    has renamed a valid one into place: that one must be served, not deleted."""
+    cache = ArtifactCache(tmp_path)
+    path = cache.store("s", "k", lambda d: (d / "a.txt").write_text("new"), {})
+    answers = iter([(False, "checksum mismatch in a.txt"), (True, "")])
+    monkeypatch.setattr(ArtifactCache, "verify", lambda self, stage, key: next(answers))
+    assert cache.lookup("s", "k") == path
+    assert (path / "a.txt").read_text() == "new"
