@@ -154,6 +154,8 @@ def _run(
     from cape_pipeline.pipeline.runner import run_pipeline
 
     _setup_logging(verbose)
+    if workdir.exists() and not workdir.is_dir():
+        raise CapeInputError(f"--workdir {workdir}: exists and is not a directory; give a directory for the cache")
     if out is not None and out.exists() and not out.is_dir():
         raise CapeInputError(f"--out {out}: exists and is not a directory; give a directory for the exported files")
     if seed is not None and seed < 0:

@@ -113,3 +113,10 @@ def test_diverged_discover_fails_and_stores_nothing(tmp_path, capsys):
         p for p in (tmp_path / "discover").iterdir() if not p.name.startswith(".")
     )
     assert any((tmp_path / "preprocess").iterdir())
+
+
+def test_workdir_at_a_file_is_one_line_exit_2(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    code, _, err = _run(["ingest", "sachs", "--workdir", str(f)], capsys)
+    assert code == 2 and "--workdir" in err and "not a directory" in err and len(err.strip().splitlines()) == 1

@@ -16,6 +16,7 @@ Export directory (fixed file names, readable by pandas/pyarrow alone)::
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -43,6 +44,8 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
 ]
+
+log = logging.getLogger(__name__)
 
 #: c of Eq. 25: angles φ = c · e lie in (−π/4, π/4) radians.
 DEFAULT_SCALE = math.pi / 4
@@ -161,7 +164,8 @@ class CapeEncodings:
             Feature names of the target dataset (e.g. ``adata.var_names``), length N.
         missing
             ``"error"``: raise when a name has no encoding. ``"zero"``: give it angle 0 in every
-            pair (the identity rotation, i.e. no positional information).
+            pair (the identity rotation, i.e. no positional information) and log a warning
+            with their count. Either way it is an error when no name has an encoding.
 
         Returns
         -------
@@ -171,7 +175,9 @@ class CapeEncodings:
         Raises
         ------
         CapeDataError
-            With ``missing="error"``, naming up to 10 missing features and their count.
+            When none of ``var_names`` is in the encodings (whatever ``missing``; the message
+            shows the first names of both, since the encodings were made for other data); with
+            ``missing="error"``, when some are missing, naming up to 10 and their count.
         CapeConfigError
             If ``missing`` is not ``"error"`` or ``"zero"``.
 
@@ -189,6 +195,26 @@ class CapeEncodings:
         index = pd.Index(self.feature_names.astype(str))
         pos = index.get_indexer(names.astype(str))
         absent = pos < 0
+        if names.size and absent.all():
+
+            def first(a: np.ndarray) -> str:
+                return ", ".join(repr(str(s)) for s in a[:5]) + (", ..." if a.size > 5 else "")
+
+            raise CapeDataError(
+                f"encodings: none of the data's {names.size} features are in the encodings "
+                f"(first data features: {first(names)}; first encoding features: "
+                f"{first(self.feature_names)}); the encodings were made for other data"
+            )
+        if absent.any() and missing == "zero":
+            miss = names[absent]
+            log.warning(
+                "encodings: %d of %d data features have no encoding and get angle 0 (no positional "
+                "information): %s%s",
+                miss.size,
+                names.size,
+                ", ".join(repr(str(s)) for s in miss[:5]),
+                f" and {miss.size - 5} more" if miss.size > 5 else "",
+            )
         if absent.any() and missing == "error":
             miss = names[absent]
             shown = ", ".join(repr(s) for s in miss[:10])

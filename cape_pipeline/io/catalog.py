@@ -18,6 +18,31 @@ MODALITIES = ("scrna", "proteomics", "methylation", "synthetic")
 CATALOG_ENV = "CAPE_CATALOG"
 
 
+def yaml_error_message(path: str | os.PathLike[str], exc: BaseException) -> str:
+    """One line for a YAML file that failed to parse: the file, where, and the YAML problem.
+
+    ``PATH: not valid YAML at line L, column C: PROBLEM (while CONTEXT from line L', column C')``,
+    from the ``problem_mark``/``problem`` (and ``context``/``context_mark``) of a
+    :class:`yaml.MarkedYAMLError`; line and column count from 1. Other errors give their text
+    with the lines joined.
+
+    It raises nothing itself: any exception is described.
+    """
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if not problem:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return f"{path}: not valid YAML: {text}"
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    msg = f"{path}: not valid YAML{where}: {' '.join(str(problem).split())}"
+    context = getattr(exc, "context", None)
+    cmark = getattr(exc, "context_mark", None)
+    if context:
+        at = f" from line {cmark.line + 1}, column {cmark.column + 1}" if cmark is not None else ""
+        msg += f" ({' '.join(str(context).split())}{at})"
+    return msg
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
     """One dataset of the catalog (see the header of ``data_catalog.yaml`` for the fields)."""
@@ -76,7 +101,7 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> dict[str, Catalo
     except FileNotFoundError as exc:
         raise CapeFileError(f"{p}: catalog file not found") from exc
     except yaml.YAMLError as exc:
-        raise CapeFileError(f"{p}: not valid YAML ({exc})") from exc
+        raise CapeFileError(yaml_error_message(p, exc)) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("datasets"), list):
         raise CapeFileError(f"{p}: expected a mapping with a 'datasets' list")
     known = {f for f in CatalogEntry.__dataclass_fields__ if f != "extra"}

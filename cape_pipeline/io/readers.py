@@ -8,6 +8,7 @@ columns in ``obs``; it is checked by :func:`validate_adata` before it is returne
 from __future__ import annotations
 
 import csv
+import itertools
 import logging
 import os
 from collections.abc import Sequence
@@ -104,10 +105,7 @@ def read(
             raise CapeConfigError(
                 f"{src}: parameters {sorted(loader_kwargs)} apply to catalog datasets only"
             )
-        if not path.exists():
-            raise CapeFileError(f"{src}: no such file")
-        if not path.is_file():
-            raise CapeFileError(f"{src}: not a regular file")
+        check_file_source(src)
         suffix = path.suffix.lower()
         if suffix not in _READERS:
             raise CapeFileError(
@@ -140,6 +138,54 @@ def is_file_source(source: str | os.PathLike[str]) -> bool:
     return path.suffix.lower() in _READERS or os.sep in src or path.exists()
 
 
+def check_file_source(source: str | os.PathLike[str]) -> Path:
+    """Check that ``source`` names a readable regular file, before it is hashed or read.
+
+    Parameters
+    ----------
+    source
+        A path given as SOURCE (``cape ingest SOURCE``, :func:`read`).
+
+    Returns
+    -------
+    pathlib.Path
+        The path, with ``~`` expanded.
+
+    Raises
+    ------
+    CapeFileError
+        ``SOURCE: no such file`` when nothing exists there; ``SOURCE: is a directory; expected a
+        .h5ad, .parquet, .csv or .tsv file or a catalog name (cape datasets)`` for a directory;
+        ``SOURCE: not a regular file`` for a device, pipe or socket; ``SOURCE: not readable
+        (permission denied)`` when the file cannot be opened for reading.
+    """
+    src = str(source)
+    path = Path(src).expanduser()
+    if path.is_dir():
+        raise CapeFileError(
+            f"{src}: is a directory; expected a .h5ad, .parquet, .csv or .tsv file "
+            "or a catalog name (cape datasets)"
+        )
+    if not path.exists():
+        raise CapeFileError(f"{src}: no such file")
+    if not path.is_file():
+        raise CapeFileError(
+            f"{src}: not a regular file; expected a .h5ad, .parquet, .csv or .tsv file"
+        )
+    if not os.access(path, os.R_OK):
+        raise CapeFileError(f"{src}: not readable (permission denied)")
+    return path
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception with its lines joined (pyarrow and h5py messages
+    span lines, and the CLI prints one)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def read_h5ad(path: str | os.PathLike[str], *, backed: bool | None = None) -> ad.AnnData:
     """Read an ``.h5ad`` file with anndata, in backed mode for files larger than memory.
 
@@ -157,7 +203,7 @@ def read_h5ad(path: str | os.PathLike[str], *, backed: bool | None = None) -> ad
         adata = ad.read_h5ad(path, backed="r" if backed else None)
     except Exception as exc:  # h5py/anndata raise OSError, KeyError, ValueError, ...
         raise CapeFileError(
-            f"{path}: not a readable .h5ad file (corrupt or truncated?): {type(exc).__name__}: {exc}"
+            f"{path}: not a readable .h5ad file (corrupt or truncated?): {_one_line(exc)}"
         ) from exc
     if not backed:
         adata.X = _as_float32(adata.X, where=str(path))
@@ -233,18 +279,26 @@ def read_parquet(
     CapeFileError
         If the file is not valid Parquet (corrupt or truncated).
     CapeDataError
-        Non-numeric feature columns, duplicate column names, unknown label/index columns.
+        Non-numeric feature columns, duplicate column names (checked on the schema, before
+        the data is read), unknown label/index columns.
     """
     import pyarrow.parquet as pq
 
     path = Path(path)
     try:
+        names = pq.read_schema(path).names
+    except Exception as exc:  # ArrowInvalid, OSError, ...
+        raise CapeFileError(
+            f"{path}: not a readable Parquet file (corrupt or truncated?): {_one_line(exc)}"
+        ) from exc
+    # pyarrow cannot read a table whose columns share a name ("Multiple matches for FieldRef")
+    _check_duplicate_columns(names, str(path))
+    try:
         table = pq.read_table(path)
     except Exception as exc:  # ArrowInvalid, OSError, ...
         raise CapeFileError(
-            f"{path}: not a readable Parquet file (corrupt or truncated?): {type(exc).__name__}: {exc}"
+            f"{path}: not a readable Parquet file (corrupt or truncated?): {_one_line(exc)}"
         ) from exc
-    _check_duplicate_columns(table.column_names, str(path))
     return _frame_to_anndata(
         table.to_pandas(), where=str(path), label_columns=label_columns, index_column=index_column
     )
@@ -258,25 +312,65 @@ def read_csv(
 ) -> ad.AnnData:
     """Read a ``.csv`` (comma) or ``.tsv`` (tab) table; same layout as :func:`read_parquet`.
 
+    The separator follows the suffix: ``,`` for ``.csv``, a tab for ``.tsv``; there is no
+    option to choose another.
+
     Raises
     ------
     CapeFileError
-        If the file is empty or cannot be parsed.
+        If the file is empty or cannot be parsed, or is read as one column while its lines
+        hold another separator (``;``, a tab, ``,`` or ``|``; the message names it and how to
+        convert the file).
     CapeDataError
-        As :func:`read_parquet`.
+        As :func:`read_parquet`; also a header without data rows.
     """
     path = Path(path)
     sep = "\t" if path.suffix.lower() == ".tsv" else ","
+    header: list[str] | None = None
     try:
         with open(path, newline="") as fh:
-            header = next(csv.reader(fh, delimiter=sep), None)
+            rows = csv.reader(fh, delimiter=sep)
+            header = next(rows, None)
+            first = [r[0] for r in itertools.islice(rows, 5) if len(r) == 1]
         if not header:
             raise CapeFileError(f"{path}: empty file (expected a header row of column names)")
+        if len(header) == 1:  # before pandas, which may take extra fields as an index
+            _check_separator(path, sep, header[0], first)
         _check_duplicate_columns(header, str(path))
         df = pd.read_csv(path, sep=sep)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise CapeFileError(f"{path}: cannot parse as {'TSV' if sep == chr(9) else 'CSV'}: {exc}") from exc
+        raise CapeFileError(
+            f"{path}: cannot parse as {'TSV' if sep == chr(9) else 'CSV'}: {_one_line(exc)}"
+        ) from exc
+    if len(df) == 0:
+        raise CapeDataError(f"{path}: no data rows (only a header); expected one row per observation")
     return _frame_to_anndata(df, where=str(path), label_columns=label_columns, index_column=index_column)
+
+
+_SEPARATORS = {";": "';'", "\t": "a tab", ",": "','", "|": "'|'"}
+
+
+def _check_separator(path: Path, sep: str, header: str, values: list[str]) -> None:
+    """Raise when a table read as one column has another separator in its header and in each
+    of its first ``values`` (one column each), or in some value when there is no header."""
+    text = "\n".join([header, *values])
+    found = [c for c in _SEPARATORS if c != sep and all(c in v for v in [header, *values])]
+    if not found:
+        return
+    other = max(found, key=text.count)
+    if other == "\t":
+        fix = f"rename it to {path.stem}.tsv"
+    elif other == ",":
+        fix = f"rename it to {path.stem}.csv"
+    else:
+        fix = (
+            f"convert the file, e.g. pandas.read_csv({str(path)!r}, sep={other!r})"
+            f".to_csv({path.stem + '.csv'!r}, index=False)"
+        )
+    raise CapeFileError(
+        f"{path}: read as one column, but the lines contain {_SEPARATORS[other]}; CAPE reads "
+        f"comma-separated .csv and tab-separated .tsv (the suffix picks the separator): {fix}"
+    )
 
 
 _READERS = {".h5ad": read_h5ad, ".parquet": read_parquet, ".pq": read_parquet, ".csv": read_csv, ".tsv": read_csv}

@@ -44,15 +44,24 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     Raises
     ------
     CapeFileError
-        Missing or unparsable file, or not a mapping of mappings.
+        Missing file, a directory, an unreadable or non-UTF-8 file, invalid YAML (one line
+        naming the line and column of the problem), or not a mapping of mappings.
     """
+    from cape_pipeline.io.catalog import yaml_error_message
+
     p = Path(path)
+    if p.is_dir():
+        raise CapeFileError(f"{p}: is a directory; expected a YAML config file {{stage: {{param: value}}}}")
     try:
         doc = yaml.safe_load(p.read_text()) or {}
     except FileNotFoundError as exc:
         raise CapeFileError(f"{p}: config file not found") from exc
+    except UnicodeDecodeError as exc:
+        raise CapeFileError(f"{p}: not a text file (not UTF-8); expected a YAML config file") from exc
+    except OSError as exc:
+        raise CapeFileError(f"{p}: cannot read config file ({exc.strerror or exc})") from exc
     except yaml.YAMLError as exc:
-        raise CapeFileError(f"{p}: not valid YAML ({exc})") from exc
+        raise CapeFileError(yaml_error_message(p, exc)) from exc
     if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
         raise CapeFileError(f"{p}: expected a mapping of stage name to a mapping of parameters")
     return {str(k): dict(v) for k, v in doc.items()}
@@ -84,7 +93,9 @@ def _coerce(value: Any, default: Any, where: str) -> Any:
         if isinstance(default, tuple) and isinstance(value, (list, tuple)):
             return tuple(value)
     except (TypeError, ValueError):
-        raise CapeConfigError(f"{where}: expected a {type(default).__name__}, got {value!r}") from None
+        kind = {"int": "an integer", "float": "a number", "bool": "true or false", "tuple": "a list"}
+        what = kind.get(type(default).__name__, f"a {type(default).__name__}")
+        raise CapeConfigError(f"{where}: expected {what}, got {value!r}") from None
     return value
 
 
@@ -106,7 +117,8 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
     Raises
     ------
     CapeConfigError
-        Unknown parameter (the message lists the known ones) or a value of the wrong type.
+        Unknown parameter (the message lists the known ones), a value of the wrong type, or one
+        the config's ``__post_init__`` rejects; the message starts with ``stage.param``.
     """
     fields = {f.name: f for f in dataclasses.fields(cls)}
     known = {k: v for k, v in params.items() if k in fields and k != extra_field}
@@ -122,4 +134,8 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
                 f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}; known: {sorted(fields)}"
             )
         kwargs[extra_field] = dict(unknown)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except CapeConfigError as exc:  # the config's own checks name the field; add the stage
+        msg = str(exc)
+        raise CapeConfigError(msg if msg.startswith(f"{stage}.") else f"{stage}.{msg}") from None

@@ -268,12 +268,11 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
     catalog (``$CAPE_CATALOG``) that points a known name at other data gets another key; the
     loader's code and the package data it reads are in the code fingerprint of every key."""
     from cape_pipeline.io.catalog import get_entry
-    from cape_pipeline.io.readers import is_file_source
+    from cape_pipeline.io.readers import check_file_source, is_file_source
 
     p = Path(ctx.source).expanduser()
     if is_file_source(ctx.source):
-        if not p.is_file():
-            raise CapeFileError(f"{ctx.source}: no such file")
+        check_file_source(ctx.source)  # missing, a directory, unreadable: one line each
         return "file:" + hash_file(p)
     entry = get_entry(ctx.source)
     definition = hash_bytes(canonical_json(asdict(entry)))
@@ -827,7 +826,9 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         angles = enc.align(adata.var_names, missing=cfg.encodings_missing)
     except CapeDataError as exc:
         where = f"train.encodings={cfg.encodings}" if cfg.encodings else "encodings"
-        raise CapeDataError(f"{where}: {exc} (CLI: --set train.encodings_missing=zero)") from exc
+        shared = np.isin(np.asarray(adata.var_names, dtype=str), np.asarray(enc.feature_names, dtype=str)).any()
+        hint = " (CLI: --set train.encodings_missing=zero)" if shared else ""
+        raise CapeDataError(f"{where}: {exc}{hint}") from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
     label_key = cfg.label_key
     if label_key is None:

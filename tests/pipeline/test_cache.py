@@ -140,7 +140,7 @@ def test_unknown_stage_or_param(tmp_path):
         run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"prep": {"x": 1}})
     with pytest.raises(CapeConfigError, match="--until 'later'"):
         run_pipeline("sachs", until="later", workdir=tmp_path)
-    with pytest.raises(CapeConfigError, match="preprocess.n_top_features: expected a int"):
+    with pytest.raises(CapeConfigError, match="preprocess.n_top_features: expected an integer"):
         run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"preprocess": {"n_top_features": "many"}})
 
 
