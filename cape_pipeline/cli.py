@@ -190,11 +190,6 @@ def _run(
         f"{len(result.records)} stage(s): {len(result.records) - n_cached} ran, {n_cached} from cache"
         f" (workdir {workdir})"
     )
-    if result.missing:
-        last = result.records[-1].stage if result.records else "nothing"
-        console.print(
-            f"[yellow]stopped after {last}: stage(s) {', '.join(result.missing)} not implemented yet[/yellow]"
-        )
     for p in result.exported:
         out_console.print(f"exported {p}")
 

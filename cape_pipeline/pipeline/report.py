@@ -14,84 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
-
-RESULTS = "results.json"
-
-
-# ------------------------------------------------------------------------------------ results
-def write_results(out: Any, d: Path) -> None:
-    """Store a train stage's :class:`TrainOutput` in ``d``: ``results.json`` (metrics, curves,
-    timings, params per run), ``embeddings.npz`` (``run{i}`` → (n_obs, D) float32),
-    ``predictions_{i}.parquet`` and ``confusion_{i}.csv`` where a run has them, and
-    ``models/<task>_<arm>_seed<s>/`` for each run with a task head (see
-    :meth:`cape_pipeline.models.TrainedModel.save`)."""
-    runs = []
-    arrays: dict[str, np.ndarray] = {}
-    for i, r in enumerate(out.results):
-        runs.append(
-            {
-                "task": r.task,
-                "metrics": {k: float(v) for k, v in r.metrics.items()},
-                "curves": {k: [float(x) for x in v] for k, v in r.curves.items()},
-                "seconds": float(r.seconds),
-                "cells_per_second": float(r.cells_per_second),
-                "params": r.params,
-            }
-        )
-        if r.embeddings is not None:
-            arrays[f"run{i}"] = np.asarray(r.embeddings, dtype=np.float32)
-        if r.predictions is not None:
-            with atomic_path(d / f"predictions_{i}.parquet") as tmp:
-                r.predictions.to_parquet(tmp)
-        if r.confusion is not None:
-            with atomic_path(d / f"confusion_{i}.csv") as tmp:
-                r.confusion.to_csv(tmp)
-        if r.model is not None and r.model.head is not None:
-            name = f"{r.task}_{r.params.get('pe', '?')}_seed{r.params.get('seed', 0)}".replace("/", "-")
-            r.model.save(d / "models" / name, overwrite=True)
-            runs[-1]["model_dir"] = f"models/{name}"
-    if arrays:
-        with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-    doc = {"tasks": out.tasks, "pes": out.pes, "d_model": out.d_model, "encodings_dir": out.encodings_dir, "runs": runs}
-    with atomic_path(d / RESULTS) as tmp:
-        tmp.write_text(json.dumps(doc, indent=1, default=str))
-
-
-def read_results(d: Path) -> Any:
-    """Inverse of :func:`write_results`."""
-    from cape_pipeline.pipeline.stages import TrainOutput
-    from cape_pipeline.tasks import TaskResult
-
-    doc = json.loads((d / RESULTS).read_text())
-    arrays: dict[str, np.ndarray] = {}
-    if (d / "embeddings.npz").is_file():
-        with np.load(d / "embeddings.npz", allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    results = []
-    for i, run in enumerate(doc["runs"]):
-        pred = d / f"predictions_{i}.parquet"
-        conf = d / f"confusion_{i}.csv"
-        results.append(
-            TaskResult(
-                task=run["task"],
-                metrics=run["metrics"],
-                curves=run["curves"],
-                seconds=run["seconds"],
-                cells_per_second=run["cells_per_second"],
-                embeddings=arrays.get(f"run{i}"),
-                predictions=pd.read_parquet(pred) if pred.is_file() else None,
-                confusion=pd.read_csv(conf, index_col=0) if conf.is_file() else None,
-                params=run["params"],
-            )
-        )
-    return TrainOutput(
-        results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir")
-    )
 
 
 # ------------------------------------------------------------------------------------ report
@@ -394,7 +319,11 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
         "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
         "timings_s": {k: round(float(v), 3) for k, v in timings.items()},
     }
-    return Report(doc=doc, figures=_figures(train, adata, doc["comparison"], umap=umap))
+    from cape_pipeline.pl.report import report_figures
+
+    comparison = doc["comparison"]
+    primary = [row for row in comparison["differences"] if _is_primary(row)]
+    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap))
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -453,118 +382,6 @@ def _comparison(train: Any) -> dict[str, Any]:
         "verdict": verdict_sentence(prim, arm, base),
         "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
     }
-
-
-def _figures(train: Any, adata: Any, comparison: dict[str, Any], *, umap: bool) -> dict[str, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    figs: dict[str, Any] = {}
-    fig = _difference_figure(train, comparison)
-    if fig is not None:
-        figs["cape_vs_default.png"] = fig
-    first: dict[tuple[str, str], Any] = {}
-    for r in train.results:
-        first.setdefault((r.task, r.params.get("pe", "?")), r)
-    # training curves: one panel per task, one line per PE and curve
-    for task in train.tasks:
-        runs = [(pe, r) for (t, pe), r in first.items() if t == task and r.curves]
-        if not runs:
-            continue
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for pe, r in runs:
-            for name, vals in r.curves.items():
-                if not vals:
-                    continue
-                if name == "val_score":  # the score is minus the validation loss
-                    ax.plot(np.arange(1, len(vals) + 1), -np.asarray(vals), ls="--", label=f"{pe}: validation loss")
-                else:
-                    ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name.replace('_', ' ')}")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss")
-        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)}; identical arms overlap)")
-        ax.legend(fontsize=7)
-        figs[f"curves_{task}.png"] = fig
-    # confusion matrices (annotation)
-    for (task, pe), r in first.items():
-        if r.confusion is None:
-            continue
-        cm = r.confusion.to_numpy(dtype=float)
-        cm = cm / np.maximum(cm.sum(axis=1, keepdims=True), 1)
-        fig, ax = plt.subplots(figsize=(5.5, 5))
-        im = ax.imshow(cm, cmap="Blues", vmin=0, vmax=1)
-        ax.set_xticks(range(len(r.confusion.columns)), [str(c) for c in r.confusion.columns], rotation=90, fontsize=7)
-        ax.set_yticks(range(len(r.confusion.index)), [str(c) for c in r.confusion.index], fontsize=7)
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("true")
-        ax.set_title(f"{task}, pe={pe}: confusion (row-normalized, test cells)")
-        fig.colorbar(im, ax=ax, fraction=0.046)
-        figs[f"confusion_{task}_{pe.replace('/', '-')}.png"] = fig
-    # UMAP of cell embeddings, colored by label
-    if umap:
-        figs.update(_umaps(first, adata))
-    return figs
-
-
-def _difference_figure(train: Any, comp: dict[str, Any]) -> Any:
-    """Per-seed paired differences cape − default of the primary metrics, with the 95 % CI
-    (``comp``: the report's :func:`_comparison`)."""
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in comp["differences"] if _is_primary(r)]
-    if not rows:
-        return None
-    runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}
-    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(rows)))
-    for i, row in enumerate(rows):
-        seeds = sorted(s for t, a, s in runs if t == row["task"] and a == comp["arm"])
-        pts = [runs[(row["task"], comp["arm"], s)][row["metric"]] - runs.get((row["task"], comp["baseline"], s), {}).get(row["metric"], np.nan) for s in seeds]
-        ax.scatter(pts, [i] * len(pts), s=14, color="0.5", zorder=2)
-        if row["ci_low"] is not None:
-            ax.plot([row["ci_low"], row["ci_high"]], [i, i], color="C0", lw=2, zorder=1)
-        ax.scatter([row["mean"]], [i], marker="D", color="C0", zorder=3)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(rows)), [f"{r['task']} {r['metric']}" + ("" if r["higher_is_better"] else " (lower better)") for r in rows], fontsize=8)
-    ax.set_xlabel(f"{comp['arm']} − {comp['baseline']} (per seed; diamond = mean, bar = 95 % CI)")
-    ax.set_title("Does CAPE help on this data?")
-    return fig
-
-
-def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
-    import warnings
-
-    import anndata as ad
-    import matplotlib.pyplot as plt
-    import scanpy as sc
-
-    figs = {}
-    for (task, pe), r in first.items():
-        if task != "clustering" or r.embeddings is None or r.embeddings.shape[0] != adata.n_obs:
-            continue
-        label = r.params.get("label_key")
-        emb = ad.AnnData(X=np.zeros((adata.n_obs, 1), dtype=np.float32), obs=adata.obs.copy())
-        emb.obsm["X_cape"] = r.embeddings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sc.pp.neighbors(emb, use_rep="X_cape", random_state=0)
-            sc.tl.umap(emb, random_state=0)
-        xy = emb.obsm["X_umap"]
-        fig, ax = plt.subplots(figsize=(6, 5))
-        if label in emb.obs:
-            cats = emb.obs[label].astype("category")
-            for i, c in enumerate(cats.cat.categories):
-                m = (cats == c).to_numpy()
-                ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
-            ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
-        else:
-            ax.scatter(xy[:, 0], xy[:, 1], s=6)
-        ax.set_title(f"UMAP of cell embeddings, pe={pe}")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        figs[f"umap_{pe.replace('/', '-')}.png"] = fig
-    return figs
 
 
 def render_markdown(doc: dict[str, Any]) -> str:

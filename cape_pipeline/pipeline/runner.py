@@ -45,10 +45,9 @@ class StageRecord:
 
 @dataclass
 class RunResult:
-    """Result of :func:`run_pipeline`: per-stage records, missing stages and exported files."""
+    """Result of :func:`run_pipeline`: per-stage records and exported files."""
 
     records: list[StageRecord]
-    missing: list[str]
     exported: list[Path]
     outputs: dict[str, Any]
 
@@ -57,8 +56,8 @@ class RunResult:
         return _resolve(self.outputs, stage)
 
 
-def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
-    """Split the stages up to ``until`` into (implemented, missing), in pipeline order.
+def resolve_stages(until: str | None) -> list[str]:
+    """The stages up to ``until`` (default: all), in pipeline order.
 
     Raises
     ------
@@ -67,13 +66,7 @@ def resolve_stages(until: str | None) -> tuple[list[str], list[str]]:
     """
     if until is not None and until not in STAGE_ORDER:
         raise CapeConfigError(f"--until {until!r}: expected one of {', '.join(STAGE_ORDER)}")
-    wanted = STAGE_ORDER[: STAGE_ORDER.index(until) + 1] if until else STAGE_ORDER
-    usable: list[str] = []
-    for s in wanted:  # a stage can run only if every stage before it is implemented
-        if s not in STAGES:
-            break
-        usable.append(s)
-    return usable, [s for s in wanted if s not in usable]
+    return list(STAGE_ORDER[: STAGE_ORDER.index(until) + 1] if until else STAGE_ORDER)
 
 
 def build_stage_configs(
@@ -154,9 +147,9 @@ def run_pipeline(
         Bad input or parameters (subclasses name the problem). A stage that fails leaves the
         artifacts of earlier stages intact and stores nothing for itself.
     """
-    stages, missing = resolve_stages(until)
+    stages = resolve_stages(until)
     configs = build_stage_configs(stages, overrides or {}, seed=seed, device=device)
-    ctx = StageContext(source=source, seed=seed or 0, device=device or "auto", progress=progress)
+    ctx = StageContext(source=source, progress=progress)
     cache = ArtifactCache(workdir)
 
     inputs = {name: STAGES[name].inputs_for(configs) for name in stages}
@@ -216,7 +209,7 @@ def run_pipeline(
             if extra in by_stage:  # not when skipped (train with a ready encodings directory)
                 exported += export_artifact(STAGES[extra], by_stage[extra].path, Path(out))
         exported += export_artifact(STAGES[last.stage], last.path, Path(out))
-    return RunResult(records=records, missing=missing, exported=exported, outputs=outputs)
+    return RunResult(records=records, exported=exported, outputs=outputs)
 
 
 @dataclass

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from cape_pipeline.pl.figures import plot_dag, plot_loss, plot_poincare
+from cape_pipeline.pl.figures import (
+    plot_dag,
+    plot_loss,
+    plot_poincare,
+    plot_training_curves,
+    save_encoding_figures,
+)
 
-__all__ = ["plot_dag", "plot_loss", "plot_poincare"]
+__all__ = ["plot_dag", "plot_loss", "plot_poincare", "plot_training_curves", "save_encoding_figures"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -315,3 +316,78 @@ def plot_loss(
         a.grid(alpha=0.3)
     maybe_save(fig, save)
     return fig
+
+
+def plot_training_curves(embed_loss: Sequence[float], discover_history: Sequence[Mapping[str, Any]]) -> Figure:
+    """Two panels: Step II loss per epoch (Eq. 15), and Step I −ELBO and h(A) at the end of each
+    augmented-Lagrangian outer step (Eqs. 8 and 10, log scale). A panel without data says why
+    (a given graph has no Step I history).
+
+    Parameters
+    ----------
+    embed_loss
+        Loss per epoch of :func:`cape_pipeline.hyperbolic.embed` (``loss_history``).
+    discover_history
+        ``CausalGraph.history`` of Step I: one mapping per outer step with ``h`` (and
+        ``neg_elbo`` for method ``cape``).
+    """
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_embed, ax_disc = fig.subplots(1, 2)
+    if len(embed_loss):
+        plot_loss(list(embed_loss), ax=ax_embed, label="contrastive + PageRank loss (Eq. 15)")
+    else:
+        _no_curve(ax_embed, "no Step II loss recorded")
+    ax_embed.set_title("Step II: hyperboloid embedding")
+    steps = [h for h in discover_history if "h" in h]
+    if steps:
+        x = np.arange(1, len(steps) + 1)
+        if all("neg_elbo" in h for h in steps):
+            ax_disc.plot(x, [float(h["neg_elbo"]) for h in steps], marker="o", label="−ELBO")
+        ax_disc.plot(x, [max(float(h["h"]), 1e-16) for h in steps], marker="s", label="h(A)")
+        ax_disc.set_yscale("log")
+        ax_disc.set_xlabel("outer step (augmented Lagrangian)")
+        ax_disc.set_ylabel("value at the end of the outer step (log scale)")
+        ax_disc.legend()
+    else:
+        _no_curve(ax_disc, "no Step I history:\nthe graph was given (discover.method=true-dag)\nor came from a baseline")
+    ax_disc.set_title("Step I: causal discovery")
+    return fig
+
+
+def _no_curve(ax: Axes, text: str) -> None:
+    """An empty panel that says why it is empty (no axes with meaningless ticks)."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35")
+    ax.set_axis_off()
+
+
+def save_encoding_figures(
+    encodings: Any,
+    d: str | os.PathLike[str],
+    *,
+    embed_loss: Sequence[float] = (),
+    discover_history: Sequence[Mapping[str, Any]] = (),
+) -> list[Path]:
+    """Render the figures that travel with exported encodings into directory ``d`` (PNG,
+    120 dpi, each written under a temporary name and renamed): ``dag.png``
+    (:func:`plot_dag`, when the encodings carry their graph), ``poincare.png``
+    (:func:`plot_poincare`) and ``loss.png`` (:func:`plot_training_curves`).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    from cape_pipeline._utils import atomic_path
+
+    d = Path(d)
+    d.mkdir(parents=True, exist_ok=True)
+    figs = {"poincare.png": plot_poincare(encodings), "loss.png": plot_training_curves(embed_loss, discover_history)}
+    if encodings.graph is not None:
+        figs["dag.png"] = plot_dag(encodings.graph, pagerank=encodings.pagerank)
+    written = []
+    for name, fig in figs.items():
+        with atomic_path(d / name) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+        written.append(d / name)
+    return written

@@ -29,9 +29,11 @@ from cape_pipeline.tasks.age import AgeConfig, predict_age
 from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_logreg
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster
 from cape_pipeline.tasks.perturbation import PerturbationConfig, predict_perturbation
+from cape_pipeline.tasks.results import TrainOutput
 from cape_pipeline.tasks.simulate import simulate_methylation_age, simulate_perturbation_data
 
 __all__ = [
+    "TrainOutput",
     "TASKS",
     "TASK_CONFIGS",
     "AgeConfig",

@@ -1,0 +1,328 @@
+"""Stage train: the transformers with and without CAPE on the tasks of the data, side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anndata as ad
+import numpy as np
+
+from cape_pipeline._utils import hash_bytes, hash_file
+from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
+from cape_pipeline.pipeline.stages._base import (
+    Stage,
+    StageContext,
+    _check_device,
+    _copy_atomic,
+    _torch_device,
+)
+from cape_pipeline.pipeline.stages.encode import EncodeOutput
+from cape_pipeline.tasks import TASKS
+from cape_pipeline.tasks.results import TrainOutput
+
+# ---------------------------------------------------------------------------- train
+
+
+NO_IDENTITY = "/no-id"
+"""Arm suffix: the backbone without its native feature identity (literal reading of Eq. F.109)."""
+
+
+def parse_arm(arm: str) -> tuple[str, bool]:
+    """``"cape"`` → ``("cape", True)``; ``"cape/no-id"`` → ``("cape", False)`` (identity off).
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown PE name.
+    """
+    from cape_pipeline.models import PE_NAMES
+
+    pe, identity = (arm[: -len(NO_IDENTITY)], False) if arm.endswith(NO_IDENTITY) else (arm, True)
+    if pe not in PE_NAMES:
+        raise CapeConfigError(
+            f"train: pe {arm!r} unknown; expected one of {list(PE_NAMES)}, optionally with "
+            f"'{NO_IDENTITY}' (no feature identity, the literal reading of Eq. F.109)"
+        )
+    return pe, identity
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Parameters of the train stage: which tasks, backbone and positional encodings (arms).
+
+    Every arm in ``(pe, *compare)`` is trained with the same backbone size, budget and seeds.
+    By default the main job answers "does CAPE help on this data?": ``cape`` against the
+    backbone's ``default`` (its native feature identity alone, the same model without the
+    rotary angles) and ``none/no-id`` (no identity, no PE: a control that shows how much the
+    identity itself carries), over 3 seeds, and the report leads with the paired difference
+    cape − default.
+
+    Attributes
+    ----------
+    tasks
+        Subset of ``annotation``, ``clustering``, ``perturbation``, ``age``; ``None`` takes the
+        tasks of the dataset's catalog entry (files: annotation + clustering when
+        ``label_key`` or an ingest label column is given, else none).
+    backbone
+        ``scgpt``, ``scbert`` or ``methylgpt``.
+    pe, compare
+        The arm of interest and the arms trained beside it. An arm is a PE name
+        (:data:`cape_pipeline.models.PE_NAMES`), applied on top of the backbone's feature
+        identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
+        the PE replaces the identity). ``default`` is the identity alone; ``none`` (with the
+        identity) is the same model as ``default``.
+    n_seeds
+        Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
+        one seed) and the paired differences against ``default`` get a 95 % t-interval.
+    d_model
+        Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
+    n_layers, n_heads, max_tokens
+        Transformer blocks, attention heads per block, and the most feature tokens per
+        observation; ``None`` keeps the backbone's CPU defaults.
+    pretrain_epochs, finetune_epochs, batch_size, lr, pretrain_lr
+        Training budget: masked-value pretraining epochs, most fine-tuning epochs, mini-batch
+        size, fine-tuning and pretraining peak learning rates; ``None`` keeps each task's
+        default (see :class:`cape_pipeline.tasks.TaskConfig`).
+    label_key
+        ``obs`` column with labels; ``None`` takes the task's default.
+    save_models
+        Store each run's fitted model (backbone + head + gene list) under ``models/`` of the
+        artifact and of ``--out`` (``cape_pipeline.models.load(dir)`` reads one back).
+    encodings
+        A ready encodings directory (``cape ... --out DIR`` or ``CapeEncodings.save``) to use
+        instead of running Steps I–III on this data; its angles are aligned to the data's
+        features by name.
+    encodings_missing
+        With ``encodings``: ``error`` (default) fails naming the data's features that the
+        encodings lack; ``zero`` gives them angle 0.
+    device
+        ``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``; ``--device`` sets it for
+        every stage.
+    seed
+        First seed (the runs use ``seed … seed + n_seeds − 1``); ``--seed`` sets it for every
+        stage.
+    """
+
+    tasks: tuple[str, ...] | None = None
+    backbone: str = "scgpt"
+    pe: str = "cape"
+    compare: tuple[str, ...] = ("default", "none/no-id")
+    n_seeds: int = 3
+    d_model: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
+    max_tokens: int | None = None
+    pretrain_epochs: int | None = None
+    finetune_epochs: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    pretrain_lr: float | None = None
+    label_key: str | None = None
+    save_models: bool = True
+    encodings: str | None = None
+    encodings_missing: str = "error"
+    device: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.encodings_missing not in ("error", "zero"):
+            raise CapeConfigError(f"train.encodings_missing: expected error or zero, got {self.encodings_missing!r}")
+        bad = sorted(set(self.tasks or ()) - set(TASKS))
+        if bad:
+            raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
+        if self.n_seeds < 1:
+            raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
+        for arm in (self.pe, *self.compare):
+            parse_arm(arm)
+        _check_device(self.device)
+
+
+def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
+    if cfg.tasks is not None:
+        return list(cfg.tasks)
+    from cape_pipeline.io.catalog import load_catalog
+
+    entry = load_catalog().get(ctx.source)
+    if entry is not None:
+        return [t for t in entry.tasks if t in TASKS]
+    labelled = cfg.label_key or adata.uns.get("cape_ingest", {}).get("label_columns")
+    return ["annotation", "clustering"] if labelled else []
+
+
+def _train_encodings(inputs: Mapping[str, Any], cfg: TrainConfig) -> EncodeOutput:
+    """The encodings train uses: the encode stage's, or those of ``cfg.encodings``."""
+    return inputs["encode"] if cfg.encodings is None else _encodings_from_dir(cfg.encodings)
+
+
+def _encodings_from_dir(path: str) -> EncodeOutput:
+    """An :class:`EncodeOutput` for a ready encodings directory (validated by ``load_encodings``)."""
+    from cape_pipeline.encodings import load_encodings
+
+    enc = load_encodings(path)
+    return EncodeOutput(enc, {**enc.manifest.get("provenance", {}), "encodings_dir": str(path)})
+
+
+def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
+    """Content hash of a ready encodings directory named by ``train.encodings``."""
+    if getattr(cfg, "encodings", None) is None:
+        return ""
+    d = Path(cfg.encodings)
+    files = sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
+    if not files:
+        raise CapeFileError(f"train.encodings: {d} is not an encodings directory (expected encodings.parquet, manifest.json)")
+    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
+
+
+def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
+    from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
+    from cape_pipeline.tasks._base import dense_x, resolve_config
+
+    adata = inputs["preprocess"]
+    enc = _train_encodings(inputs, cfg).encodings
+    tasks = _resolve_tasks(cfg, ctx, adata)
+    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    try:
+        angles = enc.align(adata.var_names, missing=cfg.encodings_missing)
+    except CapeDataError as exc:
+        where = f"train.encodings={cfg.encodings}" if cfg.encodings else "encodings"
+        shared = np.isin(np.asarray(adata.var_names, dtype=str), np.asarray(enc.feature_names, dtype=str)).any()
+        hint = " (CLI: --set train.encodings_missing=zero)" if shared else ""
+        raise CapeDataError(f"{where}: {exc}{hint}") from exc
+    d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
+    label_key = cfg.label_key
+    if label_key is None:
+        cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
+        label_key = cols[0] if cols else None
+    device = _torch_device(cfg.device)
+    # annotation and clustering both pretrain on all cells with the same settings: one
+    # pretraining per (arm, seed) serves both
+    share = "annotation" in tasks and "clustering" in tasks
+    x_all = dense_x(adata) if share else None
+    results = []
+    jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
+    for seed, arm in _progress(jobs, ctx.progress, "train"):
+        pe, identity = parse_arm(arm)
+        task_cfg = _task_settings(cfg, d_model, identity)
+        arm_angles = angles if pe.startswith("cape") else None
+        shared = None
+        if share:
+            pcfg = resolve_config(TASK_CONFIGS["annotation"], task_cfg)
+            shared = pretrain(
+                x_all, backbone=cfg.backbone, cfg=pcfg, pe=pe, angles=arm_angles, seed=seed,
+                device=device, progress=ctx.progress,
+            )
+        for task in tasks:
+            res = run_task(
+                task,
+                adata,
+                pe=pe,
+                angles=arm_angles,
+                backbone=cfg.backbone,
+                config=task_cfg,
+                label_key=label_key if task in ("annotation", "clustering") else None,
+                seed=seed,
+                device=device,
+                progress=ctx.progress,
+                pretrained=shared if task in ("annotation", "clustering") else None,
+            )
+            res.params.update({"task": task, "pe": arm, "identity": identity, "seed": seed})
+            if not cfg.save_models:
+                res.model = None
+            elif res.model is not None:
+                res.model.meta.update({"arm": arm, "source": ctx.source})
+            results.append(res)
+    return TrainOutput(results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings)
+
+
+def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, Any]:
+    """The task config overrides (``{"model": {...}, budget...}``) of one arm of ``cfg``."""
+    model: dict[str, Any] = {"d_model": d_model, "identity": identity}
+    for k in ("n_layers", "n_heads", "max_tokens"):
+        if getattr(cfg, k) is not None:
+            model[k] = getattr(cfg, k)
+    budget = {
+        k: getattr(cfg, k)
+        for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
+        if getattr(cfg, k) is not None
+    }
+    return {"model": model, **budget}
+
+
+def _train_check(configs: Mapping[str, Any]) -> None:
+    """Build the backbone and task configs train will use, before any stage runs: the model
+    width (``d_model``, default 2 × ``embed.dim``) against ``n_heads``, the budget's ranges.
+
+    Raises
+    ------
+    CapeConfigError
+        Prefixed ``train:``, naming the parameter.
+    """
+    from cape_pipeline.models import config_for
+    from cape_pipeline.tasks import TASK_CONFIGS
+    from cape_pipeline.tasks._base import resolve_config
+
+    cfg: TrainConfig = configs["train"]
+    d_model = cfg.d_model
+    if d_model is None and cfg.encodings is None and "embed" in configs:
+        d_model = 2 * int(configs["embed"].dim)
+    try:
+        settings = _task_settings(cfg, d_model or 0, True)
+        if d_model is None:  # the width comes from a ready encodings directory: check it at run time
+            del settings["model"]["d_model"]
+        config_for(cfg.backbone, settings["model"])
+        for task in cfg.tasks or TASKS:
+            resolve_config(TASK_CONFIGS[task], {k: v for k, v in settings.items() if k != "model"})
+    except CapeConfigError as exc:
+        msg = str(exc)
+        hint = " (d_model defaults to 2 × embed.dim)" if cfg.d_model is None and "d_model" in msg else ""
+        msg = f"train.{msg[len('task.'):]}" if msg.startswith("task.") else f"train: {msg}"
+        raise CapeConfigError(msg + hint) from None
+
+
+def _progress(items: list[Any], show: bool, desc: str) -> Any:
+    """Iterate ``items`` with a rich progress bar when ``show``."""
+    if not show:
+        yield from items
+        return
+    from rich.progress import Progress
+
+    from cape_pipeline._progress import progress
+
+    with progress(lambda: Progress(transient=True), unit="runs", prefix="train") as bar:
+        t = bar.add_task(desc, total=len(items))
+        for it in items:
+            yield it
+            bar.advance(t)
+
+
+def _train_export(artifact: Path, out: Path) -> list[Path]:
+    """``results.json`` and the saved models (``models/<task>_<arm>_seed<s>/``) into ``out``."""
+    return [
+        _copy_atomic(src, out / src.relative_to(artifact))
+        for src in sorted(artifact.rglob("*"))
+        if src.is_file() and (src.name == "results.json" or src.relative_to(artifact).parts[0] == "models")
+    ]
+
+
+def _train_summary(out: TrainOutput) -> dict[str, Any]:
+    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "pes": ",".join(out.pes)}
+
+
+STAGE = Stage(
+    name="train",
+    config_cls=TrainConfig,
+    inputs=("preprocess", "encode"),
+    run=_train_run,
+    save=lambda out, d: out.save(d),
+    load=TrainOutput.load,
+    export_files=("results.json",),
+    summary=_train_summary,
+    export=_train_export,
+    export_also=("encode",),
+    fingerprint=_encodings_fingerprint,
+    needs=lambda cfgs: ("preprocess",) if cfgs["train"].encodings else ("preprocess", "encode"),
+    check=_train_check,
+)

@@ -1,0 +1,137 @@
+"""The evaluate report's figures: paired differences, training curves, confusion matrices, UMAPs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def report_figures(
+    train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True
+) -> dict[str, Any]:
+    """The report's figures by file name: ``cape_vs_default.png`` (:func:`plot_differences`),
+    ``curves_<task>.png`` (training and validation loss per epoch, first seed of each arm),
+    ``confusion_<task>_<arm>.png`` (row-normalized, test cells) and, with ``umap``,
+    ``umap_<arm>.png`` (scanpy UMAP of the clustering embeddings colored by label).
+
+    Parameters
+    ----------
+    train
+        :class:`cape_pipeline.tasks.TrainOutput`.
+    adata
+        The preprocessed AnnData the runs used (labels for the UMAP colors).
+    comparison
+        The report's comparison (``arm``, ``baseline``, ``differences``).
+    primary
+        The rows of ``comparison["differences"]`` to draw in ``cape_vs_default.png``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    figs: dict[str, Any] = {}
+    fig = plot_differences(train, comparison, primary)
+    if fig is not None:
+        figs["cape_vs_default.png"] = fig
+    first: dict[tuple[str, str], Any] = {}
+    for r in train.results:
+        first.setdefault((r.task, r.params.get("pe", "?")), r)
+    # training curves: one panel per task, one line per PE and curve
+    for task in train.tasks:
+        runs = [(pe, r) for (t, pe), r in first.items() if t == task and r.curves]
+        if not runs:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for pe, r in runs:
+            for name, vals in r.curves.items():
+                if not vals:
+                    continue
+                if name == "val_score":  # the score is minus the validation loss
+                    ax.plot(np.arange(1, len(vals) + 1), -np.asarray(vals), ls="--", label=f"{pe}: validation loss")
+                else:
+                    ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name.replace('_', ' ')}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss")
+        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)}; identical arms overlap)")
+        ax.legend(fontsize=7)
+        figs[f"curves_{task}.png"] = fig
+    # confusion matrices (annotation)
+    for (task, pe), r in first.items():
+        if r.confusion is None:
+            continue
+        cm = r.confusion.to_numpy(dtype=float)
+        cm = cm / np.maximum(cm.sum(axis=1, keepdims=True), 1)
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        im = ax.imshow(cm, cmap="Blues", vmin=0, vmax=1)
+        ax.set_xticks(range(len(r.confusion.columns)), [str(c) for c in r.confusion.columns], rotation=90, fontsize=7)
+        ax.set_yticks(range(len(r.confusion.index)), [str(c) for c in r.confusion.index], fontsize=7)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        ax.set_title(f"{task}, pe={pe}: confusion (row-normalized, test cells)")
+        fig.colorbar(im, ax=ax, fraction=0.046)
+        figs[f"confusion_{task}_{pe.replace('/', '-')}.png"] = fig
+    # UMAP of cell embeddings, colored by label
+    if umap:
+        figs.update(_umaps(first, adata))
+    return figs
+
+
+def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
+    """Per-seed paired differences arm − baseline (``comp["arm"]``, ``comp["baseline"]``) of the
+    metrics in ``rows`` (one row each: task, metric, mean, ci_low, ci_high, higher_is_better),
+    with the 95 % CI; None when ``rows`` is empty."""
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return None
+    runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}
+    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(rows)))
+    for i, row in enumerate(rows):
+        seeds = sorted(s for t, a, s in runs if t == row["task"] and a == comp["arm"])
+        pts = [runs[(row["task"], comp["arm"], s)][row["metric"]] - runs.get((row["task"], comp["baseline"], s), {}).get(row["metric"], np.nan) for s in seeds]
+        ax.scatter(pts, [i] * len(pts), s=14, color="0.5", zorder=2)
+        if row["ci_low"] is not None:
+            ax.plot([row["ci_low"], row["ci_high"]], [i, i], color="C0", lw=2, zorder=1)
+        ax.scatter([row["mean"]], [i], marker="D", color="C0", zorder=3)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), [f"{r['task']} {r['metric']}" + ("" if r["higher_is_better"] else " (lower better)") for r in rows], fontsize=8)
+    ax.set_xlabel(f"{comp['arm']} − {comp['baseline']} (per seed; diamond = mean, bar = 95 % CI)")
+    ax.set_title("Does CAPE help on this data?")
+    return fig
+
+
+def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
+    import warnings
+
+    import anndata as ad
+    import matplotlib.pyplot as plt
+    import scanpy as sc
+
+    figs = {}
+    for (task, pe), r in first.items():
+        if task != "clustering" or r.embeddings is None or r.embeddings.shape[0] != adata.n_obs:
+            continue
+        label = r.params.get("label_key")
+        emb = ad.AnnData(X=np.zeros((adata.n_obs, 1), dtype=np.float32), obs=adata.obs.copy())
+        emb.obsm["X_cape"] = r.embeddings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sc.pp.neighbors(emb, use_rep="X_cape", random_state=0)
+            sc.tl.umap(emb, random_state=0)
+        xy = emb.obsm["X_umap"]
+        fig, ax = plt.subplots(figsize=(6, 5))
+        if label in emb.obs:
+            cats = emb.obs[label].astype("category")
+            for i, c in enumerate(cats.cat.categories):
+                m = (cats == c).to_numpy()
+                ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
+            ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
+        else:
+            ax.scatter(xy[:, 0], xy[:, 1], s=6)
+        ax.set_title(f"UMAP of cell embeddings, pe={pe}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        figs[f"umap_{pe.replace('/', '-')}.png"] = fig
+    return figs
