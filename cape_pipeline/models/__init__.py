@@ -8,9 +8,6 @@ model is saved and read back with :class:`TrainedModel` / :func:`load`.
 
 from __future__ import annotations
 
-import numpy as np
-import torch
-
 from cape_pipeline.models.attention import (
     ATTENTIONS,
     DotProductAttention,
@@ -18,6 +15,7 @@ from cape_pipeline.models.attention import (
     build_attention,
     register_attention,
 )
+from cape_pipeline.models.backbones import BACKBONES, build_backbone
 from cape_pipeline.models.blocks import Block, TokenTransformer
 from cape_pipeline.models.configs import (
     BACKBONE_CONFIGS,
@@ -77,40 +75,3 @@ __all__ = [
     "preset",
     "register_attention",
 ]
-
-BACKBONES: dict[str, type[TokenTransformer]] = {"scgpt": ScGPT, "scbert": ScBERT, "methylgpt": MethylGPT}
-"""Backbone name → module class."""
-
-
-def build_backbone(
-    name: str,
-    config: BackboneConfig | dict | str | None = None,
-    *,
-    n_features: int,
-    pe: str,
-    attention: str = "dot",
-    angles: np.ndarray | torch.Tensor | None = None,
-    static_table: np.ndarray | torch.Tensor | None = None,
-) -> TokenTransformer:
-    """Build a backbone by name (``scgpt``, ``scbert``, ``methylgpt``).
-
-    Parameters
-    ----------
-    name
-        Backbone name.
-    config
-        Config instance, preset name, dict of overrides or ``None`` (see :func:`config_for`).
-    n_features
-        M.
-    pe, attention, angles, static_table
-        See :class:`~cape_pipeline.models.blocks.TokenTransformer`.
-
-    Raises
-    ------
-    CapeConfigError, CapeDataError
-        Unknown names, bad config, bad angles.
-    """
-    cfg = config_for(name, config)
-    return BACKBONES[name](
-        cfg, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
-    )

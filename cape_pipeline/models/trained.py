@@ -162,7 +162,7 @@ class TrainedModel:
             Missing directory or files, unreadable/corrupt files, an unknown format version, or
             weights that do not fit the stored config.
         """
-        from cape_pipeline.models import build_backbone
+        from cape_pipeline.models.backbones import build_backbone
         from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
         from cape_pipeline.models.pe import ANGLE_PES
 
