@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DAG = "cape_dag"
 """``varp``: (n_vars, n_vars) sparse float64, ``[i, j]`` = weight of edge i → j (Step I)."""
-LORENTZ = "cape_lorentz"
+HYPERBOLOID = "cape_hyperboloid"
 """``varm``: (n_vars, d + 1) float64 points on the hyperboloid (Step II, Eq. 11)."""
 POINCARE = "cape_poincare"
 """``varm``: (n_vars, d) float64 Poincaré-ball coordinates e (Eq. A.22)."""

@@ -18,7 +18,7 @@ def test_discover_embed_encode_write_axes():
     tl.discover(a, epochs=3, max_outer=2)
     assert a.varp["cape_dag"].shape == (6, 6) and "discover" in a.uns["cape"]
     tl.embed(a, dim=4, max_epochs=5, tol=0)
-    assert a.varm["cape_lorentz"].shape == (6, 5) and a.varm["cape_poincare"].shape == (6, 4)
+    assert a.varm["cape_hyperboloid"].shape == (6, 5) and a.varm["cape_poincare"].shape == (6, 4)
     assert "cape_pagerank" in a.var
     tl.encode(a)
     np.testing.assert_allclose(a.varm["cape_angles"], (np.pi / 4) * a.varm["cape_poincare"])

@@ -290,11 +290,11 @@ class TrainedModel:
         CapeDataError
             See :meth:`align`.
         """
-        from cape_pipeline.models.training import as_tensor, encode
+        from cape_pipeline.models.training import as_tensor, cell_embeddings
 
         x = self.align(data, var_names=var_names, missing=missing)
         dev = next(self.backbone.parameters()).device
-        return encode(self.backbone, as_tensor(x, dev), pooling=self.pooling, batch_size=batch_size)  # type: ignore[arg-type]
+        return cell_embeddings(self.backbone, as_tensor(x, dev), pooling=self.pooling, batch_size=batch_size)  # type: ignore[arg-type]
 
     @torch.no_grad()
     def predict(self, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128) -> np.ndarray:

@@ -21,7 +21,7 @@ from torch import nn
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
-__all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "encode", "as_tensor"]
+__all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "cell_embeddings", "as_tensor"]
 
 
 @dataclass
@@ -273,7 +273,7 @@ def masked_pretrain(
 
 
 @torch.no_grad()
-def encode(model: TokenTransformer, x: torch.Tensor, *, pooling: Pooling = "cls", batch_size: int = 128) -> np.ndarray:
+def cell_embeddings(model: TokenTransformer, x: torch.Tensor, *, pooling: Pooling = "cls", batch_size: int = 128) -> np.ndarray:
     """Cell embeddings of ``x`` (N, M) in eval mode → ``(N, D)`` float32 numpy."""
     model.eval()
     out = []

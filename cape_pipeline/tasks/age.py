@@ -15,7 +15,7 @@ from sklearn.linear_model import ElasticNet
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import RegressionHead, pool
-from cape_pipeline.models.training import as_tensor, encode, seeded, train_epochs
+from cape_pipeline.models.training import as_tensor, cell_embeddings, seeded, train_epochs
 from cape_pipeline.tasks._base import (
     Pretrained,
     TaskConfig,
@@ -146,7 +146,7 @@ def predict_age(
             weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
             validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="age",
         )
-        emb = encode(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
+        emb = cell_embeddings(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
         head.eval()
         with torch.no_grad():
             pred = head(torch.as_tensor(emb[te], device=device)).cpu().numpy() * sd + mu

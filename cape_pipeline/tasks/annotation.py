@@ -18,7 +18,7 @@ from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ClassifierHead, pool
-from cape_pipeline.models.training import as_tensor, encode, seeded, train_epochs
+from cape_pipeline.models.training import as_tensor, cell_embeddings, seeded, train_epochs
 from cape_pipeline.tasks._base import (
     Pretrained,
     TaskConfig,
@@ -219,7 +219,7 @@ def annotate(
             weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
             validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="finetune",
         )
-        emb = encode(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
+        emb = cell_embeddings(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
         head.eval()
         with torch.no_grad():
             pred = head(torch.as_tensor(emb[te], device=device)).argmax(1).cpu().numpy()

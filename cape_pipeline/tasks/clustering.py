@@ -15,7 +15,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.training import as_tensor, encode
+from cape_pipeline.models.training import as_tensor, cell_embeddings
 from cape_pipeline.tasks._base import (
     Pretrained,
     TaskConfig,
@@ -117,7 +117,7 @@ def cluster(
         pretrained, x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
     )
     model, plog = pre.model, pre.log
-    emb = encode(model, as_tensor(x, device), pooling=cfg.pooling)  # type: ignore[arg-type]
+    emb = cell_embeddings(model, as_tensor(x, device), pooling=cfg.pooling)  # type: ignore[arg-type]
     clusters = _kmeans(emb, k, seed, cfg.n_init)
     metrics = clustering_metrics(emb, y, clusters, seed=seed)
     if cfg.reference:

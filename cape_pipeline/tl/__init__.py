@@ -96,7 +96,7 @@ def embed(
     adata: ad.AnnData,
     *,
     graph_key: str = _keys.DAG,
-    key_added: str = _keys.LORENTZ,
+    key_added: str = _keys.HYPERBOLOID,
     copy: bool = False,
     **kwargs: Any,
 ) -> ad.AnnData | None:
