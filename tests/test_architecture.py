@@ -45,3 +45,34 @@ def test_import_graph_sees_a_cycle(tmp_path):
     g = import_graph()
     g.add_edge("cape_pipeline.models.trained", "cape_pipeline.models")  # what trained.py once did
     assert any("cape_pipeline.models.trained" in c for c in nx.simple_cycles(g))
+
+
+def _config_classes() -> list[type]:
+    import dataclasses
+
+    import cape_pipeline.models.configs
+    import cape_pipeline.tasks
+
+    found = []
+    for mod in (cape_pipeline.tasks, cape_pipeline.models.configs):
+        found += [c for c in vars(mod).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]
+    return found
+
+
+def test_subclass_configs_do_not_repeat_a_default():
+    """A config subclass (e.g. a task's) writes a field again only to change its default."""
+    import dataclasses
+
+    repeated = []
+    for cls in _config_classes():
+        own = cls.__dict__.get("__annotations__", {})
+        for base in cls.__mro__[1:]:
+            if not dataclasses.is_dataclass(base):
+                continue
+            inherited = {f.name: f for f in dataclasses.fields(base)}
+            for name in own:
+                f = inherited.get(name)
+                if f is not None and f.default is not dataclasses.MISSING and f.default == cls.__dict__.get(name):
+                    repeated.append(f"{cls.__name__}.{name} = {f.default!r} (as in {base.__name__})")
+            break
+    assert not repeated, repeated

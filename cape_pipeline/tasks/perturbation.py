@@ -87,7 +87,6 @@ class PerturbationConfig(TaskConfig):
         Control → control training pairs per epoch, as a fraction of the perturbed pairs.
     """
 
-    pretrain_epochs: int = 5
     finetune_epochs: int = 30
     test_fraction: float = 0.3
     n_de: int = 20
