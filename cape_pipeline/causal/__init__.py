@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cape_pipeline.causal.api import discover
+from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.metrics import dag_metrics
 
-__all__ = ["CausalGraph", "dag_metrics", "discover"]
+__all__ = ["CausalGraph", "DiscoverConfig", "dag_metrics", "discover"]

@@ -24,27 +24,33 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
-from cape_pipeline.causal.model import LowRankSEMVAE
+from cape_pipeline.causal.config import ACYCLICITY, DEFAULT_EPOCHS, L1_MODES, DiscoverConfig
+from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE
 from cape_pipeline.errors import CapeFitError
 
 __all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
 
 logger = logging.getLogger(__name__)
 
-ACYCLICITY = ("spectral", "majorant")
-L1_MODES = ("auto", "exact", "sampled", "surrogate")
+#: the defaults of Step I, written once in :class:`~cape_pipeline.causal.config.DiscoverConfig`
+_D = DiscoverConfig()
 
 
 @dataclass(frozen=True)
 class SolverConfig:
     """Every setting of the Step I solver (defaults: paper 000, Supp. F.4, and measurements).
+
+    The defaults are those of :class:`~cape_pipeline.causal.config.DiscoverConfig` (written
+    there once); :meth:`from_discover` builds the settings of a
+    :func:`~cape_pipeline.causal.api.discover` run. Here ``epochs`` is a number (the API
+    resolves ``epochs=None``) and ``dag_threshold=None`` is the plain rule of Eq. 10.
 
     Attributes
     ----------
@@ -99,28 +105,62 @@ class SolverConfig:
         the cap of its output graph, so the check looks at the graph that is returned.
     """
 
-    rank: int = 40
-    lambda_sparse: float = 1.0
-    epochs: int = 100
-    batch_size: int = 128
-    lr: float = 3e-3
-    acyclicity: str = "spectral"
-    max_outer: int = 20
-    h_tol: float = 1e-8
-    rho_max: float = 1e16
-    rho_init: float = 1.0
+    rank: int = _D.rank
+    lambda_sparse: float = _D.lambda_sparse
+    epochs: int = DEFAULT_EPOCHS
+    batch_size: int = _D.batch_size
+    lr: float = _D.lr
+    acyclicity: str = _D.acyclicity
+    max_outer: int = _D.max_outer
+    h_tol: float = _D.h_tol
+    rho_max: float = _D.rho_max
+    rho_init: float = _D.rho_init
     alpha_init: float = 0.0
-    hidden: int = 64
-    power_iters: int = 10
-    weight_decay: float = 1e-2
-    init_scale: float = 0.1
-    seed: int = 0
-    l1: str = "auto"
-    l1_exact_max: int = 500
-    l1_pairs: int = 4096
+    hidden: int = _D.hidden
+    power_iters: int = _D.power_iters
+    weight_decay: float = _D.weight_decay
+    init_scale: float = _D.init_scale
+    seed: int = _D.seed
+    l1: str = _D.l1
+    l1_exact_max: int = _D.l1_exact_max
+    l1_pairs: int = _D.l1_pairs
     dag_threshold: float | None = None
     dag_max_edges_per_row: int | None = None
-    posterior: str = "sampled"
+    posterior: str = POSTERIORS[0]
+
+    @classmethod
+    def from_discover(
+        cls, cfg: DiscoverConfig, *, rank: int, epochs: int, dag_max_edges_per_row: int | None = None
+    ) -> SolverConfig:
+        """The solver settings of a :class:`~cape_pipeline.causal.config.DiscoverConfig`.
+
+        ``rank`` and ``epochs`` are the effective values (capped to M − 1, resolved from
+        ``epochs=None``); ``dag_threshold`` is the config's, else τ; ``posterior`` the config's
+        effective one; ``dag_max_edges_per_row`` the cap of the output graph.
+        """
+        return cls(
+            rank=int(rank),
+            lambda_sparse=float(cfg.lambda_sparse),
+            epochs=int(epochs),
+            batch_size=int(cfg.batch_size),
+            lr=float(cfg.lr),
+            acyclicity=cfg.acyclicity,
+            max_outer=int(cfg.max_outer),
+            seed=int(cfg.seed),
+            h_tol=cfg.h_tol,
+            rho_max=cfg.rho_max,
+            rho_init=cfg.rho_init,
+            hidden=cfg.hidden,
+            power_iters=cfg.power_iters,
+            weight_decay=cfg.weight_decay,
+            init_scale=cfg.init_scale,
+            l1=cfg.l1,
+            l1_exact_max=cfg.l1_exact_max,
+            l1_pairs=cfg.l1_pairs,
+            dag_threshold=float(cfg.threshold) if cfg.dag_threshold is None else cfg.dag_threshold,
+            dag_max_edges_per_row=dag_max_edges_per_row,
+            posterior=cfg.effective_posterior,
+        )
 
 
 @dataclass
@@ -355,7 +395,3 @@ def fit_low_rank_vae(
     v = model.v.detach().cpu().double().numpy()
     return FitResult(u=u, v=v, history=history, model=model)
 
-
-def config_dict(config: SolverConfig) -> dict[str, Any]:
-    """Plain-dict view of a config (for ``CausalGraph.params``)."""
-    return asdict(config)

@@ -1,77 +1,28 @@
-"""Stage discover: Step I, the causal DAG among the features (paper 000, Sec. 3.3)."""
+"""Stage discover: Step I, the causal DAG among the features (paper 000, Sec. 3.3).
+
+The stage's parameters are :class:`cape_pipeline.causal.DiscoverConfig`, the options of
+:func:`cape_pipeline.causal.discover`; ``method="true-dag"`` takes the data's known graph
+(``varp["true_dag"]``) instead of learning one, so later stages can run on ground truth.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cape_pipeline._utils import atomic_path
+from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pipeline.stages._base import Stage, StageContext
 
 log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------- discover
-@dataclass(frozen=True)
-class DiscoverConfig:
-    """Parameters of the discover stage (Step I; see :func:`cape_pipeline.causal.api.discover`).
-
-    ``method="true-dag"`` takes the data's known graph (``varp["true_dag"]``) instead of learning
-    one, so later stages can run on ground truth. ``acyclicity=None`` uses the package default;
-    ``epochs=None`` the paper's 100 epochs raised to at least ``min_steps`` (5000) AdamW steps;
-    ``posterior``, ``min_steps``, ``support`` and ``n_candidates`` (method ``"cape"`` only; None =
-    the defaults ``"sampled"``, 5000, ``"low-rank"`` and 20) are passed on as
-    :func:`~cape_pipeline.causal.api.discover` options (``--set discover.support=screened`` for
-    the screened sparse A at thousands of genes).
-
-    Attributes
-    ----------
-    method
-        ``cape`` (the low-rank NOTEARS-VAE of paper 000), a baseline (``correlation``,
-        ``partial-correlation``, ``notears``, ``dag-gnn``, ``notears-low-rank``, ``dagma``,
-        ``dagma-mlp``) or ``true-dag`` (the data's known graph, ``varp["true_dag"]``).
-    posterior
-        ``cape``: ``sampled`` (default; reparameterised Z) or ``mean`` (decoder on μ).
-    min_steps
-        ``cape`` with ``epochs=None``: the epochs are raised to at least this many AdamW steps
-        (default 5000).
-    support
-        ``cape``: ``low-rank`` (default; A = U Vᵀ, the paper's) or ``screened`` (A sparse on
-        screened candidate parents, for thousands of features).
-    n_candidates
-        ``cape`` with ``support=screened``: candidate parents per feature and screening round
-        (default 20).
-    """
-
-    method: str = "cape"
-    rank: int = 40
-    lambda_sparse: float = 1.0
-    threshold: float = 0.2
-    epochs: int | None = None
-    batch_size: int = 128
-    lr: float = 3e-3
-    acyclicity: str | None = None
-    max_outer: int = 20
-    device: str = "auto"
-    seed: int = 0
-    posterior: str | None = None
-    min_steps: int | None = None
-    support: str | None = None
-    n_candidates: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.method == "true-dag":
-            return
-        from cape_pipeline.causal.api import check_options
-
-        check_options(**{k: v for k, v in asdict(self).items() if v is not None and k != "seed"})
-
 def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:
     from cape_pipeline.causal.graph import CausalGraph
     from cape_pipeline.datasets import TRUE_DAG_KEY
@@ -87,8 +38,7 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
     else:
         from cape_pipeline.causal.api import discover_scored
 
-        kwargs = {k: v for k, v in asdict(cfg).items() if v is not None}
-        graph, scores = discover_scored(adata, progress=ctx.progress, **kwargs)
+        graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
         if graph.n_edges == 0:
             top = float(np.abs(scores).max()) if scores is not None else float("nan")
             graph.params["empty_graph_max_abs_weight"] = top

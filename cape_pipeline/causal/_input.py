@@ -1,0 +1,94 @@
+"""Input checks of Step I: :func:`prepare_matrix` (AnnData, DataFrame or array → standardized matrix)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from cape_pipeline.errors import CapeDataError
+
+__all__ = ["prepare_matrix"]
+
+
+def _names_list(names: Any, limit: int = 5) -> str:
+    names = [str(n) for n in names]
+    more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(repr(n) for n in names[:limit]) + more
+
+
+def prepare_matrix(
+    data: Any, feature_names: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate input data and standardize each feature (mean 0, population sd 1).
+
+    Parameters
+    ----------
+    data
+        AnnData (``.X`` dense or scipy.sparse, ``.var_names``), pandas DataFrame (columns =
+        features) or ``(N, M)`` array-like.
+    feature_names
+        Names for an array input (default ``x0 … x{M-1}``); overrides AnnData/DataFrame names
+        when given.
+
+    Returns
+    -------
+    x_std, names
+        ``(N, M)`` float64 standardized matrix and ``(M,)`` object array of names.
+
+    Raises
+    ------
+    CapeDataError
+        Wrong dimensionality, N < 2, M < 2, non-numeric columns, NaN/inf (columns named),
+        all-missing or constant features (named), or a name list of the wrong length.
+    """
+    names: Any = None
+    if hasattr(data, "X") and hasattr(data, "var_names"):
+        x = data.X
+        names = np.asarray(data.var_names, dtype=object)
+        if sp.issparse(x):
+            x = x.toarray()
+        x = np.asarray(x)
+    elif isinstance(data, pd.DataFrame):
+        bad = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
+        if bad:
+            raise CapeDataError(f"data: non-numeric columns {_names_list(bad)}; expected numbers")
+        names = np.asarray(data.columns.astype(str), dtype=object)
+        x = data.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        if sp.issparse(data):
+            data = data.toarray()
+        x = np.asarray(data)
+    if x.dtype.kind not in "biuf":
+        raise CapeDataError(f"data: expected a numeric matrix, got dtype {x.dtype}")
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise CapeDataError(f"data: expected a 2-D (N observations, M features) matrix, got shape {x.shape}")
+    n, m = x.shape
+    if feature_names is not None:
+        names = np.asarray([str(f) for f in feature_names], dtype=object)
+    if names is None:
+        names = np.asarray([f"x{i}" for i in range(m)], dtype=object)
+    if names.shape != (m,):
+        raise CapeDataError(f"feature_names: expected {m} names (one per column), got {names.size}")
+    if n < 2:
+        raise CapeDataError(f"data: expected at least 2 observations (rows), got {n}")
+    if m < 2:
+        raise CapeDataError(f"data: expected at least 2 features (columns), got {m}")
+    finite = np.isfinite(x)
+    if not finite.all():
+        all_missing = ~finite.any(axis=0) & np.isnan(x).all(axis=0)
+        if all_missing.any():
+            raise CapeDataError(f"data: features {_names_list(names[all_missing])} are all missing (NaN)")
+        bad = ~finite.all(axis=0)
+        raise CapeDataError(
+            f"data: features {_names_list(names[bad])} contain NaN or inf; impute or drop them first"
+        )
+    mean = x.mean(axis=0)
+    sd = x.std(axis=0)
+    const = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
+    if const.any():
+        raise CapeDataError(f"data: features {_names_list(names[const])} are constant; drop them first")
+    return (x - mean) / sd, names

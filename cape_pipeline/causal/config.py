@@ -1,0 +1,401 @@
+"""Every option of Step I, its default and its validation, written once: :class:`DiscoverConfig`.
+
+:func:`~cape_pipeline.causal.api.discover` takes a :class:`DiscoverConfig` (or its fields as
+keywords), the solver's :class:`~cape_pipeline.causal.solver.SolverConfig` takes its defaults
+from here, and the pipeline's discover stage validates through it before any stage runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
+from cape_pipeline.causal.model import POSTERIORS
+from cape_pipeline.errors import CapeConfigError
+
+__all__ = [
+    "ACYCLICITY",
+    "DEFAULT_ACYCLICITY",
+    "DEFAULT_EPOCHS",
+    "DEFAULT_MIN_STEPS",
+    "L1_MODES",
+    "METHODS",
+    "SUPPORTS",
+    "DiscoverConfig",
+    "check_options",
+    "resolve_config",
+]
+
+#: the methods :func:`~cape_pipeline.causal.api.discover` runs
+METHODS = ("cape", "correlation", "partial-correlation", *GCASTLE_METHODS, *DAGMA_METHODS)
+#: the known graph of the data instead of a learned one (pipeline only; see DiscoverConfig.method)
+TRUE_DAG = "true-dag"
+ACYCLICITY = ("spectral", "majorant")
+DEFAULT_ACYCLICITY = ACYCLICITY[0]
+L1_MODES = ("auto", "exact", "sampled", "surrogate")
+#: how A is parameterised for method "cape": the paper's low rank, or screened sparse
+SUPPORTS = ("low-rank", "screened")
+#: paper 000, Supp. F.4: 100 epochs
+DEFAULT_EPOCHS = 100
+#: with ``epochs=None`` the budget is raised to at least this many AdamW steps
+DEFAULT_MIN_STEPS = 5000
+#: options of method "cape" only (the others apply to every method, or to several)
+CAPE_FIELDS = (
+    "posterior",
+    "min_steps",
+    "support",
+    "n_candidates",
+    "h_tol",
+    "rho_max",
+    "rho_init",
+    "hidden",
+    "power_iters",
+    "weight_decay",
+    "init_scale",
+    "l1",
+    "l1_exact_max",
+    "l1_pairs",
+    "dag_threshold",
+)
+#: the cape options given to a baseline as keywords were, and still are, the baseline's options
+#: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
+_CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
+#: cape options that support "screened" does not use (it has its own exact ‖A‖₁ and init)
+_NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
+#: the method_options a baseline takes, where checked here (gcastle and dagma check their own)
+_BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
+#: methods that form their output with a per-row cap
+_ROW_CAP_METHODS = ("cape", "correlation", "partial-correlation")
+
+
+def _is_int(v: Any, low: int) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
+
+
+def _is_num(v: Any, ok: Any) -> bool:
+    try:
+        return not isinstance(v, bool) and math.isfinite(float(v)) and bool(ok(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class DiscoverConfig:
+    """Every option of Step I (:func:`~cape_pipeline.causal.api.discover`), validated on creation.
+
+    A default of None means "chosen from the data or the other options", as described per field.
+
+    Attributes
+    ----------
+    method
+        ``"cape"`` (default); ``"correlation"`` (the w/o-CSL ablation: ``|Pearson r| > τ``,
+        symmetric with both directions present — **not a DAG**); ``"notears"``,
+        ``"dag-gnn"``, ``"notears-low-rank"`` (gcastle 1.0.4 with its defaults and its own
+        0.3 threshold; cycles are broken afterwards as for CAPE); ``"partial-correlation"``
+        (graphical-lasso partial correlations ``|ρ| > τ``, symmetric like ``"correlation"``,
+        **not a DAG**); ``"dagma"``, ``"dagma-mlp"`` (package ``dagma``: ``DagmaLinear`` and
+        ``DagmaMLP`` + ``DagmaNonlinear`` with the package's defaults and its own
+        ``w_threshold`` = 0.3 instead of τ; cycles broken as for CAPE); ``"true-dag"`` (the
+        pipeline only: the data's known graph, ``varp["true_dag"]``, instead of a learned one;
+        :func:`~cape_pipeline.causal.api.discover` refuses it, use
+        :meth:`~cape_pipeline.causal.graph.CausalGraph.from_adjacency`).
+    rank
+        r of ``A = U Vᵀ`` (40). ``rank >= M`` is capped to ``M − 1`` (logged at INFO).
+    lambda_sparse
+        λs (Eq. 9), weight of ``‖A‖₁`` per batch of ``batch_size`` rows (see ``l1``).
+    threshold
+        τ on ``|A|`` (0.2); for ``"correlation"`` the threshold on ``|r|``.
+    epochs, batch_size, lr
+        AdamW budget over all outer steps (100 epochs, 128 rows, 3e-3; Supp. F.4).
+        ``epochs=None`` (default) means the paper's 100 epochs, raised for small N to at
+        least ``min_steps`` (5000) AdamW steps: ``max(100, ⌈min_steps / ⌈N / batch_size⌉⌉)``
+        (see :func:`~cape_pipeline.causal.api.resolve_epochs`; e.g. N = 600 → 1000 epochs,
+        N = 2000 → 313, N ≥ 6,400 → 100). The value used is ``params["effective_epochs"]``.
+    acyclicity
+        ``"spectral"`` (default: ρ(A∘A) by power iteration, NO-BEARS; chosen on the
+        benchmarks in ``benchmarks/discover/RESULTS.md``) or ``"majorant"``
+        (``tr exp(|V|ᵀ|U|) − r``).
+    max_outer
+        Augmented-Lagrangian outer steps (20); each runs ``ceil(epochs / max_outer)`` epochs.
+    device
+        ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``.
+    seed
+        Seed of the local torch generators (global RNG state is left alone for ``"cape"``;
+        dagma's global-RNG draws are seeded with it and restored afterwards).
+    posterior
+        ``"cape"``: ``"sampled"`` (reparameterised Z with learned variance) or ``"mean"``
+        (decoder on μ and KL ½‖μ‖², as in the DAG-GNN reference code — fewer shrunk edges;
+        compared in ``benchmarks/discover/RESULTS.md``). None (default): ``"sampled"`` for
+        ``support="low-rank"``, ``"mean"`` (its only one) for ``support="screened"``.
+    min_steps
+        ``"cape"`` with ``epochs=None``: the epochs are raised to at least this many AdamW
+        steps (5000); 0 gives exactly 100 epochs.
+    support
+        ``"cape"``: ``"low-rank"`` (default: the paper's ``A = U Vᵀ``) or ``"screened"`` (A
+        sparse on screened candidate parents, for M in the thousands — two correlation rounds
+        pick ``3·n_candidates`` candidates per feature, a first phase fits without the
+        acyclicity term, the second runs the spectral augmented Lagrangian on the phase-1
+        support ``|A| > τ`` until it is a DAG and then refits that DAG's weights; posterior
+        ``"mean"``, exact sparse ‖A‖₁; O(N·M²) once for the screen in row blocks, then
+        O(N·M·k) per epoch; see :func:`~cape_pipeline.causal.screened.fit_screened` and
+        ``benchmarks/discover/RESULTS_scale.md``).
+    n_candidates
+        ``"cape"`` with ``support="screened"``: k, candidate parents per feature and
+        screening round (20).
+    h_tol, rho_max
+        ``"cape"``: stopping rule of the augmented Lagrangian, h < ``h_tol`` (1e-8) or
+        ρ > ``rho_max`` (1e16).
+    rho_init
+        ``"cape"``: initial penalty ρ (1).
+    hidden
+        ``"cape"``: width of the entrywise MLPs f, f⁻¹ (64).
+    power_iters
+        ``"cape"``: power-iteration steps per evaluation of the spectral h (10, warm-started).
+    weight_decay
+        ``"cape"``: AdamW decoupled weight decay (1e-2).
+    init_scale
+        ``"cape"``, low rank: spectral radius of ``|U||V|ᵀ`` at initialisation (0.1).
+    max_edges_per_row
+        Per-row cap on the output graph, the strongest ``|weight|`` first (methods ``"cape"``,
+        ``"correlation"``, ``"partial-correlation"``). None (default): every entry above τ for
+        M ≤ 5000, else 200.
+    l1
+        ``"cape"``, low rank: how ‖A‖₁ is evaluated; ``"auto"`` (default: exact for M ≤
+        ``l1_exact_max``, else an unbiased estimate from ``l1_pairs`` sampled entries),
+        ``"exact"``, ``"sampled"`` or ``"surrogate"`` (the factor bound
+        ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁``).
+    l1_exact_max, l1_pairs
+        ``"cape"``, low rank: switch point of ``l1="auto"`` (500) and the number S of sampled
+        entries of the estimate (4096).
+    dag_threshold
+        ``"cape"``, low rank: the augmented-Lagrangian penalty stops growing once
+        ``|A| > dag_threshold`` (with the ``max_edges_per_row`` cap) is a DAG. None (default):
+        τ (``threshold``), so the penalty is held once the returned graph is acyclic.
+    method_options
+        Options of a baseline method (empty by default), e.g. gcastle's constructor options;
+        for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
+        200, else ``GraphicalLasso`` at ``√(log M / N)``; ``"cv"``; or a number > 0, see
+        :func:`~cape_pipeline.causal.baselines.partial_correlation_graph`); for ``"dagma"`` /
+        ``"dagma-mlp"`` the package's ``fit`` options (``lambda1``, ``w_threshold``, ``T``,
+        ``mu_init``, ``mu_factor``, ``s``, ``warm_iter``, ``max_iter``, ``lr``, …),
+        ``loss_type`` (linear), ``hidden`` and ``bias`` (MLP, ``dims=[M, hidden, 1]``), see
+        :func:`~cape_pipeline.causal.baselines.dagma_weights`. Must be empty for ``"cape"``.
+
+    Raises
+    ------
+    CapeConfigError
+        Naming the option and what was expected: unknown method, a value out of range or of the
+        wrong type, an option of another method, CUDA requested where there is none.
+    """
+
+    method: str = "cape"
+    rank: int = 40
+    lambda_sparse: float = 1.0
+    threshold: float = 0.2
+    epochs: int | None = None
+    batch_size: int = 128
+    lr: float = 3e-3
+    acyclicity: str = DEFAULT_ACYCLICITY
+    max_outer: int = 20
+    device: str = "auto"
+    seed: int = 0
+    posterior: str | None = None
+    min_steps: int = DEFAULT_MIN_STEPS
+    support: str = SUPPORTS[0]
+    n_candidates: int = 20
+    h_tol: float = 1e-8
+    rho_max: float = 1e16
+    rho_init: float = 1.0
+    hidden: int = 64
+    power_iters: int = 10
+    weight_decay: float = 1e-2
+    init_scale: float = 0.1
+    max_edges_per_row: int | None = None
+    l1: str = L1_MODES[0]
+    l1_exact_max: int = 500
+    l1_pairs: int = 4096
+    dag_threshold: float | None = None
+    method_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        method = self.method
+        if method not in (*METHODS, TRUE_DAG):
+            raise CapeConfigError(f"method: expected one of {', '.join((*METHODS, TRUE_DAG))}, got {method!r}")
+        checks = {
+            "rank": (lambda v: _is_int(v, 1), "an integer >= 1"),
+            "lambda_sparse": (lambda v: _is_num(v, lambda f: f >= 0), "a finite number >= 0"),
+            "threshold": (lambda v: _is_num(v, lambda f: f >= 0), "a finite number >= 0"),
+            "epochs": (lambda v: v is None or _is_int(v, 1), "an integer >= 1 or None"),
+            "batch_size": (lambda v: _is_int(v, 1), "an integer >= 1"),
+            "lr": (lambda v: _is_num(v, lambda f: f > 0), "a finite number > 0"),
+            "max_outer": (lambda v: _is_int(v, 1), "an integer >= 1"),
+            "acyclicity": (lambda v: v in ACYCLICITY, f"one of {', '.join(ACYCLICITY)}"),
+        }
+        for key, (ok, what) in checks.items():
+            value = getattr(self, key)
+            if not ok(value):
+                raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
+        dev = self.device
+        if not (dev == "auto" or isinstance(dev, torch.device)):
+            try:
+                torch.device(dev)
+            except (RuntimeError, TypeError) as exc:
+                raise CapeConfigError(f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {dev!r}") from exc
+        if str(dev).startswith("cuda") and not torch.cuda.is_available():
+            raise CapeConfigError(f"device: {dev!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+        if not isinstance(self.method_options, Mapping):
+            raise CapeConfigError(f"method_options: expected a dict, got {self.method_options!r}")
+        mpr = self.max_edges_per_row
+        if mpr is not None and method not in _ROW_CAP_METHODS:
+            raise CapeConfigError(
+                f"max_edges_per_row: only for methods {', '.join(_ROW_CAP_METHODS)}, got method {method!r}"
+            )
+        if mpr is not None and not _is_int(mpr, 1):
+            raise CapeConfigError(f"max_edges_per_row: expected an integer >= 1 or None, got {mpr!r}")
+        if method == "cape":
+            self._check_cape()
+        else:
+            self._check_not_cape()
+
+    def _check_cape(self) -> None:
+        if self.method_options:
+            raise CapeConfigError(
+                f"method_options: unknown option(s) {sorted(self.method_options)} for method 'cape'; "
+                f"expected any of {sorted(f.name for f in dataclasses.fields(self) if f.name != 'method_options')}"
+            )
+        if self.posterior is not None and self.posterior not in POSTERIORS:
+            raise CapeConfigError(f"posterior: expected one of {', '.join(POSTERIORS)}, got {self.posterior!r}")
+        if self.support not in SUPPORTS:
+            raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {self.support!r}")
+        if not _is_int(self.n_candidates, 1):
+            raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {self.n_candidates!r}")
+        if self.l1 not in L1_MODES:
+            raise CapeConfigError(f"l1: expected one of {', '.join(L1_MODES)}, got {self.l1!r}")
+        if self.support == "screened":
+            default = _defaults()
+            bad = [k for k in _NOT_SCREENED if getattr(self, k) != getattr(default, k)]
+            if self.posterior not in (None, "mean"):
+                bad.append("posterior")
+            if self.acyclicity != "spectral":
+                bad.append("acyclicity")
+            if bad:
+                raise CapeConfigError(
+                    f"{', '.join(bad)}: not used with support='screened' (exact sparse ‖A‖₁, "
+                    "spectral acyclicity, posterior 'mean'); drop them or use support='low-rank'"
+                )
+        if not _is_int(self.min_steps, 0):
+            raise CapeConfigError(f"min_steps: expected an integer >= 0, got {self.min_steps!r}")
+
+    def _check_not_cape(self) -> None:
+        default = _defaults()
+        strict = [k for k in _CAPE_ONLY_STRICT if getattr(self, k) != getattr(default, k)]
+        if strict:
+            raise CapeConfigError(f"{', '.join(strict)}: only for method 'cape', got method {self.method!r}")
+        other = [k for k in CAPE_FIELDS if k not in _CAPE_ONLY_STRICT and getattr(self, k) != getattr(default, k)]
+        if other:
+            raise CapeConfigError(
+                f"{', '.join(other)}: only for method 'cape', got method {self.method!r}; "
+                "options of a baseline go in method_options"
+            )
+        allowed = _BASELINE_OPTIONS.get(self.method)
+        unknown = sorted(set(self.method_options) - set(allowed or ()))
+        if allowed is not None and unknown:
+            raise CapeConfigError(
+                f"method_options: unknown option(s) {unknown} for method {self.method!r}; "
+                f"expected any of {sorted(allowed)}"
+            )
+
+    @property
+    def effective_posterior(self) -> str:
+        """The posterior used: ``posterior``, else ``"mean"`` for the screened support and
+        ``"sampled"`` for the low-rank one."""
+        if self.posterior is not None:
+            return self.posterior
+        return "mean" if self.support == "screened" else POSTERIORS[0]
+
+
+_DEFAULTS: list[DiscoverConfig] = []
+
+
+def _defaults() -> DiscoverConfig:
+    if not _DEFAULTS:
+        _DEFAULTS.append(DiscoverConfig())
+    return _DEFAULTS[0]
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(DiscoverConfig))
+
+
+def resolve_config(
+    config: DiscoverConfig | None, options: Mapping[str, Any]
+) -> tuple[DiscoverConfig, list[str]]:
+    """``config`` (default: the defaults) with ``options`` put in (``dataclasses.replace``).
+
+    Keywords that are not fields are a baseline's options (``method_options``) when the method
+    is not ``"cape"``, as are the cape solver options given with a baseline (they always went to
+    the baseline, e.g. ``hidden`` of ``"dagma-mlp"``).
+
+    Returns
+    -------
+    config, explicit
+        The validated config, and the names of the options that were set: those in
+        ``options`` (in their order), the fields of ``config`` that differ from the defaults
+        and the keys of ``method_options`` (they are recorded in ``CausalGraph.params``).
+
+    Raises
+    ------
+    CapeConfigError
+        An unknown option for method ``"cape"`` (named, with the known ones), or any check of
+        :class:`DiscoverConfig`.
+    """
+    if config is not None and not isinstance(config, DiscoverConfig):
+        raise CapeConfigError(f"config: expected a DiscoverConfig or None, got {type(config).__name__}")
+    base = config if config is not None else _defaults()
+    method = options.get("method", base.method)
+    fields = {k: v for k, v in options.items() if k in FIELDS}
+    extra = {k: v for k, v in options.items() if k not in FIELDS}
+    if method != "cape":
+        routed = [k for k in CAPE_FIELDS if k in fields and k not in _CAPE_ONLY_STRICT]
+        extra.update({k: fields.pop(k) for k in routed})
+    elif extra:
+        raise CapeConfigError(
+            f"unknown option(s) {sorted(extra)} for method 'cape'; expected any of {sorted(FIELDS)}"
+        )
+    if extra:
+        fields["method_options"] = {**base.method_options, **fields.get("method_options", {}), **extra}
+    cfg = dataclasses.replace(base, **fields) if fields else base
+    default = _defaults()
+    explicit = [k for k in options if k != "method_options"]
+    explicit += [
+        k for k in FIELDS
+        if k not in explicit and k != "method_options" and getattr(cfg, k) != getattr(default, k)
+    ]
+    explicit += [k for k in cfg.method_options if k not in explicit]
+    return cfg, explicit
+
+
+def check_options(method: str = "cape", **options: Any) -> DiscoverConfig:
+    """Validate the options of :func:`~cape_pipeline.causal.api.discover` without touching data
+    (the pipeline calls this for every stage before the first one runs).
+
+    A thin wrapper of :class:`DiscoverConfig` (which does the checks) that also takes a
+    baseline's options as keywords, as ``discover`` does.
+
+    Returns
+    -------
+    DiscoverConfig
+        The validated options.
+
+    Raises
+    ------
+    CapeConfigError
+        As :class:`DiscoverConfig`.
+    """
+    return resolve_config(None, {"method": method, **options})[0]
