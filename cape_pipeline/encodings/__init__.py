@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from cape_pipeline.encodings.angles import CapeEncodings, encode, load_encodings
+from cape_pipeline.encodings.angles import encode
+from cape_pipeline.encodings.config import DEFAULT_SCALE, EncodeConfig
+from cape_pipeline.encodings.export import CapeEncodings, load_encodings
 from cape_pipeline.encodings.rope import RotaryMultiheadAttention, apply_rotary
 
-__all__ = ["CapeEncodings", "encode", "load_encodings", "apply_rotary", "RotaryMultiheadAttention"]
+__all__ = [
+    "CapeEncodings",
+    "DEFAULT_SCALE",
+    "EncodeConfig",
+    "encode",
+    "load_encodings",
+    "apply_rotary",
+    "RotaryMultiheadAttention",
+]

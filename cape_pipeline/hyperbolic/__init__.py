@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from cape_pipeline.hyperbolic import lorentz
-from cape_pipeline.hyperbolic.embed import (
-    HyperbolicEmbedding,
-    causal_pagerank,
-    embed,
-    k_hop_positives,
-)
+from cape_pipeline.hyperbolic.config import EmbedConfig
+from cape_pipeline.hyperbolic.embed import embed
+from cape_pipeline.hyperbolic.graph import causal_pagerank, k_hop_positives
+from cape_pipeline.hyperbolic.result import HyperbolicEmbedding
 
-__all__ = ["HyperbolicEmbedding", "causal_pagerank", "embed", "k_hop_positives", "lorentz"]
+__all__ = [
+    "EmbedConfig",
+    "HyperbolicEmbedding",
+    "causal_pagerank",
+    "embed",
+    "k_hop_positives",
+    "lorentz",
+]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,10 +24,28 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.errors import CapeConfigError, CapeFitError
+from cape_pipeline.errors import CapeFitError
 from cape_pipeline.hyperbolic import lorentz
+from cape_pipeline.hyperbolic.config import (
+    DEFAULT_CURVATURE,
+    DEFAULT_LR,
+    EmbedConfig,
+    check_options,
+)
+from cape_pipeline.hyperbolic.graph import causal_pagerank, k_hop_positives
+from cape_pipeline.hyperbolic.loss import _batch_loss, _Pairs
+from cape_pipeline.hyperbolic.result import HyperbolicEmbedding
+from cape_pipeline.hyperbolic.schedule import (
+    MAX_STEPS_PER_EPOCH,
+    WINDOW_MIN_EPOCHS,
+    WINDOW_MIN_STEPS,
+    auto_batch_size,
+    has_plateaued,
+    plateau_window,
+)
 
 __all__ = [
+    "EmbedConfig",
     "HyperbolicEmbedding",
     "check_options",
     "embed",
@@ -37,21 +54,18 @@ __all__ = [
     "auto_batch_size",
     "has_plateaued",
     "plateau_window",
+    "DEFAULT_CURVATURE",
     "DEFAULT_LR",
     "EUCLIDEAN_MAX_NORM",
     "MAX_RADIUS",
+    "MAX_STEPS_PER_EPOCH",
     "RADIUS_CLIP",
     "RSGD_MAX_STEP",
+    "WINDOW_MIN_EPOCHS",
+    "WINDOW_MIN_STEPS",
 ]
 
 log = logging.getLogger(__name__)
-
-#: Default learning rate per optimizer (``lr=None``): Riemannian Adam and RSGD on H^d, Adam for
-#: the Euclidean ablation. Chosen on held-out graphs in ``benchmarks/embed`` (README there).
-DEFAULT_LR: dict[str, float] = {"radam": 0.05, "rsgd": 0.1, "adam": 0.05}
-
-#: Default κ of the curvature −κ (paper 000 Eq. 11 fixes κ = 1; see ``curvature`` in :func:`embed`).
-DEFAULT_CURVATURE = 1.0
 
 #: Euclidean points are read as tangent vectors at the origin and clipped to this norm before
 #: ``expmap0`` so that the Poincaré image stays strictly inside the unit ball in float64.
@@ -72,423 +86,7 @@ RADIUS_CLIP = 12.0
 #: :class:`~cape_pipeline.errors.CapeFitError` (beyond ~37, ‖e‖ = tanh(r/2) rounds to 1 in float64).
 MAX_RADIUS = 30.0
 
-#: :func:`auto_batch_size` makes an epoch at most this many optimizer steps.
-MAX_STEPS_PER_EPOCH = 20
-
-#: The stopping rule's window holds at least this many optimizer steps ...
-WINDOW_MIN_STEPS = 200
-#: ... and at least this many epochs.
-WINDOW_MIN_EPOCHS = 10
-
 _INIT_SCALE = 1e-3
-
-
-# ---------------------------------------------------------------------------------------- result
-@dataclass
-class HyperbolicEmbedding:
-    """Positions of M features on H^d, the output of :func:`embed`.
-
-    Attributes
-    ----------
-    hyperboloid
-        ``(M, d+1)`` float64; points p with ⟨p, p⟩_l = −1, p⁰ > 0 (Eq. 11). For
-        ``geometry="euclidean"``: ``expmap0`` of the Euclidean points (each x ∈ R^d read as the
-        tangent vector (0, x) at the origin, norm clipped to :data:`EUCLIDEAN_MAX_NORM`), so that
-        direction and norm order are kept and ``d_l(p, p_o) = ‖x‖``.
-    poincare
-        ``(M, d)`` float64, e = p̃ / (p⁰ + 1) (Eq. A.22), ‖e‖ < 1. For the Euclidean ablation this
-        is ``tanh(‖x‖/2) · x/‖x‖``.
-    pagerank
-        ``(M,)`` float64, π of Eq. 18 (sums to 1; roots collect mass).
-    feature_names
-        ``(M,)`` object array of str, row order of every array.
-    loss_history
-        Mean training loss per epoch (Eq. 15), one float per epoch run.
-    params
-        Every argument of :func:`embed` plus derived values (``steps_per_epoch``, ``epochs_run``,
-        ``converged``, ``n_isolated``, ``n_positive_pairs``, ``runtime_s``) and ``quality``
-        (:func:`cape_pipeline.hyperbolic.quality.embedding_quality`).
-    geometry
-        ``"hyperbolic"`` or ``"euclidean"``.
-    graph
-        The :class:`~cape_pipeline.causal.graph.CausalGraph` that was embedded.
-    euclidean
-        ``(M, d)`` float64 raw Euclidean points for ``geometry="euclidean"``, else ``None``.
-    """
-
-    hyperboloid: np.ndarray
-    poincare: np.ndarray
-    pagerank: np.ndarray
-    feature_names: np.ndarray
-    loss_history: list[float] = field(default_factory=list)
-    params: dict[str, Any] = field(default_factory=dict)
-    geometry: str = "hyperbolic"
-    graph: CausalGraph | None = None
-    euclidean: np.ndarray | None = None
-
-    @property
-    def dim(self) -> int:
-        """Dimension d of the manifold (number of Poincaré coordinates)."""
-        return int(self.poincare.shape[1])
-
-    @property
-    def n_features(self) -> int:
-        """Number of embedded features M."""
-        return int(self.poincare.shape[0])
-
-    def distances(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """Geodesic distances from ``rows`` (default: all) to every point, ``(len(rows), M)``.
-
-        Hyperbolic: ``arcosh(−⟨p, q⟩_l) / √κ`` for curvature −κ (``params["curvature"]``, 1 when
-        absent), the distance the loss was trained on.
-        For the Euclidean ablation this returns Euclidean distances between the raw points.
-        Dense in M columns: call with a subset of rows for large M.
-        """
-        idx = np.arange(self.n_features) if rows is None else np.asarray(rows)
-        if self.geometry == "euclidean" and self.euclidean is not None:
-            x = torch.from_numpy(self.euclidean)
-            return _euclid_pairwise(x[idx], x).numpy()
-        p = torch.from_numpy(self.hyperboloid)
-        kappa = float(self.params.get("curvature") or 1.0)
-        return (lorentz.pairwise_dist(p[idx], p) / math.sqrt(kappa)).numpy()
-
-    def __repr__(self) -> str:
-        return (
-            f"HyperbolicEmbedding(n_features={self.n_features}, dim={self.dim}, "
-            f"geometry={self.geometry!r}, epochs={len(self.loss_history)})"
-        )
-
-
-# ---------------------------------------------------------------------------------------- graph
-def _max_product(left: sp.csr_array, right: sp.csr_array) -> sp.csr_array:
-    """Sparse max-product ``C[m, n] = max_j left[m, j] · right[j, n]`` (non-negative inputs).
-
-    Enumerates the (m, j, n) triples of the join (Σ_j nnz(left[:, j]) · nnz(right[j, :]) of
-    them), then max-reduces duplicates; memory is O(#triples), never O(M²).
-    """
-    m = left.shape[0]
-    lc = left.tocoo()
-    counts = np.diff(right.indptr)[lc.col]
-    total = int(counts.sum())
-    if total == 0:
-        return sp.csr_array(left.shape, dtype=np.float64)
-    rows = np.repeat(lc.row.astype(np.int64), counts)
-    lw = np.repeat(lc.data, counts)
-    first = np.cumsum(counts) - counts
-    idx = np.repeat(right.indptr[lc.col].astype(np.int64), counts) + (
-        np.arange(total, dtype=np.int64) - np.repeat(first, counts)
-    )
-    cols = right.indices[idx].astype(np.int64)
-    w = lw * right.data[idx]
-    key = rows * m + cols
-    order = np.argsort(key, kind="stable")
-    key, w = key[order], w[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    wmax = np.maximum.reduceat(w, starts)
-    ukey = key[starts]
-    return sp.csr_array((wmax, (ukey // m, ukey % m)), shape=left.shape)
-
-
-def k_hop_positives(adjacency: Any, k: int = 2) -> sp.csr_array:
-    """Positive pairs N_k^+ of Eq. 16 with their strongest-path weights, computed sparsely.
-
-    ``W[m, n] = max over directed paths between m and n (either direction) of length ≤ k of the
-    product of |A| along the path``; for a direct edge this is ``|A_mn|``. The diagonal is zero.
-
-    Parameters
-    ----------
-    adjacency
-        ``(M, M)`` scipy.sparse or dense array, ``A[m, n] ≠ 0`` ⇔ m → n.
-    k
-        Maximum path length (paper default 2).
-
-    Returns
-    -------
-    scipy.sparse.csr_array
-        ``(M, M)`` symmetric float64 matrix of positive weights (> 0 exactly on positive pairs).
-
-    Raises
-    ------
-    CapeConfigError
-        If ``k < 1``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> a = np.array([[0, 2.0, 0], [0, 0, 0.5], [0, 0, 0]])
-    >>> k_hop_positives(a, k=2).toarray()
-    array([[0. , 2. , 1. ],
-           [2. , 0. , 0.5],
-           [1. , 0.5, 0. ]])
-    """
-    if int(k) < 1:
-        raise CapeConfigError(f"k_hop: expected an integer ≥ 1, got {k!r}")
-    a = sp.csr_array(abs(sp.csr_array(adjacency, dtype=np.float64)))
-    a.eliminate_zeros()
-    a.sort_indices()
-    strongest = a.copy()
-    power = a
-    for _ in range(int(k) - 1):
-        power = _max_product(power, a)
-        if power.nnz == 0:
-            break
-        strongest = sp.csr_array(strongest.maximum(power))
-    both = sp.csr_array(strongest.maximum(strongest.T)).tolil()
-    both.setdiag(0.0)
-    out = sp.csr_array(both)
-    out.eliminate_zeros()
-    out.sort_indices()
-    return out
-
-
-def causal_pagerank(graph: CausalGraph, *, restart: float = 0.15) -> np.ndarray:
-    """PageRank π of Eq. 18: a walk from each node to its parents, so roots collect mass.
-
-    Computed with ``networkx.pagerank`` on the *reversed* graph with weights |A| and
-    ``alpha = 1 − restart``; dangling nodes (roots, in the reversed graph) restart uniformly.
-
-    Parameters
-    ----------
-    graph
-        The causal DAG.
-    restart
-        Restart weight w of Eq. 18, in (0, 1).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(M,)`` float64, positive, sums to 1, in ``graph.feature_names`` order.
-
-    Raises
-    ------
-    CapeConfigError
-        If ``restart`` is not in (0, 1).
-    """
-    import networkx as nx
-
-    if not 0.0 < float(restart) < 1.0:
-        raise CapeConfigError(f"restart: expected a value in (0, 1), got {restart!r}")
-    g = nx.DiGraph()
-    m = graph.n_features
-    g.add_nodes_from(range(m))
-    coo = graph.adjacency.tocoo()
-    # reversed edges child → parent, weight |A|
-    g.add_weighted_edges_from(
-        zip(coo.col.tolist(), coo.row.tolist(), np.abs(coo.data).tolist(), strict=True)
-    )
-    pr = nx.pagerank(g, alpha=1.0 - float(restart), weight="weight", max_iter=1000, tol=1e-12)
-    return np.array([pr[i] for i in range(m)], dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------------------- loss
-def _euclid_pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    sq = (x * x).sum(-1, keepdim=True) + (y * y).sum(-1) - 2.0 * (x @ y.T)
-    return torch.sqrt(torch.clamp_min(sq, 1e-24))
-
-
-def _euclid_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    diff = x - y
-    return torch.sqrt(torch.clamp_min((diff * diff).sum(-1), 1e-24))
-
-
-def _euclid_norm(x: torch.Tensor) -> torch.Tensor:
-    return torch.sqrt(torch.clamp_min((x * x).sum(-1), 1e-24))
-
-
-@dataclass
-class _Pairs:
-    """Positive pairs of the trained nodes as torch tensors (local node indices 0..n−1)."""
-
-    indptr: torch.Tensor  # (n+1,) long
-    indices: torch.Tensor  # (nnz,) long
-    weights: torch.Tensor  # (nnz,) float64
-    keys: torch.Tensor  # (nnz,) long, row·n + col, ascending (CSR order)
-    n_neg: torch.Tensor  # (n,) float64, |N^-(m)| = n − 1 − |N^+(m)|
-    n: int
-
-    @classmethod
-    def build(cls, positives: sp.csr_array, device: torch.device) -> _Pairs:
-        pos = sp.csr_array(positives)
-        pos.sort_indices()
-        n = pos.shape[0]
-        indptr = torch.as_tensor(pos.indptr.astype(np.int64), device=device)
-        indices = torch.as_tensor(pos.indices.astype(np.int64), device=device)
-        rows = torch.repeat_interleave(torch.arange(n, device=device), indptr[1:] - indptr[:-1])
-        deg = (indptr[1:] - indptr[:-1]).to(torch.float64)
-        return cls(
-            indptr=indptr,
-            indices=indices,
-            weights=torch.as_tensor(pos.data, dtype=torch.float64, device=device),
-            keys=rows * n + indices,
-            n_neg=(n - 1) - deg,
-            n=n,
-        )
-
-
-def _batch_loss(
-    points: torch.Tensor,
-    anchors: torch.Tensor,
-    pairs: _Pairs,
-    pagerank: torch.Tensor,
-    *,
-    lambda_g: float,
-    negatives: int | None,
-    hyperbolic: bool,
-    generator: torch.Generator,
-    scale: float = 1.0,
-) -> torch.Tensor:
-    """Eq. 15 restricted to a batch of anchors: the *sum* over anchors of L_con + λ_g Ω.
-
-    ``scale`` multiplies every distance: 1/√κ for curvature −κ (points stay on the unit
-    hyperboloid; see ``curvature`` in :func:`embed`).
-
-    Never forms an (n, n) matrix: with all negatives the work is (B, n); with ``negatives=K`` it
-    is (B, K) plus one distance per positive pair. All index work is in torch on the points'
-    device (no host round trip).
-    """
-    device = points.device
-    n = pairs.n
-    b = anchors.numel()
-    start = pairs.indptr[anchors]
-    counts = pairs.indptr[anchors + 1] - start
-    total = int(counts.sum())
-    row = torch.repeat_interleave(torch.arange(b, device=device), counts, output_size=total)
-    first = torch.cumsum(counts, 0) - counts
-    ptr = torch.repeat_interleave(start - first, counts, output_size=total) + torch.arange(total, device=device)
-    col = pairs.indices[ptr]
-    w = pairs.weights[ptr].to(points.dtype)
-    x = points[anchors]  # (B, d+1) or (B, d)
-
-    if negatives is None:
-        pair = lorentz.pairwise_dist if hyperbolic else _euclid_pairwise
-        dmat = scale * pair(x, points)  # (B, n)
-        not_neg = torch.zeros((b, n), dtype=torch.bool, device=device)
-        not_neg[row, col] = True
-        not_neg[torch.arange(b, device=device), anchors] = True
-        neg_lse = torch.logsumexp((-dmat).masked_fill(not_neg, -math.inf), dim=1)  # (B,)
-        d_pos = dmat[row, col]
-    else:
-        # K negatives shared by the batch: one (B, d+1) × (d+1, K) product instead of a (B, K, d+1) gather
-        samples = torch.randint(0, n, (negatives,), generator=generator).to(device)
-        y = points[samples]  # (K, ·)
-        pair = lorentz.pairwise_dist if hyperbolic else _euclid_pairwise
-        d_neg = scale * pair(x, y)  # (B, K)
-        # drop samples that are the anchor itself or one of its positives: a (B, n) boolean mask
-        # of this batch's positive rows (bytes, not an n × n matrix), read at the K samples
-        is_pos = torch.zeros((b, n), dtype=torch.bool, device=device)
-        is_pos[row, col] = True
-        is_pos[torch.arange(b, device=device), anchors] = True
-        bad = is_pos[:, samples]
-        n_valid = (~bad).sum(1).to(points.dtype)
-        n_neg = pairs.n_neg[anchors].to(points.dtype)
-        # importance correction: the K_valid samples estimate the sum over all |N^-(m)| negatives
-        correction = torch.log(n_neg.clamp_min(1.0)) - torch.log(n_valid.clamp_min(1.0))
-        neg_lse = torch.logsumexp((-d_neg).masked_fill(bad, -math.inf), dim=1) + correction
-        neg_lse = torch.where((n_neg > 0) & (n_valid > 0), neg_lse, torch.full_like(neg_lse, -math.inf))
-        pts_col = points[col]
-        d_pos = scale * (lorentz.dist(x[row], pts_col) if hyperbolic else _euclid_dist(x[row], pts_col))
-
-    # −w log(e^{−d} / (e^{−d} + S)) = w (d + log(e^{−d} + S)),  S = e^{neg_lse}
-    con = (w * (d_pos + torch.logaddexp(-d_pos, neg_lse[row]))).sum()
-    d0 = scale * (lorentz.dist0(x) if hyperbolic else _euclid_norm(x))
-    reg = (pagerank[anchors] * d0).sum()
-    return con + lambda_g * reg
-
-
-# ---------------------------------------------------------------------------------------- fit
-def check_options(
-    *,
-    dim: int = 64,
-    k_hop: int = 2,
-    lambda_g: float = 0.1,
-    restart: float = 0.15,
-    max_epochs: int = 1000,
-    batch_size: int | None = None,
-    lr: float | None = None,
-    optimizer: str = "radam",
-    geometry: str = "hyperbolic",
-    curvature: float = DEFAULT_CURVATURE,
-    negatives: int | None = 512,
-    burn_in: int = 10,
-    burn_in_factor: float = 0.1,
-    tol: float = 1e-3,
-    window: int | None = None,
-    isolated: str = "origin",
-    **_: Any,
-) -> None:
-    """Validate the options of :func:`embed` without a graph (the pipeline calls this for every
-    stage before the first one runs). Options it does not check (``seed``, ``device``,
-    ``learn_curvature``) are accepted and ignored.
-
-    Raises
-    ------
-    CapeConfigError
-        Naming the option and what was expected.
-    """
-
-    def _int(name: str, v: Any, lo: int) -> None:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise CapeConfigError(f"{name}: expected an integer ≥ {lo}, got {v!r}")
-
-    _int("dim", dim, 1)
-    _int("k_hop", k_hop, 1)
-    _int("max_epochs", max_epochs, 1)
-    if batch_size is not None:
-        _int("batch_size", batch_size, 1)
-    _int("burn_in", burn_in, 0)
-    if negatives is not None:
-        _int("negatives", negatives, 1)
-    if window is not None:
-        _int("window", window, 1)
-    if not (math.isfinite(lambda_g) and lambda_g >= 0):
-        raise CapeConfigError(f"lambda_g: expected a finite value ≥ 0, got {lambda_g!r}")
-    if not 0.0 < restart < 1.0:
-        raise CapeConfigError(f"restart: expected a value in (0, 1), got {restart!r}")
-    if lr is not None and not (math.isfinite(lr) and lr > 0):
-        raise CapeConfigError(f"lr: expected a finite value > 0 (or None for the default), got {lr!r}")
-    if not (math.isfinite(burn_in_factor) and 0 < burn_in_factor <= 1):
-        raise CapeConfigError(f"burn_in_factor: expected a value in (0, 1], got {burn_in_factor!r}")
-    if not (math.isfinite(tol) and tol >= 0):
-        raise CapeConfigError(f"tol: expected a finite value ≥ 0 (0 = run max_epochs), got {tol!r}")
-    if optimizer not in DEFAULT_LR or optimizer == "adam":
-        raise CapeConfigError(f"optimizer: expected 'radam' or 'rsgd', got {optimizer!r}")
-    if geometry not in ("hyperbolic", "euclidean"):
-        raise CapeConfigError(f"geometry: expected 'hyperbolic' or 'euclidean', got {geometry!r}")
-    if isolated not in ("origin", "embed"):
-        raise CapeConfigError(f"isolated: expected 'origin' or 'embed', got {isolated!r}")
-    if not (math.isfinite(curvature) and curvature > 0):
-        raise CapeConfigError(f"curvature: expected a finite κ > 0 (the space has curvature −κ), got {curvature!r}")
-
-
-def auto_batch_size(n: int) -> int:
-    """Default anchors per step for n trained features: ``max(32, ceil(n / 20))``."""
-    return max(32, math.ceil(int(n) / MAX_STEPS_PER_EPOCH))
-
-
-def plateau_window(steps_per_epoch: int, window: int | None = None) -> int:
-    """Epochs per window of the stopping rule: ``window``, or by default enough epochs for
-    :data:`WINDOW_MIN_STEPS` optimizer steps and at least :data:`WINDOW_MIN_EPOCHS`."""
-    if window is not None:
-        return int(window)
-    return max(WINDOW_MIN_EPOCHS, math.ceil(WINDOW_MIN_STEPS / max(1, steps_per_epoch)))
-
-
-def has_plateaued(history: list[float], window: int, tol: float) -> bool:
-    """The stopping rule of :func:`embed`: relative plateau of the loss over two windows.
-
-    With ``prev`` the mean loss of epochs ``[-2w, -w)`` and ``last`` the mean of the last ``w``,
-    training has converged when ``prev − last ≤ tol · |prev|``: the loss fell by less than the
-    fraction ``tol`` from one window to the next (or rose). Needs ``2w`` epochs; ``tol = 0``
-    never stops. There is deliberately no absolute floor: on small graphs whose positives can
-    all be separated the loss keeps shrinking by a constant fraction while edge reconstruction
-    still improves (measured on a 121-node tree, d = 16: stopping at loss 0.024 gave mAP 0.88,
-    running on to 0.021 gave 1.00), so such fits run to ``max_epochs``.
-    """
-    if tol <= 0 or len(history) < 2 * window:
-        return False
-    prev = float(np.mean(history[-2 * window : -window]))
-    last = float(np.mean(history[-window:]))
-    return prev - last <= tol * abs(prev)
 
 
 def _clip_riemannian(points: torch.Tensor, manifold: Any, max_norm: float) -> None:
@@ -525,31 +123,13 @@ def _diverged(what: str, lr: float, optimizer: str, epoch: int) -> CapeFitError:
         f"Lower `lr` (e.g. --set embed.lr={lr / 10:g}) or raise `burn_in`."
     )
 
-
 def embed(
     graph: CausalGraph,
+    config: EmbedConfig | None = None,
     *,
-    dim: int = 64,
-    k_hop: int = 2,
-    lambda_g: float = 0.1,
-    restart: float = 0.15,
-    max_epochs: int = 1000,
-    batch_size: int | None = None,
-    lr: float | None = None,
-    optimizer: str = "radam",
-    geometry: str = "hyperbolic",
-    curvature: float = DEFAULT_CURVATURE,
-    learn_curvature: bool = True,
-    negatives: int | None = 512,
-    burn_in: int = 10,
-    burn_in_factor: float = 0.1,
-    tol: float = 1e-3,
-    window: int | None = None,
-    isolated: str = "origin",
     evaluate: bool = True,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
     progress: bool = False,
+    **options: Any,
 ) -> HyperbolicEmbedding:
     """Embed a causal DAG on the hyperboloid by regularized graph contrastive learning.
 
@@ -591,74 +171,17 @@ def embed(
     ----------
     graph
         Causal DAG over M features; ``graph.adjacency[m, n] ≠ 0`` ⇔ m → n with weight A_mn.
-    dim
-        Manifold dimension d (points live in R^{d+1}); use D/2 for a D-dimensional transformer.
-    k_hop
-        Positives are nodes joined by a directed path of length ≤ ``k_hop`` in either
-        direction, weighted by the strongest path (max product of |A|; see :func:`k_hop_positives`).
-    lambda_g
-        Weight λ_g of the PageRank regularizer Ω (Eq. 17).
-    restart
-        Restart weight w of PageRank (Eq. 18); ``networkx.pagerank(alpha=1 − restart)``.
-    max_epochs
-        Upper bound on epochs (the paper's 1000); training normally stops earlier at the plateau.
-    batch_size
-        Anchors per optimizer step; ``None`` = :func:`auto_batch_size`: the paper's 32, or
-        ``ceil(n / 20)`` for n > 640 trained features so that an epoch is at most 20 steps.
-        Why: every step updates all n points (Riemannian Adam's moments are dense; at
-        n = 5000, d = 64 that update is ~12 ms on one core) and the number of *steps* to the
-        plateau hardly depends on the batch, so big graphs want few, large steps. Measured at
-        n = 5000, d = 64 (scale-free, K = 512): batch 32 took 186 s to the plateau with mAP 0.62,
-        batch 250 took 97 s with mAP 0.73 (``benchmarks/embed/README.md``).
-    lr
-        Learning rate η (Eq. 21); ``None`` = :data:`DEFAULT_LR` of the optimizer (Riemannian Adam
-        0.05, RSGD 0.1, Euclidean Adam 0.05), chosen in ``benchmarks/embed`` so that defaults
-        converge. The paper's 1e-3 leaves points near the origin (measured: max ‖e‖ 0.02).
-    optimizer
-        ``"radam"`` (``geoopt.optim.RiemannianAdam``) or ``"rsgd"``
-        (``geoopt.optim.RiemannianSGD``, Eqs. 19–21). Ignored for ``geometry="euclidean"``.
-    geometry
-        ``"hyperbolic"`` (default) or ``"euclidean"``: the w/o-hyperbolic ablation of Table 3,
-        the same loss with Euclidean distance ‖x − y‖ and regularizer π_m‖x_m‖ in R^d, optimized
-        with ``torch.optim.Adam`` under the same schedule and stopping rule. Its points are then
-        mapped into H^d by ``expmap0`` (see :class:`HyperbolicEmbedding`) so that downstream
-        angles (Step III) work unchanged.
-    curvature
-        κ > 0 of the curvature −κ (initial value when ``learn_curvature``). Points are kept on
-        the unit hyperboloid of Eq. 11 and every distance of the loss is ``d_l / √κ`` (the
-        distance on the hyperboloid of curvature −κ), so ``poincare`` stays in the unit ball
-        (Poincaré coordinates divided by the curvature radius) and Step III is unchanged.
-    learn_curvature
-        Learn κ jointly with the points (Adam on log(1/√κ), lr 0.05, the same burn-in); the
-        learned value is ``params["curvature"]``. ``False`` with ``curvature=1`` is Eq. 11
-        literally. Why learned by default: with κ fixed at 1 the loss plateaus far above the
-        Euclidean ablation's and edge-reconstruction mAP falls below it at d = 16 (e.g. 0.44
-        vs 0.83 on a 100-node scale-free DAG), because at curvature radius 1 the 2-hop positives
-        of a cycle-rich graph cannot be separated from its negatives; a learned κ picks the
-        scale at which the space is as curved as the graph is tree-like (hyperbolic-embedding
-        practice: Gu et al. 2019, Chami et al. 2019). ``benchmarks/embed`` has both.
-    negatives
-        Negatives sampled per anchor (see "Negatives"); ``None`` = all.
-    burn_in
-        Epochs at the reduced learning rate ``lr · burn_in_factor``.
-    burn_in_factor
-        Factor in (0, 1] applied to ``lr`` during burn-in.
-    tol
-        Relative plateau tolerance of the stopping rule; 0 disables it (exactly ``max_epochs``).
-    window
-        Epochs per window of the stopping rule; ``None`` = :func:`plateau_window`.
-    isolated
-        ``"origin"`` or ``"embed"`` (see "Isolated features").
+    config
+        The options (:class:`~cape_pipeline.hyperbolic.EmbedConfig`, whose ``Attributes``
+        document each one); ``None`` = all defaults.
     evaluate
         Compute :func:`cape_pipeline.hyperbolic.quality.embedding_quality` into
         ``params["quality"]`` (reconstruction mAP, mean rank, distortion, Spearman ρ).
-    seed
-        Seed of the local ``torch.Generator`` (initial points, anchor order, negative samples).
-        Global RNG state is not touched.
-    device
-        Torch device for the points (float64 on every device, CUDA included).
     progress
         Show a ``rich`` progress bar.
+    **options
+        Fields of :class:`~cape_pipeline.hyperbolic.EmbedConfig` (``dim``, ``k_hop``, ``lr``,
+        ``seed``, ``device``, …), replacing those of ``config``.
 
     Returns
     -------
@@ -672,7 +195,7 @@ def embed(
     TypeError
         If ``graph`` is not a :class:`~cape_pipeline.causal.graph.CausalGraph`.
     CapeConfigError
-        If a parameter is out of range.
+        If an option is unknown (the message lists the known ones) or out of range.
     CapeFitError
         If the loss or a point becomes NaN/inf, or a point runs past distance
         :data:`MAX_RADIUS` from the origin (Poincaré coordinates would round onto the
@@ -688,11 +211,12 @@ def embed(
     """
     if not isinstance(graph, CausalGraph):
         raise TypeError(f"graph: expected a CausalGraph, got {type(graph).__name__}")
-    check_options(
-        dim=dim, k_hop=k_hop, lambda_g=lambda_g, restart=restart, max_epochs=max_epochs, batch_size=batch_size,
-        lr=lr, optimizer=optimizer, geometry=geometry, curvature=curvature, negatives=negatives, burn_in=burn_in,
-        burn_in_factor=burn_in_factor, tol=tol, window=window, isolated=isolated,
-    )
+    cfg = EmbedConfig.from_options(config, **options)
+    dim, k_hop, lambda_g, restart = cfg.dim, cfg.k_hop, cfg.lambda_g, cfg.restart
+    max_epochs, batch_size, lr, optimizer = cfg.max_epochs, cfg.batch_size, cfg.lr, cfg.optimizer
+    geometry, curvature, learn_curvature = cfg.geometry, cfg.curvature, cfg.learn_curvature
+    negatives, burn_in, burn_in_factor = cfg.negatives, cfg.burn_in, cfg.burn_in_factor
+    tol, window, isolated, seed = cfg.tol, cfg.window, cfg.isolated, cfg.seed
     import geoopt
 
     t0 = time.perf_counter()
@@ -700,7 +224,7 @@ def embed(
     hyperbolic = geometry == "hyperbolic"
     opt_name = optimizer if hyperbolic else "adam"
     lr_value = float(lr) if lr is not None else DEFAULT_LR[opt_name]
-    device = torch.device(device)
+    device = torch.device(cfg.device)
     dtype = torch.float64
 
     positives = k_hop_positives(graph.adjacency, k_hop)
@@ -718,8 +242,8 @@ def embed(
     exact = negatives is None or negatives >= n - 1
     # distances are arcosh(−⟨p, q⟩_l) · s with s = 1/√κ; learned as log s when learn_curvature
     log_scale = torch.tensor(-0.5 * math.log(curvature) if hyperbolic else 0.0, dtype=dtype, device=device)
-    learn_k = hyperbolic and bool(learn_curvature)
-    k_neg = None if exact else int(negatives)
+    learn_kappa = hyperbolic and bool(learn_curvature)
+    n_neg_samples = None if exact else int(negatives)
 
     gen = torch.Generator().manual_seed(int(seed))
     u0 = _INIT_SCALE * torch.randn((n, dim), generator=gen, dtype=dtype)
@@ -733,7 +257,7 @@ def embed(
         opt = torch.optim.Adam([points], lr=lr_value)
     # (optimizer, its learning rate after burn-in): the points', then log(1/√κ)'s when learned
     optimizers: list[tuple[torch.optim.Optimizer, float]] = [(opt, lr_value)]
-    if learn_k:
+    if learn_kappa:
         log_scale = torch.nn.Parameter(log_scale)
         optimizers.append((torch.optim.Adam([log_scale], lr=DEFAULT_LR["adam"]), DEFAULT_LR["adam"]))
     clip_rsgd = hyperbolic and optimizer == "rsgd"
@@ -771,7 +295,7 @@ def embed(
                     o.zero_grad(set_to_none=True)
                 loss = _batch_loss(
                     points, anchors, pairs, pr_t,
-                    lambda_g=lambda_g, negatives=k_neg, hyperbolic=hyperbolic, generator=gen,
+                    lambda_g=lambda_g, negatives=n_neg_samples, hyperbolic=hyperbolic, generator=gen,
                     scale=log_scale.exp(),
                 )
                 loss.backward()
@@ -840,7 +364,7 @@ def embed(
         "geometry": geometry,
         "curvature": float(torch.exp(-2.0 * log_scale.detach())) if hyperbolic else None,
         "curvature_init": float(curvature) if hyperbolic else None,
-        "learn_curvature": bool(learn_k),
+        "learn_curvature": bool(learn_kappa),
         "negatives": None if negatives is None else int(negatives),
         "negatives_exact": bool(exact),
         "burn_in": int(burn_in),
@@ -876,3 +400,4 @@ def embed(
         params["quality"] = embedding_quality(emb, seed=seed)
     params["runtime_s"] = round(time.perf_counter() - t0, 3)
     return emb
+

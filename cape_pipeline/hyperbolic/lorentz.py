@@ -5,15 +5,34 @@ p⁰ > 0 (Eq. 11); the origin is ``p_o = (1, 0, …, 0)``. Every function here i
 the last axis, broadcasts over leading axes and keeps the input dtype (use float64: geoopt
 recommends double precision for this manifold). The optimizer-facing manifold object is
 ``geoopt.Lorentz``; these helpers are the closed forms the loss and the export use.
+
+Where geoopt's Lorentz math (``geoopt.manifolds.lorentz.math`` with k = 1: geoopt's hyperboloid
+is ⟨x, x⟩_l = −k, curvature −1/k) gives the same numbers, the functions below call it:
+:func:`minkowski_inner`, :func:`project` (``projx``), :func:`to_poincare` and :func:`from_poincare`
+(``lorentz_to_poincare`` / ``poincare_to_lorentz`` with ``eps=0``). The others stay here because
+geoopt's differ numerically where this package needs them:
+
+- ``arcosh``/``dist``/``dist0``: geoopt clamps x² − 1 at 1e-15 instead of x at 1 + :data:`ACOSH_EPS`,
+  so distances of (nearly) coincident points differ by up to ~1e-6 and the loss's trajectory
+  with them; geoopt also has no all-pairs form (:func:`pairwise_dist`) that avoids a
+  ``(B, N, d+1)`` tensor;
+- ``expmap0``/``logmap0``: geoopt clamps the Minkowski norm at 1e-4, which changes the result by
+  up to ~1e-9 (relative) for ``‖u‖ < 1e-4`` (``embed`` starts from ‖u‖ ≈ 1e-3) and makes
+  ``logmap0`` wrong near the origin.
 """
 
 from __future__ import annotations
 
 import torch
+from geoopt.manifolds.lorentz import math as _gmath
 
 #: Lower clamp for −⟨p, q⟩_l before arcosh: keeps d arcosh/dx = 1/sqrt(x² − 1) finite when two
 #: points coincide (the gradient through a clamped entry is zero).
 ACOSH_EPS = 1e-12
+
+#: geoopt's k for the unit hyperboloid ⟨x, x⟩_l = −1 (curvature −1): a 0-dim tensor, so it
+#: neither changes the dtype nor the device of the points it meets.
+_K = torch.tensor(1.0, dtype=torch.float64)
 
 
 def minkowski_inner(u: torch.Tensor, v: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
@@ -31,8 +50,7 @@ def minkowski_inner(u: torch.Tensor, v: torch.Tensor, *, keepdim: bool = False) 
     torch.Tensor
         ``(...)`` (or ``(..., 1)``) inner products, same dtype as the inputs.
     """
-    prod = u * v
-    out = prod[..., 1:].sum(dim=-1) - prod[..., 0]
+    out = _gmath.inner(u, v, keepdim=False)
     return out.unsqueeze(-1) if keepdim else out
 
 
@@ -133,9 +151,7 @@ def project(x: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         ``(..., d+1)`` points with ⟨x, x⟩_l = −1 up to round-off.
     """
-    space = x[..., 1:]
-    time = torch.sqrt(1.0 + (space * space).sum(dim=-1, keepdim=True))
-    return torch.cat([time, space], dim=-1)
+    return _gmath.project(x, k=_K)
 
 
 def expmap0(u: torch.Tensor) -> torch.Tensor:
@@ -192,7 +208,7 @@ def to_poincare(x: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         ``(..., d)`` points with ‖e‖ < 1 (‖e‖ = tanh(d_l(x, p_o)/2)).
     """
-    return x[..., 1:] / (x[..., :1] + 1.0)
+    return _gmath.lorentz_to_poincare(x, _K)
 
 
 def from_poincare(e: torch.Tensor) -> torch.Tensor:
@@ -208,8 +224,7 @@ def from_poincare(e: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         ``(..., d+1)`` points on H^d.
     """
-    sq = (e * e).sum(dim=-1, keepdim=True)
-    return torch.cat([1.0 + sq, 2.0 * e], dim=-1) / (1.0 - sq)
+    return _gmath.poincare_to_lorentz(e, _K, eps=0.0)
 
 
 def constraint_residual(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,6 @@ parameters), and returns ``None`` — or, with ``copy=True``, a new AnnData.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -143,7 +142,7 @@ def encode(
     adata: ad.AnnData,
     encodings: Any = None,
     *,
-    scale: float = math.pi / 4,
+    scale: float | None = None,
     missing: str = "error",
     key_added: str = _keys.ANGLES,
     copy: bool = False,
@@ -160,6 +159,8 @@ def encode(
         (``cape run ... --out DIR``): align its angles to ``adata.var_names`` by name.
     scale
         c in φ = c·e (radians per unit of Poincaré coordinate); used when ``encodings`` is None.
+        ``None`` = :data:`cape_pipeline.encodings.DEFAULT_SCALE` (π/4, the default of
+        :class:`~cape_pipeline.encodings.EncodeConfig`).
     missing
         With ``encodings``: ``"error"`` raises on features of ``adata`` that the encodings lack,
         ``"zero"`` gives them angle 0 (no rotation).
@@ -189,6 +190,9 @@ def encode(
                 f"adata.varm[{_keys.POINCARE!r}] not found: run cape_pipeline.tl.embed(adata) first, "
                 "or pass encodings= (a CapeEncodings or an encodings directory)"
             )
+        from cape_pipeline.encodings import EncodeConfig
+
+        scale = EncodeConfig.from_options(**({} if scale is None else {"scale": scale})).scale
         angles = scale * np.asarray(adata.varm[_keys.POINCARE], dtype=np.float64)
         info: dict[str, Any] = {"scale": scale, "source": f"varm['{_keys.POINCARE}']"}
     else:

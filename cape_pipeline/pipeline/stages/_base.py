@@ -158,17 +158,17 @@ def _torch_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _check_device(device: str) -> None:
-    """Raise :class:`CapeConfigError` unless ``device`` is ``auto``, ``cpu`` or an available
-    ``cuda[:i]``."""
+def _check_device(device: str, where: str = "device") -> None:
+    """Raise :class:`CapeConfigError` (naming ``where``) unless ``device`` is ``auto``, ``cpu``
+    or an available ``cuda[:i]``."""
     import torch
 
     try:
         dev = None if device == "auto" else torch.device(device)
     except (RuntimeError, TypeError):
-        raise CapeConfigError(f"device: expected auto, cpu or cuda[:i], got {device!r}") from None
+        raise CapeConfigError(f"{where}: expected auto, cpu or cuda[:i], got {device!r}") from None
     if dev is not None and dev.type == "cuda" and not torch.cuda.is_available():
-        raise CapeConfigError(f"device: {device!r} requested but CUDA is not available; use auto or cpu")
+        raise CapeConfigError(f"{where}: {device!r} requested but CUDA is not available; use auto or cpu")
 
 
 def _copy_atomic(src: Path, dst: Path) -> Path:

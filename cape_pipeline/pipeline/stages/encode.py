@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from cape_pipeline._utils import atomic_path
-from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.encodings.config import EncodeConfig
 from cape_pipeline.pipeline.stages._base import (
     Stage,
     StageContext,
@@ -23,20 +22,6 @@ from cape_pipeline.pipeline.stages._base import (
 
 
 # ---------------------------------------------------------------------------- encode
-@dataclass(frozen=True)
-class EncodeConfig:
-    """Parameters of the encode stage (Step III; see :func:`cape_pipeline.encodings.encode`).
-
-    ``scale`` is c in φ = c·e (Eq. 25), radians per unit of Poincaré coordinate.
-    """
-
-    scale: float = math.pi / 4
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.scale) and self.scale > 0):
-            raise CapeConfigError(f"scale: expected a finite number > 0 (radians per unit of e), got {self.scale!r}")
-
-
 @dataclass
 class EncodeOutput:
     """Output of the encode stage: the encodings plus what the export manifest and figures need.
@@ -75,7 +60,7 @@ def _encode_run(inputs: Mapping[str, Any], cfg: EncodeConfig, ctx: StageContext)
     }
     from cape_pipeline.pipeline.report import angle_quantiles
 
-    enc = encode(emb, scale=cfg.scale, graph=graph)
+    enc = encode(emb, cfg, graph=graph)
     off_origin = np.linalg.norm(np.asarray(enc.poincare), axis=1) > 0
     provenance["angle_spread"] = angle_quantiles(enc.angles, off_origin)  # |φ| in rad, features off the origin
     return EncodeOutput(
@@ -139,6 +124,5 @@ STAGE = Stage(
     load=_encode_load,
     export_files=(),
     summary=_encode_summary,
-    doc_from=("cape_pipeline.encodings.angles:encode",),
     export=_encode_export,
 )

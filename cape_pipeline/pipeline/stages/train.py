@@ -137,7 +137,7 @@ class TrainConfig:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
         for arm in (self.pe, *self.compare):
             parse_arm(arm)
-        _check_device(self.device)
+        _check_device(self.device, "train.device")
 
 
 def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:

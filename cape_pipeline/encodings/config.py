@@ -1,0 +1,58 @@
+"""Options of Step III (:func:`cape_pipeline.encodings.encode`), defined and validated once."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from cape_pipeline.errors import CapeConfigError
+
+__all__ = ["DEFAULT_SCALE", "EncodeConfig"]
+
+#: c of Eq. 25: angles φ = c · e lie in (−π/4, π/4) radians.
+DEFAULT_SCALE = math.pi / 4
+
+
+@dataclass(frozen=True)
+class EncodeConfig:
+    """Options of :func:`~cape_pipeline.encodings.encode` (Step III), validated on construction.
+
+    Attributes
+    ----------
+    scale
+        The constant c of Eq. 25 (radians per unit of Poincaré coordinate), > 0: the angles are
+        φ = c·e. The default π/4 keeps every angle in (−π/4, π/4).
+
+    Raises
+    ------
+    CapeConfigError
+        On construction, if ``scale`` is not a finite positive number.
+    """
+
+    scale: float = DEFAULT_SCALE
+
+    def __post_init__(self) -> None:
+        scale = self.scale
+        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise CapeConfigError(f"scale: expected a finite number > 0, got {scale!r}")
+
+    @classmethod
+    def from_options(cls, config: EncodeConfig | None = None, **options: Any) -> EncodeConfig:
+        """``config`` (default: all defaults) with ``options`` replacing its fields.
+
+        Raises
+        ------
+        CapeConfigError
+            If an option is not a field (naming it and the known ones) or a value is invalid.
+        """
+        if config is not None and not isinstance(config, cls):
+            raise TypeError(f"config: expected an EncodeConfig, got {type(config).__name__}")
+        known = tuple(f.name for f in fields(cls))
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise CapeConfigError(
+                f"encode: unknown option(s) {', '.join(map(repr, unknown))}; known options: {', '.join(known)}"
+            )
+        base = config if config is not None else cls()
+        return replace(base, **options) if options else base
