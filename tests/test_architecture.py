@@ -76,3 +76,8 @@ def test_subclass_configs_do_not_repeat_a_default():
                     repeated.append(f"{cls.__name__}.{name} = {f.default!r} (as in {base.__name__})")
             break
     assert not repeated, repeated
+
+
+def test_no_module_over_500_lines():
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long

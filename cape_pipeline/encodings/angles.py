@@ -1,7 +1,7 @@
 """Step III: hyperboloid points → Poincaré ball → rotary angles, and their export format.
 
 Paper 000, Sec. 3.5 and App. A.2.3: e = p̃ / (p⁰ + 1) (Eq. A.22) and φ = c · e with c = π/4
-(Eq. 25), one angle (radians) per pair of the D model dimensions, so d = D/2.
+(Sec. 3.5, the map stated below Eq. 25), one angle (radians) per pair of the D model dimensions, so d = D/2.
 
 The result, :class:`~cape_pipeline.encodings.CapeEncodings`, and its export directory live in
 :mod:`cape_pipeline.encodings.export` (re-exported here).

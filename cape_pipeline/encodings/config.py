@@ -10,7 +10,7 @@ from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["DEFAULT_SCALE", "EncodeConfig"]
 
-#: c of Eq. 25: angles φ = c · e lie in (−π/4, π/4) radians.
+#: c of the angle map φ = c·e (Sec. 3.5, below Eq. 25): angles φ = c · e lie in (−π/4, π/4) radians.
 DEFAULT_SCALE = math.pi / 4
 
 
@@ -21,7 +21,7 @@ class EncodeConfig:
     Attributes
     ----------
     scale
-        The constant c of Eq. 25 (radians per unit of Poincaré coordinate), > 0: the angles are
+        The constant c of φ = c·e (Sec. 3.5, below Eq. 25) (radians per unit of Poincaré coordinate), > 0: the angles are
         φ = c·e. The default π/4 keeps every angle in (−π/4, π/4).
 
     Raises

@@ -92,7 +92,7 @@ class CapeEncodings:
     feature_names
         ``(M,)`` object array of str, unique; row order of every array.
     angles
-        ``(M, d)`` float64 rotary angles φ = scale · e in radians (Eq. 25); angle i rotates the
+        ``(M, d)`` float64 rotary angles φ = scale · e in radians (Sec. 3.5, below Eq. 25); angle i rotates the
         model dimension pair (2i, 2i+1), see :func:`cape_pipeline.encodings.rope.apply_rotary`.
     poincare
         ``(M, d)`` float64 Poincaré-ball points e (Eq. A.22), ‖e‖ < 1.
@@ -101,7 +101,7 @@ class CapeEncodings:
     pagerank
         ``(M,)`` float64 causal PageRank π (Eq. 18).
     scale
-        The constant c of Eq. 25 (default π/4).
+        The constant c of φ = c·e (default π/4).
     graph
         The causal DAG the encodings came from, or ``None``.
     params

@@ -1,4 +1,8 @@
-"""Rotary injection of CAPE angles into attention (paper 000, Eqs. 22–26).
+"""Rotary injection of CAPE angles into attention (paper 000, Sec. 3.5).
+
+Eq. 22 injects a position into the queries and keys, q = 𝓘_q(v, e), k = 𝓘_k(v, e); Eq. 23 asks
+the score to depend on the relative position γ(e_m, e_n). The rotary choice of 𝓘 (Eq. 24) meets
+Eq. 23 exactly, as Eq. 25 shows.
 
 ``R(φ)`` is block diagonal with 2×2 blocks ``r(φ_i) = [[cos φ_i, −sin φ_i], [sin φ_i, cos φ_i]]``
 (Eq. 26). **Pairing convention: interleaved** — angle ``i`` rotates the model dimensions
@@ -104,7 +108,8 @@ def rotations(angles: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryMultiheadAttention(nn.Module):
-    """Multi-head self-attention with CAPE rotary encodings on queries and keys (Eqs. 24–25).
+    """Multi-head self-attention with CAPE rotary encodings on queries and keys: the injection
+    𝓘 of Eq. 22 is the rotation of Eq. 24, so the score depends on φ_n − φ_m only (Eqs. 23, 25).
 
     The one attention module of the package: every bundled backbone uses it (registered as
     ``"dot"`` in :mod:`cape_pipeline.models.attention`), and it is exported publicly.

@@ -55,7 +55,9 @@ class EmbedConfig:
         converge. The paper's 1e-3 leaves points near the origin (measured: max ‖e‖ 0.02).
     optimizer
         ``"radam"`` (``geoopt.optim.RiemannianAdam``) or ``"rsgd"``
-        (``geoopt.optim.RiemannianSGD``, Eqs. 19–21). Ignored for ``geometry="euclidean"``.
+        (``geoopt.optim.RiemannianSGD``: the Riemannian gradient g_l⁻¹∇ of Eq. 19, its
+        projection onto the tangent space of Eq. 20 and the exponential-map step of Eq. 21).
+        Ignored for ``geometry="euclidean"``.
     geometry
         ``"hyperbolic"`` (default) or ``"euclidean"``: the w/o-hyperbolic ablation of Table 3,
         the same loss with Euclidean distance ‖x − y‖ and regularizer π_m‖x_m‖ in R^d, optimized

@@ -49,6 +49,9 @@ def reconstruction(
 ) -> dict[str, float]:
     """Edge reconstruction from distances (Nickel & Kiela 2017): mAP and mean rank.
 
+    Measures Eq. 13 of paper 000, causal strength σ(v_m, v_n) ∝ 1 / d_l(p_m, p_n): the
+    children of a feature should be among its nearest neighbours on the hyperboloid.
+
     Parameters
     ----------
     emb

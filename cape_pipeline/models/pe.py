@@ -181,7 +181,7 @@ class CapeRotaryPE(PositionalEncoding):
     Parameters
     ----------
     angles
-        ``(M, D/2)`` float, φ = (π/4)·e (Eq. 25), stored as a buffer (not trained).
+        ``(M, D/2)`` float, φ = (π/4)·e (Sec. 3.5, below Eq. 25), stored as a buffer (not trained).
     d_model
         Model width D.
 

@@ -147,7 +147,7 @@ def encode(
     key_added: str = _keys.ANGLES,
     copy: bool = False,
 ) -> ad.AnnData | None:
-    """Store CAPE rotary angles for ``adata``'s features (Step III, Eq. 25: φ = c·e).
+    """Store CAPE rotary angles for ``adata``'s features (Step III, φ = c·e, Sec. 3.5 below Eq. 25).
 
     Parameters
     ----------
