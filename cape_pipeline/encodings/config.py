@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
+from cape_pipeline._config import with_options
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["DEFAULT_SCALE", "EncodeConfig"]
@@ -46,13 +47,4 @@ class EncodeConfig:
         CapeConfigError
             If an option is not a field (naming it and the known ones) or a value is invalid.
         """
-        if config is not None and not isinstance(config, cls):
-            raise TypeError(f"config: expected an EncodeConfig, got {type(config).__name__}")
-        known = tuple(f.name for f in fields(cls))
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise CapeConfigError(
-                f"encode: unknown option(s) {', '.join(map(repr, unknown))}; known options: {', '.join(known)}"
-            )
-        base = config if config is not None else cls()
-        return replace(base, **options) if options else base
+        return with_options(cls, config, options, "encode")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from cape_pipeline._config import with_options
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["EmbedConfig", "check_options", "DEFAULT_LR", "DEFAULT_CURVATURE"]
@@ -186,16 +187,7 @@ class EmbedConfig:
         CapeConfigError
             If an option is not a field (naming it and the known ones) or a value is invalid.
         """
-        if config is not None and not isinstance(config, cls):
-            raise TypeError(f"config: expected an EmbedConfig, got {type(config).__name__}")
-        known = cls.field_names()
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise CapeConfigError(
-                f"embed: unknown option(s) {', '.join(map(repr, unknown))}; known options: {', '.join(known)}"
-            )
-        base = config if config is not None else cls()
-        return replace(base, **options) if options else base
+        return with_options(cls, config, options, "embed")
 
 
 def check_options(**options: Any) -> EmbedConfig:

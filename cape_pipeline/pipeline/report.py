@@ -384,6 +384,15 @@ def _comparison(train: Any) -> dict[str, Any]:
     }
 
 
+def _md_table(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    """Markdown table lines: header, rule, one line per row (cells as given, str()-ed)."""
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(str(c) for c in row) + " |" for row in rows),
+    ]
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     """The report as Markdown (tables of metrics, timings and summaries)."""
     d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
@@ -440,12 +449,15 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "95 % t-interval per metric; the sentence above adjusts the intervals of its main metrics for their "
             "number (Bonferroni); for mse/medae/mae lower is better):",
             "",
-            "| task | metric | mean difference | 95 % CI | seeds | reading |",
-            "|---|---|---|---|---|---|",
         ]
-        for r in comp["differences"]:
-            ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
-            lines.append(f"| {r['task']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {r['n']} | {r['verdict']} |")
+        lines += _md_table(
+            ("task", "metric", "mean difference", "95 % CI", "seeds", "reading"),
+            [
+                (r["task"], r["metric"], f"{r['mean']:+.4f}",
+                 "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]", r["n"], r["verdict"])
+                for r in comp["differences"]
+            ],
+        )
         if comp.get("references"):
             lines += ["", "Classical references on the same splits (mean over seeds): " + "; ".join(
                 f"{t}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for t, ms in comp["references"].items()) + "."]
@@ -458,12 +470,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds "
             "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",
             "",
-            "| task | pe | metric | mean | sd | seeds |",
-            "|---|---|---|---|---|---|",
         ]
-        for r in doc["metrics"]:
-            sd = "–" if r["sd"] is None else f"{r['sd']:.4f}"
-            lines.append(f"| {r['task']} | {r['pe']} | {r['metric']} | {r['mean']:.4f} | {sd} | {r['n']} |")
+        lines += _md_table(
+            ("task", "pe", "metric", "mean", "sd", "seeds"),
+            [
+                (r["task"], r["pe"], r["metric"], f"{r['mean']:.4f}", "–" if r["sd"] is None else f"{r['sd']:.4f}", r["n"])
+                for r in doc["metrics"]
+            ],
+        )
         if doc["throughput_cells_per_s"]:
             lines += ["", "Training throughput (cells/s): " + ", ".join(
                 f"{pe} {v:.1f}" for pe, v in doc["throughput_cells_per_s"].items())]
