@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from cape_pipeline.errors import CapeConfigError
 
@@ -42,3 +42,23 @@ def with_options(cls: type[C], config: C | None, options: dict[str, Any], what: 
         )
     base = config if config is not None else cls()
     return replace(base, **options) if options else base  # type: ignore[type-var]
+
+
+class FromOptions:
+    """Mixin of a frozen dataclass method config: :meth:`from_options` builds one from a base
+    config plus keyword options (what ``embed(graph, config, **options)`` does)."""
+
+    _method: ClassVar[str] = "config"
+
+    @classmethod
+    def from_options(cls: type[C], config: C | None = None, **options: Any) -> C:
+        """``config`` (default: all defaults) with ``options`` replacing its fields.
+
+        Raises
+        ------
+        TypeError
+            ``config`` is of another class.
+        CapeConfigError
+            If an option is not a field (naming it and the known ones) or a value is invalid.
+        """
+        return with_options(cls, config, options, getattr(cls, "_method", cls.__name__))

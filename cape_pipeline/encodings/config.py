@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from cape_pipeline._config import with_options
+from cape_pipeline._config import FromOptions
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["DEFAULT_SCALE", "EncodeConfig"]
@@ -16,7 +16,7 @@ DEFAULT_SCALE = math.pi / 4
 
 
 @dataclass(frozen=True)
-class EncodeConfig:
+class EncodeConfig(FromOptions):
     """Options of :func:`~cape_pipeline.encodings.encode` (Step III), validated on construction.
 
     Attributes
@@ -31,20 +31,11 @@ class EncodeConfig:
         On construction, if ``scale`` is not a finite positive number.
     """
 
+    _method: ClassVar[str] = "encode"
+
     scale: float = DEFAULT_SCALE
 
     def __post_init__(self) -> None:
         scale = self.scale
         if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
             raise CapeConfigError(f"scale: expected a finite number > 0, got {scale!r}")
-
-    @classmethod
-    def from_options(cls, config: EncodeConfig | None = None, **options: Any) -> EncodeConfig:
-        """``config`` (default: all defaults) with ``options`` replacing its fields.
-
-        Raises
-        ------
-        CapeConfigError
-            If an option is not a field (naming it and the known ones) or a value is invalid.
-        """
-        return with_options(cls, config, options, "encode")

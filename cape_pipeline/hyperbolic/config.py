@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from cape_pipeline._config import with_options
+from cape_pipeline._config import FromOptions
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["EmbedConfig", "check_options", "DEFAULT_LR", "DEFAULT_CURVATURE"]
@@ -22,7 +22,7 @@ DEFAULT_CURVATURE = 1.0
 
 
 @dataclass(frozen=True)
-class EmbedConfig:
+class EmbedConfig(FromOptions):
     """Options of :func:`~cape_pipeline.hyperbolic.embed` (Step II), validated on construction.
 
     ``embed(graph, config, **options)`` uses ``dataclasses.replace(config, **options)``; the
@@ -107,6 +107,8 @@ class EmbedConfig:
         On construction, naming the option and what was expected.
     """
 
+    _method: ClassVar[str] = "embed"
+
     dim: int = 64
     k_hop: int = 2
     lambda_g: float = 0.1
@@ -177,17 +179,6 @@ class EmbedConfig:
     def field_names(cls) -> tuple[str, ...]:
         """The option names, in field order."""
         return tuple(f.name for f in fields(cls))
-
-    @classmethod
-    def from_options(cls, config: EmbedConfig | None = None, **options: Any) -> EmbedConfig:
-        """``config`` (default: all defaults) with ``options`` replacing its fields.
-
-        Raises
-        ------
-        CapeConfigError
-            If an option is not a field (naming it and the known ones) or a value is invalid.
-        """
-        return with_options(cls, config, options, "embed")
 
 
 def check_options(**options: Any) -> EmbedConfig:
