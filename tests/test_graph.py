@@ -45,3 +45,20 @@ def test_errors(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"nope")
     with pytest.raises(CapeFileError, match="not a readable Parquet"):
         CausalGraph.read_parquet(tmp_path / "bad.parquet")
+
+
+def test_save_load_directory_roundtrip(tmp_path):
+    from cape_pipeline import CausalGraph
+
+    g = CausalGraph.from_edges([("a", "b", 0.5), ("b", "c", -1.0)], feature_names=["a", "b", "c", "d"])
+    g.history = [{"h": 0.1, "neg_elbo": 3.0}]
+    g.save(tmp_path / "g")
+    back = CausalGraph.load(tmp_path / "g")
+    assert list(back.feature_names) == ["a", "b", "c", "d"] and back.n_edges == 2 and back.history == g.history
+    (tmp_path / "g" / "history.json").write_text("{bad")
+    import pytest
+
+    from cape_pipeline.errors import CapeFileError
+
+    with pytest.raises(CapeFileError, match="history.json"):
+        CausalGraph.load(tmp_path / "g")

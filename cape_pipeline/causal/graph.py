@@ -192,6 +192,34 @@ class CausalGraph:
         )
 
     # ------------------------------------------------------------------ I/O
+    def save(self, directory: str | Path) -> None:
+        """Write the graph into ``directory``: ``dag.parquet`` (:meth:`write_parquet`) and
+        ``history.json`` (:attr:`history`), each atomically; the directory is created."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.write_parquet(d / "dag.parquet")
+        with atomic_path(d / "history.json") as tmp:
+            tmp.write_text(json.dumps(self.history, indent=1, default=float))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> CausalGraph:
+        """Inverse of :meth:`save` (a directory without ``history.json`` gives an empty history).
+
+        Raises
+        ------
+        CapeFileError
+            ``dag.parquet`` missing or unreadable, or ``history.json`` not valid JSON.
+        """
+        d = Path(directory)
+        graph = cls.read_parquet(d / "dag.parquet")
+        hist = d / "history.json"
+        if hist.is_file():
+            try:
+                graph.history = json.loads(hist.read_text())
+            except ValueError as exc:
+                raise CapeFileError(f"{hist}: not valid JSON ({exc})") from exc
+        return graph
+
     def write_parquet(self, path: str | Path) -> None:
         """Write the edge list (source, target, weight) to Parquet, atomically.
 

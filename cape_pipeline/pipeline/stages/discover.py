@@ -7,16 +7,14 @@ The stage's parameters are :class:`cape_pipeline.causal.DiscoverConfig`, the opt
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cape_pipeline._utils import atomic_path
 from cape_pipeline.causal.config import DiscoverConfig
+from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pipeline.stages._base import Stage, StageContext
 
@@ -24,7 +22,6 @@ log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------- discover
 def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageContext) -> Any:
-    from cape_pipeline.causal.graph import CausalGraph
     from cape_pipeline.datasets import TRUE_DAG_KEY
 
     adata = inputs["preprocess"]
@@ -56,20 +53,6 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
     return graph
 
 
-def _discover_save(graph: Any, d: Path) -> None:
-    graph.write_parquet(d / "dag.parquet")
-    with atomic_path(d / "history.json") as tmp:
-        tmp.write_text(json.dumps(graph.history, indent=1, default=float))
-
-
-def _discover_load(d: Path) -> Any:
-    from cape_pipeline.causal.graph import CausalGraph
-
-    graph = CausalGraph.read_parquet(d / "dag.parquet")
-    graph.history = json.loads((d / "history.json").read_text())
-    return graph
-
-
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
     m = graph.params.get("metrics_vs_truth")
@@ -83,8 +66,8 @@ STAGE = Stage(
     config_cls=DiscoverConfig,
     inputs=("preprocess",),
     run=_discover_run,
-    save=_discover_save,
-    load=_discover_load,
+    save=lambda graph, d: graph.save(d),
+    load=CausalGraph.load,
     export_files=("dag.parquet", "history.json"),
     summary=_discover_summary,
     doc_from=("cape_pipeline.causal.api:discover",),
