@@ -19,7 +19,35 @@ from cape_pipeline.models.configs import BackboneConfig
 from cape_pipeline.models.pe import build_pe
 from cape_pipeline.models.tokens import TokenBatch, select_tokens
 
-__all__ = ["MLP", "Block", "TokenTransformer"]
+__all__ = ["MLP", "Block", "TokenTransformer", "special_values"]
+
+
+def special_values(
+    h: torch.Tensor, missing: torch.Tensor, hide: torch.Tensor | None, missing_embed: torch.Tensor, mask_embed: torch.Tensor
+) -> torch.Tensor:
+    """Substitute the learned <missing> and <mask> vectors into value embeddings.
+
+    Parameters
+    ----------
+    h
+        ``(B, T, D)`` float value embeddings.
+    missing
+        ``(B, T)`` bool, tokens whose value is missing (they get ``missing_embed``).
+    hide
+        ``(B, T)`` bool or ``None``, tokens hidden for pretraining (they get ``mask_embed``,
+        which wins over ``missing_embed``).
+    missing_embed, mask_embed
+        ``(D,)`` float vectors.
+
+    Returns
+    -------
+    Tensor
+        ``(B, T, D)``, a new tensor (``h`` is not modified).
+    """
+    h = torch.where(missing[..., None], missing_embed, h)
+    if hide is not None:
+        h = torch.where(hide[..., None], mask_embed, h)
+    return h
 
 
 class MLP(nn.Module):
@@ -68,11 +96,17 @@ class TokenTransformer(nn.Module):
     (the additive PEs; ``cape-input`` rotates this sum instead), then <cls> is prepended and
     the pre-norm blocks run with the PE's rotary angles / score bias (paper 000 Supp. F.2).
 
+    Subclasses set :attr:`config_class` and create their own embedding modules in
+    :meth:`build_embeddings`, which runs at the end of ``__init__`` (after the shared modules,
+    so the order of parameter creation, hence seeded initial weights and ``state_dict`` keys,
+    is fixed).
+
     Parameters
     ----------
     config
         The backbone's frozen config; ``config.identity`` keeps the native per-feature
         identity embedding (the default reading), ``False`` drops it (literal Eq. F.109).
+        ``None`` takes ``config_class()`` (the backbone's defaults).
     n_features
         M, number of features of the data (rows of per-feature tables).
     pe
@@ -92,18 +126,21 @@ class TokenTransformer(nn.Module):
     """
 
     missing_key_padding: bool = False
+    config_class: type[BackboneConfig] = BackboneConfig
+    """Config class of the backbone; ``config=None`` builds its defaults."""
 
     def __init__(
         self,
-        config: BackboneConfig,
+        config: BackboneConfig | None = None,
         *,
         n_features: int,
-        pe: str = "none",
+        pe: str = "default",
         attention: str = "dot",
         angles: np.ndarray | torch.Tensor | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
     ) -> None:
         super().__init__()
+        config = self.config_class() if config is None else config
         self.config, self.n_features, self.pe_name, self.attention_name = config, n_features, pe, attention
         self.use_identity = bool(config.identity or pe == "default")
         d = config.d_model
@@ -122,8 +159,14 @@ class TokenTransformer(nn.Module):
         self.flag_embed = nn.Embedding(2, d) if config.perturbation_flags else None
         self.blocks = nn.ModuleList(Block(config, attention) for _ in range(config.n_layers))
         self.norm = nn.LayerNorm(d)
+        self.build_embeddings()
 
     # --- subclasses -------------------------------------------------------------------------
+    def build_embeddings(self) -> None:
+        """Create the subclass's value and identity embedding modules (from ``self.config``,
+        ``self.n_features`` and ``self.use_identity``); called once, last in ``__init__``."""
+        return None
+
     def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
         """Value-bin ids ``(B, T)`` of the tokens, or ``None`` for continuous-value backbones."""
         return None

@@ -9,11 +9,10 @@ hidden (pretraining) tokens get a learned <mask> vector.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.blocks import TokenTransformer, special_values
 from cape_pipeline.models.configs import MethylGPTConfig
 from cape_pipeline.models.tokens import TokenBatch
 
@@ -23,38 +22,12 @@ __all__ = ["MethylGPT"]
 class MethylGPT(TokenTransformer):
     """MethylGPT-style encoder for β values in [0, 1] with missing values.
 
-    Parameters
-    ----------
-    config
-        :class:`~cape_pipeline.models.configs.MethylGPTConfig`.
-    n_features, pe, attention, angles, static_table
-        As in :class:`~cape_pipeline.models.blocks.TokenTransformer`.
+    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.configs.MethylGPTConfig` as ``config`` (``None``: its defaults).
     """
 
     config: MethylGPTConfig
-
-    def __init__(
-        self,
-        config: MethylGPTConfig | None = None,
-        *,
-        n_features: int,
-        pe: str = "default",
-        attention: str = "dot",
-        angles: np.ndarray | torch.Tensor | None = None,
-        static_table: np.ndarray | torch.Tensor | None = None,
-    ) -> None:
-        config = MethylGPTConfig() if config is None else config
-        super().__init__(
-            config, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
-        )
-        self.missing_key_padding = config.mask_missing_keys
-        d = config.d_model
-        self.value_mlp = nn.Sequential(nn.Linear(1, config.value_hidden), nn.GELU(), nn.Linear(config.value_hidden, d))
-        self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
-        self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
-        if self.use_identity:
-            self.site_embed = nn.Embedding(n_features, d)
-            self.site_norm = nn.LayerNorm(d)
+    config_class = MethylGPTConfig
 
     def embed_identity(self, idx: torch.Tensor) -> torch.Tensor:
         """CpG-site tokens: LayerNorm(Embedding(j)), (B, T) → (B, T, D)."""
@@ -64,7 +37,16 @@ class MethylGPT(TokenTransformer):
         """Continuous β embedding (B, T, D) with <missing>/<mask> vectors substituted."""
         v = torch.nan_to_num(tokens.values, nan=0.0)[..., None]  # (B, T, 1)
         h = self.value_mlp(v)  # (B, T, D)
-        h = torch.where(tokens.missing[..., None], self.missing_embed, h)
-        if hide is not None:
-            h = torch.where(hide[..., None], self.mask_embed, h)
-        return h
+        return special_values(h, tokens.missing, hide, self.missing_embed, self.mask_embed)
+
+    def build_embeddings(self) -> None:
+        """β-value MLP, <missing>/<mask> vectors and (with the identity) the CpG-site tokens."""
+        config, n_features = self.config, self.n_features
+        self.missing_key_padding = config.mask_missing_keys
+        d = config.d_model
+        self.value_mlp = nn.Sequential(nn.Linear(1, config.value_hidden), nn.GELU(), nn.Linear(config.value_hidden, d))
+        self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
+        self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+        if self.use_identity:
+            self.site_embed = nn.Embedding(n_features, d)
+            self.site_norm = nn.LayerNorm(d)

@@ -30,34 +30,12 @@ class ScBERT(TokenTransformer):
     non-zero training values; until then ``1, 2, ..., B-2``, integer intervals of
     log-normalized expression, as in scBERT) and the static identity vectors (until then 0).
 
-    Parameters
-    ----------
-    config
-        :class:`~cape_pipeline.models.configs.ScBERTConfig`.
-    n_features, pe, attention, angles, static_table
-        As in :class:`~cape_pipeline.models.blocks.TokenTransformer`.
+    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.configs.ScBERTConfig` as ``config`` (``None``: its defaults).
     """
 
     config: ScBERTConfig
-
-    def __init__(
-        self,
-        config: ScBERTConfig | None = None,
-        *,
-        n_features: int,
-        pe: str = "default",
-        attention: str = "dot",
-        angles: np.ndarray | torch.Tensor | None = None,
-        static_table: np.ndarray | torch.Tensor | None = None,
-    ) -> None:
-        config = ScBERTConfig() if config is None else config
-        super().__init__(
-            config, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
-        )
-        self.bin_embed = nn.Embedding(config.n_bins + 2, config.d_model)
-        self.register_buffer("bin_edges", torch.arange(1, config.n_bins - 1, dtype=torch.float32))
-        if self.use_identity:
-            self.register_buffer("gene_vectors", torch.zeros(n_features, config.d_model))
+    config_class = ScBERTConfig
 
     def fit_data(self, x: np.ndarray) -> None:
         """Set the ``B - 2`` inner bin edges to quantiles of the non-zero values of ``x`` (N, M),
@@ -84,3 +62,11 @@ class ScBERT(TokenTransformer):
         assert tokens.bins is not None
         b = tokens.bins if hide is None else tokens.bins.masked_fill(hide, self.config.n_bins + 1)
         return self.bin_embed(b)
+
+    def build_embeddings(self) -> None:
+        """Value-bin embedding, bin edges and (with the identity) the static gene vectors."""
+        config, n_features = self.config, self.n_features
+        self.bin_embed = nn.Embedding(config.n_bins + 2, config.d_model)
+        self.register_buffer("bin_edges", torch.arange(1, config.n_bins - 1, dtype=torch.float32))
+        if self.use_identity:
+            self.register_buffer("gene_vectors", torch.zeros(n_features, config.d_model))

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.blocks import TokenTransformer, special_values
 from cape_pipeline.models.configs import ScGPTConfig
 from cape_pipeline.models.tokens import TokenBatch, quantile_bins
 
@@ -25,12 +25,8 @@ __all__ = ["ScGPT"]
 class ScGPT(TokenTransformer):
     """scGPT-style encoder.
 
-    Parameters
-    ----------
-    config
-        :class:`~cape_pipeline.models.configs.ScGPTConfig`.
-    n_features, pe, attention, angles, static_table
-        As in :class:`~cape_pipeline.models.blocks.TokenTransformer`.
+    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.configs.ScGPTConfig` as ``config`` (``None``: its defaults).
 
     Examples
     --------
@@ -43,33 +39,7 @@ class ScGPT(TokenTransformer):
     """
 
     config: ScGPTConfig
-
-    def __init__(
-        self,
-        config: ScGPTConfig | None = None,
-        *,
-        n_features: int,
-        pe: str = "default",
-        attention: str = "dot",
-        angles: np.ndarray | torch.Tensor | None = None,
-        static_table: np.ndarray | torch.Tensor | None = None,
-    ) -> None:
-        config = ScGPTConfig() if config is None else config
-        super().__init__(
-            config, n_features=n_features, pe=pe, attention=attention, angles=angles, static_table=static_table
-        )
-        d = config.d_model
-        if self.use_identity:
-            self.gene_embed = nn.Embedding(n_features, d)
-            self.gene_norm = nn.LayerNorm(d)
-        if config.value_encoder == "binned":
-            self.bin_embed = nn.Embedding(config.n_bins + 2, d)  # + <missing>, <mask>
-            self.value_norm = nn.LayerNorm(d)
-        else:
-            self.value_mlp = nn.Sequential(nn.Linear(1, d), nn.ReLU(), nn.Linear(d, d))
-            self.value_norm = nn.LayerNorm(d)
-            self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
-            self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)
+    config_class = ScGPTConfig
 
     def fit_data(self, x: np.ndarray) -> None:
         """With ``identity_init="coexpression"``, start the gene tokens from the co-expression
@@ -99,7 +69,20 @@ class ScGPT(TokenTransformer):
             return self.value_norm(self.bin_embed(b))
         v = torch.nan_to_num(tokens.values, nan=0.0).clamp(max=512.0)[..., None]  # (B, T, 1)
         h = self.value_norm(self.value_mlp(v))
-        h = torch.where(tokens.missing[..., None], self.missing_embed, h)
-        if hide is not None:
-            h = torch.where(hide[..., None], self.mask_embed, h)
-        return h
+        return special_values(h, tokens.missing, hide, self.missing_embed, self.mask_embed)
+
+    def build_embeddings(self) -> None:
+        """Gene tokens (with the identity) and the continuous or binned value encoder."""
+        config, n_features = self.config, self.n_features
+        d = config.d_model
+        if self.use_identity:
+            self.gene_embed = nn.Embedding(n_features, d)
+            self.gene_norm = nn.LayerNorm(d)
+        if config.value_encoder == "binned":
+            self.bin_embed = nn.Embedding(config.n_bins + 2, d)  # + <missing>, <mask>
+            self.value_norm = nn.LayerNorm(d)
+        else:
+            self.value_mlp = nn.Sequential(nn.Linear(1, d), nn.ReLU(), nn.Linear(d, d))
+            self.value_norm = nn.LayerNorm(d)
+            self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+            self.missing_embed = nn.Parameter(torch.randn(d) * 0.02)

@@ -256,18 +256,9 @@ def masked_pretrain(
         return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean()
 
     log = train_epochs(
-        list(model.parameters()) + list(dec.parameters()),
-        step,
-        x.shape[0],
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        generator=generator,
-        weight_decay=weight_decay,
-        warmup=warmup,
-        modules=[model, dec],
-        progress=progress,
-        desc="pretrain",
+        list(model.parameters()) + list(dec.parameters()), step, x.shape[0],
+        epochs=epochs, batch_size=batch_size, lr=lr, generator=generator,
+        weight_decay=weight_decay, warmup=warmup, modules=[model, dec], progress=progress, desc="pretrain",
     )
     return dec, log
 

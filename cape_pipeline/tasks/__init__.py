@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.tasks._base import Pretrained, TaskConfig, TaskResult, pretrain
+from cape_pipeline.tasks._base import TaskConfig, TaskResult
+from cape_pipeline.tasks._training import Pretrained, pretrain
 from cape_pipeline.tasks.age import AgeConfig, predict_age
 from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_logreg
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster

@@ -13,21 +13,55 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models import ANGLE_PES, PE_NAMES, BackboneConfig, build_backbone, config_for
+from cape_pipeline.models import (
+    ANGLE_PES,
+    PE_NAMES,
+    BackboneConfig,
+    build_backbone,
+    config_for,
+)
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
 
 __all__ = [
     "TaskResult",
     "TaskConfig",
-    "Pretrained",
-    "pretrain",
     "resolve_config",
     "dense_x",
     "build_model",
     "get_labels",
     "validation_split",
+    "check_fraction",
+    "check_pooling",
+    "task_inputs",
 ]
+
+POOLINGS: tuple[str, ...] = ("cls", "mean", "cls+mean")
+"""Cell-embedding poolings a task config accepts."""
+
+
+def check_fraction(name: str, value: float) -> None:
+    """Validate a config fraction that must lie strictly between 0 and 1.
+
+    Raises
+    ------
+    CapeConfigError
+        ``value`` not in ``(0, 1)``; the message names the field ``name`` (e.g. ``age.test_size``).
+    """
+    if not 0.0 < value < 1.0:
+        raise CapeConfigError(f"{name}: expected in (0, 1), got {value}")
+
+
+def check_pooling(task: str, pooling: str) -> None:
+    """Validate a task config's ``pooling`` (one of :data:`POOLINGS`).
+
+    Raises
+    ------
+    CapeConfigError
+        Any other value; the message names ``task``.
+    """
+    if pooling not in POOLINGS:
+        raise CapeConfigError(f"{task}.pooling: expected cls, mean or cls+mean, got {pooling!r}")
 
 
 @dataclass
@@ -143,8 +177,7 @@ class TaskConfig:
             raise CapeConfigError(f"task.pretrain_lr: expected > 0, got {self.pretrain_lr}")
         if not self.lr > 0:
             raise CapeConfigError(f"task.lr: expected > 0, got {self.lr}")
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise CapeConfigError(f"task.mask_ratio: expected in (0, 1), got {self.mask_ratio}")
+        check_fraction("task.mask_ratio", self.mask_ratio)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (for ``uns`` and cache keys)."""
@@ -235,6 +268,25 @@ def check_pe_inputs(pe: str, angles: Any, n_vars: int) -> np.ndarray | None:
     return None
 
 
+def task_inputs(adata: ad.AnnData, pe: str, angles: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """The dense input and the checked angles of a task: :func:`dense_x` (no NaN allowed),
+    then :func:`check_pe_inputs`.
+
+    Returns
+    -------
+    x, angles
+        ``(n_obs, n_vars)`` float32 array; ``(n_vars, d)`` float32 angles or ``None`` for PEs
+        without angles.
+
+    Raises
+    ------
+    CapeDataError, CapeConfigError
+        As :func:`dense_x` and :func:`check_pe_inputs` (data errors first).
+    """
+    x = dense_x(adata)
+    return x, check_pe_inputs(pe, angles, adata.n_vars)
+
+
 def model_config(backbone: str, cfg: TaskConfig, overrides: dict[str, Any] | None = None) -> BackboneConfig:
     """The backbone config of a task: ``cfg.model`` resolved by
     :func:`~cape_pipeline.models.config_for`, then the task's own ``overrides`` (e.g. the
@@ -289,122 +341,3 @@ def validation_split(n: int, fraction: float, seed: int, y: np.ndarray | None = 
             strat = y
     fit, val = train_test_split(idx, test_size=n_val, stratify=strat, random_state=seed + 7919)
     return np.sort(fit), np.sort(val)
-
-
-@dataclass
-class Pretrained:
-    """A backbone after masked-value pretraining, to be shared by the tasks of one run.
-
-    Tasks given one (``pretrained=``) fine-tune a deep copy, so it stays as it is.
-
-    Attributes
-    ----------
-    model
-        The backbone (eval mode).
-    log
-        The pretraining :class:`~cape_pipeline.models.training.TrainLog`.
-    key
-        Everything that determined it (backbone, model config, pe, seed, budget, data shape);
-        a task checks it against its own settings.
-    """
-
-    model: TokenTransformer
-    log: Any
-    key: dict[str, Any]
-
-
-def pretrain_key(
-    backbone: str,
-    cfg: TaskConfig,
-    pe: str,
-    seed: int,
-    x: np.ndarray,
-    angles: np.ndarray | None,
-    overrides: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """What determines a pretrained backbone (compared before one is shared between tasks):
-    the settings, and content hashes of the pretraining data ``x`` and the angles."""
-    from cape_pipeline._utils import hash_bytes
-
-    mcfg = model_config(backbone, cfg, overrides)
-    return {
-        "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
-        "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
-        "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup,
-        "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
-        "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
-        "angles": None if angles is None else hash_bytes(np.ascontiguousarray(angles, dtype=np.float32).tobytes()),
-    }
-
-
-def pretrain(
-    x: np.ndarray,
-    *,
-    backbone: str,
-    cfg: TaskConfig,
-    pe: str,
-    angles: np.ndarray | None,
-    seed: int,
-    device: str | torch.device = "cpu",
-    overrides: dict[str, Any] | None = None,
-    progress: bool = False,
-) -> Pretrained:
-    """Build a backbone (seeded) and pretrain it by masked-value reconstruction on ``x``.
-
-    Parameters
-    ----------
-    x
-        ``(N, M)`` float32, every observation to pretrain on (no labels are used); also the
-        data that fits data-dependent buffers (bin edges, static tables).
-    backbone, cfg, pe, angles
-        As in :func:`build_model`.
-    seed
-        Seeds the initialization, batch order and masks.
-
-    Returns
-    -------
-    Pretrained
-    """
-    from cape_pipeline.models.training import as_tensor, masked_pretrain, seeded
-
-    gen = torch.Generator().manual_seed(seed)
-    with seeded(seed):
-        model = build_model(backbone, cfg, n_features=x.shape[1], pe=pe, angles=angles, x_train=x, overrides=overrides, device=device)
-        _, log = masked_pretrain(
-            model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.pretrain_lr,
-            mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
-            progress=progress,
-        )
-    model.eval()
-    return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x, angles, overrides))
-
-
-def use_pretrained(
-    pretrained: Pretrained | None,
-    x: np.ndarray,
-    *,
-    backbone: str,
-    cfg: TaskConfig,
-    pe: str,
-    angles: np.ndarray | None,
-    seed: int,
-    device: str | torch.device,
-    overrides: dict[str, Any] | None = None,
-    progress: bool = False,
-) -> Pretrained:
-    """A private copy of ``pretrained`` (checked against these settings), or a fresh pretraining.
-
-    Raises
-    ------
-    CapeConfigError
-        ``pretrained`` was made with other settings than the task's.
-    """
-    import copy
-
-    if pretrained is None:
-        return pretrain(x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, overrides=overrides, progress=progress)
-    want = pretrain_key(backbone, cfg, pe, seed, x, angles, overrides)
-    diff = sorted(k for k in want if want[k] != pretrained.key.get(k))
-    if diff:
-        raise CapeConfigError(f"pretrained backbone does not match this task's settings: {diff} differ")
-    return Pretrained(model=copy.deepcopy(pretrained.model), log=pretrained.log, key=pretrained.key)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -13,17 +11,24 @@ import pandas as pd
 import torch
 from sklearn.linear_model import ElasticNet
 
-from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models import RegressionHead, pool
-from cape_pipeline.models.training import as_tensor, cell_embeddings, seeded, train_epochs
+from cape_pipeline.errors import CapeDataError
+from cape_pipeline.models import RegressionHead
+from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
-    Pretrained,
     TaskConfig,
     TaskResult,
+    check_fraction,
     check_pe_inputs,
+    check_pooling,
     dense_x,
-    use_pretrained,
     validation_split,
+)
+from cape_pipeline.tasks._training import (
+    Pretrained,
+    finetune_pooled_head,
+    task_params,
+    training_stats,
+    use_pretrained,
 )
 from cape_pipeline.tasks.metrics import regression_metrics
 
@@ -51,10 +56,8 @@ class AgeConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.test_size < 1.0:
-            raise CapeConfigError(f"age.test_size: expected in (0, 1), got {self.test_size}")
-        if self.pooling not in ("cls", "mean", "cls+mean"):
-            raise CapeConfigError(f"age.pooling: expected cls, mean or cls+mean, got {self.pooling!r}")
+        check_fraction("age.test_size", self.test_size)
+        check_pooling("age", self.pooling)
 
 
 def predict_age(
@@ -123,33 +126,14 @@ def predict_age(
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed)
     fit, val = tr[fit_pos], tr[val_pos]
-    gen = torch.Generator().manual_seed(seed + 1)
     xt = as_tensor(x, device)
     yz = torch.as_tensor((age - mu) / sd, dtype=torch.float32, device=device)
-    with seeded(seed + 1):
-        head = RegressionHead(model.config.d_model).to(device)
-        xfit, yfit = xt[fit], yz[fit]
-
-        def predict_z(xb: torch.Tensor) -> torch.Tensor:
-            tok = model.tokenize(xb)
-            return head(pool(model(tok), tok, cfg.pooling))  # type: ignore[arg-type]
-
-        def step(bi: torch.Tensor) -> torch.Tensor:
-            return ((predict_z(xfit[bi]) - yfit[bi]) ** 2).mean()
-
-        def validate() -> float:
-            return -float(((predict_z(xt[val]) - yz[val]) ** 2).mean())
-
-        flog = train_epochs(
-            list(model.parameters()) + list(head.parameters()), step, fit.size,
-            epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
-            validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="age",
-        )
-        emb = cell_embeddings(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
-        head.eval()
-        with torch.no_grad():
-            pred = head(torch.as_tensor(emb[te], device=device)).cpu().numpy() * sd + mu
+    head, flog, emb, out = finetune_pooled_head(
+        model, lambda: RegressionHead(model.config.d_model), xt, yz, fit=fit, val=val, test=te,
+        loss=lambda p, t: ((p - t) ** 2).mean(), cfg=cfg, pooling=cfg.pooling, seed=seed, device=device,
+        progress=progress, desc="age",
+    )
+    pred = out.cpu().numpy() * sd + mu
     metrics = regression_metrics(age[te], pred)
     if cfg.reference:
         col_mean = np.nan_to_num(np.nanmean(x[tr], axis=0), nan=0.0)
@@ -161,18 +145,15 @@ def predict_age(
             en = ElasticNet(alpha=1e-3, l1_ratio=0.5, max_iter=5000, random_state=seed).fit(xi[tr], age[tr])
         ref = regression_metrics(age[te], en.predict(xi[te]))
         metrics.update({f"reference_{k}": v for k, v in ref.items()})
-    params: dict[str, Any] = {
-        "task": "age", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "n_train": int(tr.size), "n_fit": int(fit.size), "n_val": int(val.size), "n_test": int(te.size),
-        "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
-        "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
-    }
+    params = task_params(
+        "age", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+        n_train=int(tr.size), n_fit=int(fit.size), n_val=int(val.size), n_test=int(te.size),
+    )
     return TaskResult(
         task="age",
         metrics=metrics,
-        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=(pre.log.n_seen + flog.n_seen) / max(pre.log.seconds + flog.seconds, 1e-9),
+        **training_stats(pre.log, flog),
         embeddings=emb,
         predictions=pd.DataFrame({"age": age[te], "predicted": pred}, index=adata.obs_names[te]),
         params=params,

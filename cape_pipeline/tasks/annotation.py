@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -17,17 +15,24 @@ from sklearn.metrics import confusion_matrix
 from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models import ClassifierHead, pool
-from cape_pipeline.models.training import as_tensor, cell_embeddings, seeded, train_epochs
+from cape_pipeline.models import ClassifierHead
+from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
-    Pretrained,
     TaskConfig,
     TaskResult,
-    check_pe_inputs,
+    check_fraction,
+    check_pooling,
     dense_x,
     get_labels,
-    use_pretrained,
+    task_inputs,
     validation_split,
+)
+from cape_pipeline.tasks._training import (
+    Pretrained,
+    finetune_pooled_head,
+    task_params,
+    training_stats,
+    use_pretrained,
 )
 from cape_pipeline.tasks.metrics import classification_metrics
 
@@ -62,10 +67,8 @@ class AnnotationConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.test_size < 1.0:
-            raise CapeConfigError(f"annotation.test_size: expected in (0, 1), got {self.test_size}")
-        if self.pooling not in ("cls", "mean", "cls+mean"):
-            raise CapeConfigError(f"annotation.pooling: expected cls, mean or cls+mean, got {self.pooling!r}")
+        check_fraction("annotation.test_size", self.test_size)
+        check_pooling("annotation", self.pooling)
         if self.pretrain_on not in ("train", "all"):
             raise CapeConfigError(f"annotation.pretrain_on: expected train or all, got {self.pretrain_on!r}")
 
@@ -182,8 +185,7 @@ def annotate(
 
     t0 = time.perf_counter()
     cfg = config or AnnotationConfig()
-    x = dense_x(adata)
-    angles = check_pe_inputs(pe, angles, adata.n_vars)
+    x, angles = task_inputs(adata, pe, angles)
     key, y, names = _labels(adata, label_key)
     tr, te = stratified_split(y, cfg.test_size, seed)
     pre_rows = tr if cfg.pretrain_on == "train" else np.arange(adata.n_obs)
@@ -195,46 +197,23 @@ def annotate(
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed, y[tr])
     fit, val = tr[fit_pos], tr[val_pos]
-    gen = torch.Generator().manual_seed(seed + 1)
     xt = as_tensor(x, device)
     yt = torch.as_tensor(y, device=device)
-    with seeded(seed + 1):
-        head = ClassifierHead(model.config.d_model, names.size).to(device)
-        xfit, yfit = xt[fit], yt[fit]
-
-        def logits(xb: torch.Tensor) -> torch.Tensor:
-            tok = model.tokenize(xb)
-            return head(pool(model(tok), tok, cfg.pooling))  # type: ignore[arg-type]
-
-        def step(bi: torch.Tensor) -> torch.Tensor:
-            return F.cross_entropy(logits(xfit[bi]), yfit[bi])
-
-        def validate() -> float:
-            out = torch.cat([logits(xt[val[s : s + 256]]) for s in range(0, val.size, 256)])
-            return -float(F.cross_entropy(out, yt[val]))
-
-        flog = train_epochs(
-            list(model.parameters()) + list(head.parameters()), step, fit.size,
-            epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
-            validate=validate if val.size else None, patience=cfg.patience, progress=progress, desc="finetune",
-        )
-        emb = cell_embeddings(model, xt, pooling=cfg.pooling)  # type: ignore[arg-type]
-        head.eval()
-        with torch.no_grad():
-            pred = head(torch.as_tensor(emb[te], device=device)).argmax(1).cpu().numpy()
+    head, flog, emb, out = finetune_pooled_head(
+        model, lambda: ClassifierHead(model.config.d_model, names.size), xt, yt, fit=fit, val=val, test=te,
+        loss=F.cross_entropy, cfg=cfg, pooling=cfg.pooling, seed=seed, device=device, progress=progress,
+        desc="finetune", val_batch=256,
+    )
+    pred = out.argmax(1).cpu().numpy()
     metrics = classification_metrics(y[te], pred)
-    params: dict[str, Any] = {
-        "task": "annotation", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "n_train": int(tr.size), "n_fit": int(fit.size), "n_val": int(val.size), "n_test": int(te.size),
-        "n_classes": int(names.size), "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
-        "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
-        "n_parameters": int(sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in head.parameters())),
-    }
+    params = task_params(
+        "annotation", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+        n_train=int(tr.size), n_fit=int(fit.size), n_val=int(val.size), n_test=int(te.size), n_classes=int(names.size),
+    )
+    params["n_parameters"] = int(sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in head.parameters()))
     if cfg.reference:
         ref = annotate_logreg(adata, label_key=key, config=cfg, seed=seed)
         metrics.update({f"reference_{k}": v for k, v in ref.metrics.items()})
-    seen = pre.log.n_seen + flog.n_seen
     trained = TrainedModel(
         backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="annotation",
         head=head, pooling=cfg.pooling, classes=[str(c) for c in names],
@@ -243,9 +222,8 @@ def annotate(
     return TaskResult(
         task="annotation",
         metrics=metrics,
-        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=seen / max(pre.log.seconds + flog.seconds, 1e-9),
+        **training_stats(pre.log, flog),
         embeddings=emb,
         predictions=_predictions(adata, te, y, pred, names),
         confusion=_confusion(y[te], pred, names),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -14,17 +12,10 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
-from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.errors import CapeDataError
 from cape_pipeline.models.training import as_tensor, cell_embeddings
-from cape_pipeline.tasks._base import (
-    Pretrained,
-    TaskConfig,
-    TaskResult,
-    check_pe_inputs,
-    dense_x,
-    get_labels,
-    use_pretrained,
-)
+from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_pooling, get_labels, task_inputs
+from cape_pipeline.tasks._training import Pretrained, task_params, training_stats, use_pretrained
 from cape_pipeline.tasks.annotation import LABEL_KEYS
 from cape_pipeline.tasks.metrics import clustering_metrics
 
@@ -55,8 +46,7 @@ class ClusteringConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.pooling not in ("cls", "mean", "cls+mean"):
-            raise CapeConfigError(f"clustering.pooling: expected cls, mean or cls+mean, got {self.pooling!r}")
+        check_pooling("clustering", self.pooling)
 
 
 def _kmeans(emb: np.ndarray, k: int, seed: int, n_init: int) -> np.ndarray:
@@ -106,8 +96,7 @@ def cluster(
 
     t0 = time.perf_counter()
     cfg = config or ClusteringConfig()
-    x = dense_x(adata)
-    angles = check_pe_inputs(pe, angles, adata.n_vars)
+    x, angles = task_inputs(adata, pe, angles)
     key, ys = get_labels(adata, label_key, LABEL_KEYS, "clustering")
     y, names = pd.factorize(ys.astype(str), sort=True)
     k = int(names.size)
@@ -125,16 +114,12 @@ def cluster(
         pcs = PCA(n_components=n_pc, random_state=seed).fit_transform(x)
         ref = clustering_metrics(pcs, y, _kmeans(pcs, k, seed, cfg.n_init), seed=seed)
         metrics.update({f"reference_{m}": v for m, v in ref.items()})
-    params: dict[str, Any] = {
-        "task": "clustering", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key, "k": k,
-        "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
-    }
+    params = task_params("clustering", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, k=k)
     return TaskResult(
         task="clustering",
         metrics=metrics,
-        curves={"pretrain_loss": plog.losses},
         seconds=time.perf_counter() - t0,
-        cells_per_second=plog.n_seen / max(plog.seconds, 1e-9),
+        **training_stats(plog),
         embeddings=emb,
         predictions=pd.DataFrame({"label": ys.astype(str).to_numpy(), "cluster": clusters}, index=adata.obs_names),
         params=params,

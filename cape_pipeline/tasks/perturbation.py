@@ -17,10 +17,8 @@ condition's mean shift, fit on the training conditions (skipped above
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -29,13 +27,13 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
-from cape_pipeline.models.training import as_tensor, seeded, train_epochs
-from cape_pipeline.tasks._base import (
+from cape_pipeline.models.training import as_tensor, seeded
+from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_fraction, task_inputs
+from cape_pipeline.tasks._training import (
     Pretrained,
-    TaskConfig,
-    TaskResult,
-    check_pe_inputs,
-    dense_x,
+    finetune,
+    task_params,
+    training_stats,
     use_pretrained,
 )
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
@@ -95,8 +93,7 @@ class PerturbationConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.test_fraction < 1.0:
-            raise CapeConfigError(f"perturbation.test_fraction: expected in (0, 1), got {self.test_fraction}")
+        check_fraction("perturbation.test_fraction", self.test_fraction)
         if self.n_de < 1 or self.n_eval_ctrl < 1 or self.ctrl_pairs_per_epoch < 0:
             raise CapeConfigError("perturbation: n_de >= 1, n_eval_ctrl >= 1 and ctrl_pairs_per_epoch >= 0 required")
 
@@ -159,8 +156,7 @@ def predict_perturbation(
     key = label_key or "condition"
     if key not in adata.obs.columns:
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
-    x = dense_x(adata)
-    angles = check_pe_inputs(pe, angles, adata.n_vars)
+    x, angles = task_inputs(adata, pe, angles)
     cond = adata.obs[key].astype(str).to_numpy()
     is_ctrl = cond == "ctrl"
     if is_ctrl.sum() < 2:
@@ -236,11 +232,9 @@ def predict_perturbation(
                 errs.append(mse_top_de(mean_profile(c), truth, top_de_genes(truth, ctrl_mean, cfg.n_de)))
             return -float(np.mean(errs))
 
-        flog = train_epochs(
-            list(model.parameters()) + list(head.parameters()), step, n_pert + n_ctrl_pairs,
-            epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=gen,
-            weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
-            validate=validate if val_conds else None, patience=cfg.patience, progress=progress, desc="perturb",
+        flog = finetune(
+            model, head, step, n_pert + n_ctrl_pairs, cfg=cfg, generator=gen,
+            validate=validate if val_conds else None, progress=progress, desc="perturb",
         )
         lin = None
         if m <= LINEAR_REFERENCE_MAX_GENES:
@@ -269,18 +263,15 @@ def predict_perturbation(
             metrics[f"reference_ctrl_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_ctrl_mse_top_de.mean())
             if lin is not None:
                 metrics[f"reference_linear_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_linear_mse_top_de.mean())
-    params: dict[str, Any] = {
-        "task": "perturbation", "backbone": backbone, "pe": pe, "seed": seed, "label_key": key,
-        "train_conditions": train_conds, "val_conditions": val_conds, "test_conditions": sorted(test),
-        "best_epoch": flog.best_epoch, "stopped_early": flog.stopped_early,
-        "config": cfg.to_dict(), "model_config": dataclasses.asdict(model.config),
-    }
+    params = task_params(
+        "perturbation", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+        train_conditions=train_conds, val_conditions=val_conds, test_conditions=sorted(test),
+    )
     return TaskResult(
         task="perturbation",
         metrics=metrics,
-        curves={"pretrain_loss": pre.log.losses, "finetune_loss": flog.losses, "val_score": flog.val_scores},
         seconds=time.perf_counter() - t0,
-        cells_per_second=(pre.log.n_seen + flog.n_seen) / max(pre.log.seconds + flog.seconds, 1e-9),
+        **training_stats(pre.log, flog),
         predictions=df,
         params=params,
     )
