@@ -200,7 +200,7 @@ SMALL_ANGLE = 0.05
 
 
 def spearman_norm_pagerank(poincare: Any, pagerank: Any) -> float:
-    """Spearman ρ between ‖e_j‖ and −π_j (SPEC Step II quality check; paper 000 Sec. 3.2).
+    """Spearman ρ between ‖e_j‖ and −π_j (the Step II quality check: general features near the origin; paper 000 Sec. 3.2).
 
     Positive when causally general (high-PageRank) features sit nearer the origin. NaN when
     either has no variation (e.g. a graph without edges) or there are fewer than 3 features.
