@@ -38,10 +38,18 @@ from cape_pipeline.models.pe import (
 )
 from cape_pipeline.models.scbert import ScBERT
 from cape_pipeline.models.scgpt import ScGPT
+from cape_pipeline.models.scgpt_checkpoint import (
+    SCGPT_CHECKPOINT_PES,
+    ScGPTCheckpointModel,
+    from_scgpt,
+)
 from cape_pipeline.models.tokens import TokenBatch
 from cape_pipeline.models.trained import TrainedModel, load
 
 __all__ = [
+    "SCGPT_CHECKPOINT_PES",
+    "ScGPTCheckpointModel",
+    "from_scgpt",
     "ATTENTIONS",
     "ANGLE_PES",
     "BACKBONES",
