@@ -51,14 +51,16 @@ def special_values(
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: Linear(D, rD) → GELU → Linear(rD, D) → dropout."""
+    """Position-wise feed-forward: Linear(D, hidden) → GELU or ReLU → Linear(hidden, D) → dropout;
+    ``hidden`` = ``d_hid`` or round(``ratio`` × D)."""
 
-    def __init__(self, d_model: int, ratio: float, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, ratio: float, dropout: float, *, activation: str = "gelu", d_hid: int | None = None
+    ) -> None:
         super().__init__()
-        hidden = max(int(round(d_model * ratio)), 1)
-        self.net = nn.Sequential(
-            nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model), nn.Dropout(dropout)
-        )
+        hidden = d_hid if d_hid is not None else max(int(round(d_model * ratio)), 1)
+        act = nn.ReLU() if activation == "relu" else nn.GELU()
+        self.net = nn.Sequential(nn.Linear(d_model, hidden), act, nn.Linear(hidden, d_model), nn.Dropout(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) → (B, T, D)."""
@@ -66,7 +68,9 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: ``x + attn(LN(x))`` then ``x + MLP(LN(x))``."""
+    """Transformer block. Pre-norm (default): ``x + attn(LN(x))`` then ``x + MLP(LN(x))``;
+    post-norm (``config.norm_scheme="post"``, torch's and scGPT's): ``LN₁(x + attn(x))`` then
+    ``LN₂(x + MLP(x))``."""
 
     def __init__(self, config: BackboneConfig, attention: str) -> None:
         super().__init__()
@@ -74,7 +78,8 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = build_attention(attention, d, config.n_heads, dropout=config.attn_dropout)
         self.drop = nn.Dropout(config.dropout)
-        self.mlp = MLP(d, config.mlp_ratio, config.dropout)
+        self.mlp = MLP(d, config.mlp_ratio, config.dropout, activation=config.activation, d_hid=config.d_hid)
+        self.post_norm = config.norm_scheme == "post"
 
     def forward(
         self,
@@ -85,6 +90,9 @@ class Block(nn.Module):
         key_padding_mask: torch.Tensor | None,
     ) -> torch.Tensor:
         """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`."""
+        if self.post_norm:
+            x = self.ln1(x + self.drop(self.attn(x, angles, key_padding_mask, score_bias=score_bias)))
+            return self.ln2(x + self.mlp(x))
         x = x + self.drop(self.attn(self.ln1(x), angles, key_padding_mask, score_bias=score_bias))
         return x + self.mlp(self.ln2(x))
 
@@ -158,7 +166,7 @@ class TokenTransformer(nn.Module):
         self.cls_token = nn.Parameter(torch.randn(d) * 0.02)
         self.flag_embed = nn.Embedding(2, d) if config.perturbation_flags else None
         self.blocks = nn.ModuleList(Block(config, attention) for _ in range(config.n_layers))
-        self.norm = nn.LayerNorm(d)
+        self.norm = nn.LayerNorm(d) if config.norm_scheme == "pre" else nn.Identity()
         self.build_embeddings()
 
     # --- subclasses -------------------------------------------------------------------------

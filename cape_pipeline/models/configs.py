@@ -72,6 +72,13 @@ class BackboneConfig:
     perturbation_flags
         Add a learned embedding of a per-token 0/1 flag (the perturbed feature(s)), as scGPT's
         perturbation fine-tuning does. Set by the perturbation task.
+    norm_scheme
+        ``pre`` (default: ``x + attn(LN(x))``, then a final LayerNorm) or ``post`` (torch's and a
+        released scGPT's ``LN(x + attn(x))``, no final LayerNorm).
+    activation
+        Activation of each block's MLP: ``gelu`` (default) or ``relu`` (scGPT's).
+    d_hid
+        Hidden width of each block's MLP; ``None`` = ``mlp_ratio`` × D (a checkpoint sets it).
     """
 
     d_model: int = 64
@@ -87,8 +94,17 @@ class BackboneConfig:
     rel_buckets: int = 32
     rel_max_distance: int = 256
     perturbation_flags: bool = False
+    norm_scheme: str = "pre"
+    activation: str = "gelu"
+    d_hid: int | None = None
 
     def __post_init__(self) -> None:
+        if self.norm_scheme not in ("pre", "post"):
+            raise CapeConfigError(f"model.norm_scheme: expected 'pre' or 'post', got {self.norm_scheme!r}")
+        if self.activation not in ("gelu", "relu"):
+            raise CapeConfigError(f"model.activation: expected 'gelu' or 'relu', got {self.activation!r}")
+        if self.d_hid is not None and self.d_hid < 1:
+            raise CapeConfigError(f"model.d_hid: expected >= 1 or None, got {self.d_hid}")
         if self.d_model < 2 or self.n_heads < 1 or self.n_layers < 1:
             raise CapeConfigError(
                 f"model: d_model >= 2, n_heads >= 1 and n_layers >= 1 required, got "
@@ -115,6 +131,10 @@ class BackboneConfig:
             raise CapeConfigError(f"model.mlp_ratio: expected > 0, got {self.mlp_ratio}")
 
 
+VALUE_ENCODERS = ("continuous", "binned", "continuous-bins")
+"""Value encoders of :class:`ScGPTConfig`."""
+
+
 @dataclass(frozen=True)
 class ScGPTConfig(BackboneConfig):
     """scGPT-style backbone: gene token + value embedding + PE, <cls> token.
@@ -126,8 +146,10 @@ class ScGPTConfig(BackboneConfig):
     Attributes
     ----------
     value_encoder
-        ``continuous`` (the log-normalized value itself; default) or ``binned`` (bin embedding,
-        the ``scgpt-binned`` preset). Measured on pbmc68k_reduced annotation (seed 0, N(0, 1)
+        ``continuous`` (the log-normalized value itself; default), ``binned`` (bin embedding,
+        the ``scgpt-binned`` preset) or ``continuous-bins`` (the per-cell value bin, as a number,
+        into the continuous encoder: how the released whole-human scGPT was pretrained,
+        ``input_style="binned"`` with ``input_emb_style="continuous"``). Measured on pbmc68k_reduced annotation (seed 0, N(0, 1)
         gene tokens, no pretraining, 30 epochs): macro-F1 0.44 continuous, 0.29 binned.
     identity_init
         Initial gene tokens: ``coexpression`` (default: the top eigenvectors of the training
@@ -152,8 +174,10 @@ class ScGPTConfig(BackboneConfig):
             raise CapeConfigError(f"model.n_bins: expected >= 3, got {self.n_bins}")
         if self.identity_init not in ("normal", "coexpression"):
             raise CapeConfigError(f"model.identity_init: expected 'normal' or 'coexpression', got {self.identity_init!r}")
-        if self.value_encoder not in ("continuous", "binned"):
-            raise CapeConfigError(f"model.value_encoder: expected 'continuous' or 'binned', got {self.value_encoder!r}")
+        if self.value_encoder not in VALUE_ENCODERS:
+            raise CapeConfigError(
+                f"model.value_encoder: expected one of {', '.join(VALUE_ENCODERS)}, got {self.value_encoder!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ class ScGPT(TokenTransformer):
                 self.gene_embed.weight.copy_(torch.as_tensor(coexpression_embedding(x, self.config.d_model)))
 
     def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
-        """Per-cell quantile bins of the tokens (``binned`` only): (B, T) long."""
-        if self.config.value_encoder != "binned":
+        """Per-cell quantile bins of the tokens (``binned``, ``continuous-bins``): (B, T) long."""
+        if self.config.value_encoder == "continuous":
             return None
         b = torch.gather(quantile_bins(x, self.config.n_bins), 1, idx)  # binned over the whole cell
         return b.masked_fill(torch.isnan(values), self.config.n_bins)
@@ -67,7 +67,8 @@ class ScGPT(TokenTransformer):
             assert tokens.bins is not None
             b = tokens.bins if hide is None else tokens.bins.masked_fill(hide, self.config.n_bins + 1)
             return self.value_norm(self.bin_embed(b))
-        v = torch.nan_to_num(tokens.values, nan=0.0).clamp(max=512.0)[..., None]  # (B, T, 1)
+        raw = tokens.bins.to(tokens.values.dtype) if self.config.value_encoder == "continuous-bins" else tokens.values
+        v = torch.nan_to_num(raw, nan=0.0).clamp(max=512.0)[..., None]  # (B, T, 1)
         h = self.value_norm(self.value_mlp(v))
         return special_values(h, tokens.missing, hide, self.missing_embed, self.mask_embed)
 
