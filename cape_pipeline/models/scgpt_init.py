@@ -13,6 +13,7 @@ genes equal the checkpoint's ``encode`` on the same genes and values (a test che
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,18 @@ from cape_pipeline.models.scgpt_checkpoint import ScGPTCheckpointModel, from_scg
 __all__ = ["init_from_scgpt", "scgpt_checkpoint_config", "vocabulary_genes"]
 
 log = logging.getLogger(__name__)
+
+
+def _checkpoint(path: Path) -> ScGPTCheckpointModel:
+    """:func:`from_scgpt` of ``path``, read once per content (keyed by the files' sizes and
+    modification times)."""
+    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(path.glob("*")) if f.is_file())
+    return _checkpoint_cached(str(path.resolve()), stamp)
+
+
+@lru_cache(maxsize=2)
+def _checkpoint_cached(path: str, stamp: tuple[Any, ...]) -> ScGPTCheckpointModel:
+    return from_scgpt(path)
 
 
 def _value_encoder(args: dict[str, Any], where: str) -> str:
@@ -58,8 +71,7 @@ def scgpt_checkpoint_config(path: str | Path, **overrides: Any) -> ScGPTConfig:
     CapeConfigError
         A pre-norm or ``scaling`` checkpoint, or an override of a size the weights fix.
     """
-    ckpt = from_scgpt(path)
-    return _config(ckpt, Path(path), overrides)
+    return _config(_checkpoint(Path(path)), Path(path), overrides)
 
 
 def _config(ckpt: ScGPTCheckpointModel, path: Path, overrides: dict[str, Any]) -> ScGPTConfig:
@@ -139,7 +151,7 @@ def init_from_scgpt(model: ScGPT, path: str | Path, feature_names: Any) -> dict[
         ``model``'s sizes differ from the checkpoint's.
     """
     path = Path(path)
-    ckpt = from_scgpt(path)
+    ckpt = _checkpoint(path)
     expect = _config(ckpt, path, {})
     got = model.config
     for key in ("d_model", "n_heads", "n_layers", "d_hid", "norm_scheme", "activation", "value_encoder"):

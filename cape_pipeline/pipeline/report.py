@@ -313,7 +313,10 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "isolated": enc.params.get("isolated"),
             "quality": enc.params.get("quality"),
         },
-        "training": {"tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results)},
+        "training": {
+            "tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results),
+            "init": getattr(train, "init", None),
+        },
         "comparison": _comparison(train),
         "metrics": aggregate_metrics(train.results),
         "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
@@ -466,6 +469,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if not doc["metrics"]:
         lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
     else:
+        if t.get("init"):
+            i = t["init"]
+            lines += [
+                f"Every arm starts from the scGPT checkpoint `{i['checkpoint']}`: {i['n_genes_used']} genes in its "
+                f"vocabulary are used, {i['n_genes_dropped']} are not and were dropped"
+                + (f" (e.g. {', '.join(i['dropped_examples'][:5])})." if i["n_genes_dropped"] else "."),
+                "",
+            ]
         lines += [
             f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds "
             "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",

@@ -147,6 +147,12 @@ class TaskConfig:
         checkpoint choice); 0 disables both (the last epoch is kept).
     patience
         Fine-tuning epochs without a better validation score before stopping.
+    init
+        A released scGPT checkpoint directory (``args.json``, ``vocab.json``,
+        ``best_model.pt``) the ``scgpt`` backbone starts from instead of a random
+        initialization (:func:`~cape_pipeline.models.scgpt_init.init_from_scgpt`). Its sizes,
+        layers and value encoding come from the checkpoint (``model`` may set the others, e.g.
+        ``max_tokens``); every feature of the data must be in its vocabulary.
     """
 
     model: BackboneConfig | dict[str, Any] | str | None = None
@@ -161,6 +167,7 @@ class TaskConfig:
     warmup: float = 0.1
     val_fraction: float = 0.15
     patience: int = 8
+    init: str | None = None
 
     def __post_init__(self) -> None:
         if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
@@ -291,7 +298,15 @@ def model_config(backbone: str, cfg: TaskConfig, overrides: dict[str, Any] | Non
     """The backbone config of a task: ``cfg.model`` resolved by
     :func:`~cape_pipeline.models.config_for`, then the task's own ``overrides`` (e.g. the
     perturbation task's flags and all-gene tokens)."""
-    mcfg = config_for(backbone, cfg.model)
+    if cfg.init is not None:
+        if backbone != "scgpt":
+            raise CapeConfigError(f"task.init: a scGPT checkpoint needs backbone 'scgpt', got {backbone!r}")
+        from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+
+        user = cfg.model if isinstance(cfg.model, dict) else {}
+        mcfg: BackboneConfig = scgpt_checkpoint_config(cfg.init, **user)
+    else:
+        mcfg = config_for(backbone, cfg.model)
     return dataclasses.replace(mcfg, **overrides) if overrides else mcfg
 
 
@@ -305,13 +320,20 @@ def build_model(
     x_train: np.ndarray,
     overrides: dict[str, Any] | None = None,
     device: str | torch.device = "cpu",
+    feature_names: Any = None,
 ) -> TokenTransformer:
     """Backbone for a task: resolves the config, builds the static table, fits data buffers.
 
     ``static-absolute`` (and the backbones' data-fitted identities) get
     :func:`~cape_pipeline.models.pe.coexpression_embedding` of ``x_train``: the rows the task
     pretrains on, which for annotation/clustering with ``pretrain_on="all"`` include the
-    unlabeled test cells (transductive, no labels).
+    unlabeled test cells (transductive, no labels). With ``cfg.init`` the backbone starts from
+    that scGPT checkpoint, its gene tokens taken by ``feature_names`` ``(M,)`` from the vocabulary.
+
+    Raises
+    ------
+    CapeConfigError
+        ``cfg.init`` without ``feature_names``.
     """
     mcfg = model_config(backbone, cfg, overrides)
     table = coexpression_embedding(x_train, mcfg.d_model) if pe == "static-absolute" else None
@@ -319,6 +341,12 @@ def build_model(
         backbone, mcfg, n_features=n_features, pe=pe, attention=cfg.attention, angles=angles, static_table=table
     )
     model.fit_data(x_train)
+    if cfg.init is not None:
+        if feature_names is None:
+            raise CapeConfigError("task.init: starting from a scGPT checkpoint needs the data's feature names")
+        from cape_pipeline.models.scgpt_init import init_from_scgpt
+
+        init_from_scgpt(model, cfg.init, feature_names)  # type: ignore[arg-type]
     return model.to(device)
 
 

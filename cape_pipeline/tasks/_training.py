@@ -77,7 +77,7 @@ def pretrain_key(
     return {
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
         "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
-        "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup,
+        "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup, "init": cfg.init,
         "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
         "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
         "angles": None if angles is None else hash_bytes(np.ascontiguousarray(angles, dtype=np.float32).tobytes()),
@@ -95,6 +95,7 @@ def pretrain(
     device: str | torch.device = "cpu",
     overrides: dict[str, Any] | None = None,
     progress: bool = False,
+    feature_names: Any = None,
 ) -> Pretrained:
     """Build a backbone (seeded) and pretrain it by masked-value reconstruction on ``x``.
 
@@ -107,6 +108,8 @@ def pretrain(
         As in :func:`build_model`.
     seed
         Seeds the initialization, batch order and masks.
+    feature_names
+        ``(M,)`` names of the columns of ``x``; needed with ``cfg.init`` (a scGPT checkpoint).
 
     Returns
     -------
@@ -114,7 +117,10 @@ def pretrain(
     """
     gen = torch.Generator().manual_seed(seed)
     with seeded(seed):
-        model = build_model(backbone, cfg, n_features=x.shape[1], pe=pe, angles=angles, x_train=x, overrides=overrides, device=device)
+        model = build_model(
+            backbone, cfg, n_features=x.shape[1], pe=pe, angles=angles, x_train=x, overrides=overrides, device=device,
+            feature_names=feature_names,
+        )
         _, log = masked_pretrain(
             model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.pretrain_lr,
             mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,

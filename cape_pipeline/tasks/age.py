@@ -121,7 +121,8 @@ def predict_age(
         raise CapeDataError(f"age: only {tr.size} training samples")
     mu, sd = age[tr].mean(), max(age[tr].std(), 1e-6)
     pre = use_pretrained(
-        pretrained, x[tr], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+        pretrained, x[tr], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
+        feature_names=adata.var_names,
     )
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed)

@@ -192,7 +192,8 @@ def annotate(
     if pretrained is not None and cfg.pretrain_on != "all":
         raise CapeConfigError("annotation: a shared pretrained backbone needs pretrain_on='all'")
     pre = use_pretrained(
-        pretrained, x[pre_rows], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+        pretrained, x[pre_rows], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
+        feature_names=adata.var_names,
     )
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed, y[tr])

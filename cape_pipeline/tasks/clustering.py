@@ -103,7 +103,8 @@ def cluster(
     if k < 2 or k >= adata.n_obs:
         raise CapeDataError(f"clustering: need 2 <= number of labels < n_obs, got {k} labels for {adata.n_obs} cells")
     pre = use_pretrained(
-        pretrained, x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress
+        pretrained, x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
+        feature_names=adata.var_names,
     )
     model, plog = pre.model, pre.log
     emb = cell_embeddings(model, as_tensor(x, device), pooling=cfg.pooling)  # type: ignore[arg-type]

@@ -197,7 +197,7 @@ def predict_perturbation(
     overrides = {"perturbation_flags": True, "tokens": "all", "max_tokens": 0}
     pre = use_pretrained(
         pretrained, x[rows_seen], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device,
-        overrides=overrides, progress=progress,
+        overrides=overrides, progress=progress, feature_names=adata.var_names,
     )
     model = pre.model
     gen = torch.Generator().manual_seed(seed + 1)

@@ -33,6 +33,9 @@ class TrainOutput:
         Model width D of every run.
     encodings_dir
         The ready encodings directory the runs used, or None (the pipeline's own Step III).
+    init
+        With a scGPT checkpoint as the start (``train.init``): ``checkpoint``, ``n_genes_used``,
+        ``n_genes_dropped`` (genes not in its vocabulary) and ``dropped_examples``; else None.
     """
 
     results: list[Any]
@@ -40,6 +43,7 @@ class TrainOutput:
     pes: list[str]
     d_model: int
     encodings_dir: str | None = None
+    init: dict[str, Any] | None = None
 
     def save(self, d: Path) -> None:
         """Store in directory ``d``: ``results.json`` (metrics, curves, timings, params per run),
@@ -75,7 +79,8 @@ class TrainOutput:
         if arrays:
             with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
-        doc = {"tasks": self.tasks, "pes": self.pes, "d_model": self.d_model, "encodings_dir": self.encodings_dir, "runs": runs}
+        doc = {"tasks": self.tasks, "pes": self.pes, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
+               "init": self.init, "runs": runs}
         with atomic_path(d / RESULTS) as tmp:
             tmp.write_text(json.dumps(doc, indent=1, default=str))
 
@@ -105,5 +110,6 @@ class TrainOutput:
                 )
             )
         return cls(
-            results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir")
+            results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
+            init=doc.get("init"),
         )

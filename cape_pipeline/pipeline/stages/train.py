@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from cape_pipeline.tasks.results import TrainOutput
 
 # ---------------------------------------------------------------------------- train
 
+
+log = logging.getLogger(__name__)
 
 NO_IDENTITY = "/no-id"
 """Arm suffix: the backbone without its native feature identity (literal reading of Eq. F.109)."""
@@ -98,6 +101,14 @@ class TrainConfig:
     encodings_missing
         With ``encodings``: ``error`` (default) fails naming the data's features that the
         encodings lack; ``zero`` gives them angle 0.
+    init
+        ``scgpt:DIR``: every arm starts from the released scGPT checkpoint in ``DIR``
+        (``args.json``, ``vocab.json``, ``best_model.pt``) instead of a random backbone
+        (paper 000's "scGPT + CAPE"). The backbone is ``scgpt`` with the checkpoint's sizes, layers
+        and value binning; the data's genes missing from ``vocab.json`` are dropped and counted in
+        the report (none in common is an error); ``embed.dim`` must be half the checkpoint's
+        width; arms keep the checkpoint's gene tokens, so compare ``cape`` with ``none``
+        (``--set 'train.compare=[none]'``), not ``/no-id`` arms.
     device
         ``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``; ``--device`` sets it for
         every stage.
@@ -124,6 +135,7 @@ class TrainConfig:
     save_models: bool = True
     encodings: str | None = None
     encodings_missing: str = "error"
+    init: str | None = None
     device: str = "auto"
     seed: int = 0
 
@@ -138,6 +150,17 @@ class TrainConfig:
         for arm in (self.pe, *self.compare):
             parse_arm(arm)
         _check_device(self.device, "train.device")
+        if self.init is not None:
+            kind, _, where = self.init.partition(":")
+            if kind != "scgpt" or not where:
+                raise CapeConfigError(f"train.init: expected scgpt:DIR (a released scGPT checkpoint), got {self.init!r}")
+            if not Path(where).expanduser().is_dir():
+                raise CapeConfigError(f"train.init: {where}: no such directory (expected args.json, vocab.json, best_model.pt)")
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The scGPT checkpoint directory of ``init``, or None."""
+        return None if self.init is None else str(Path(self.init.partition(":")[2]).expanduser())
 
 
 def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
@@ -166,14 +189,20 @@ def _encodings_from_dir(path: str) -> EncodeOutput:
 
 
 def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
-    """Content hash of a ready encodings directory named by ``train.encodings``."""
+    """Content hash of a ready encodings directory named by ``train.encodings`` and of the
+    scGPT checkpoint of ``train.init``."""
+    ckpt = getattr(cfg, "checkpoint", None)
+    init = ""
+    if ckpt:
+        files = sorted(p for p in Path(ckpt).glob("*") if p.is_file())
+        init = "init:" + hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
     if getattr(cfg, "encodings", None) is None:
-        return ""
+        return init
     d = Path(cfg.encodings)
     files = sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
     if not files:
         raise CapeFileError(f"train.encodings: {d} is not an encodings directory (expected encodings.parquet, manifest.json)")
-    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
+    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files]) + init
 
 
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
@@ -181,6 +210,9 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     from cape_pipeline.tasks._base import dense_x, resolve_config
 
     adata = inputs["preprocess"]
+    init = None
+    if cfg.checkpoint:
+        adata, init = _vocabulary_subset(adata, cfg.checkpoint)
     enc = _train_encodings(inputs, cfg).encodings
     tasks = _resolve_tasks(cfg, ctx, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
@@ -192,6 +224,10 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         hint = " (CLI: --set train.encodings_missing=zero)" if shared else ""
         raise CapeDataError(f"{where}: {exc}{hint}") from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
+    if init is not None:
+        from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+
+        d_model = scgpt_checkpoint_config(cfg.checkpoint).d_model
     label_key = cfg.label_key
     if label_key is None:
         cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
@@ -212,7 +248,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
             pcfg = resolve_config(TASK_CONFIGS["annotation"], task_cfg)
             shared = pretrain(
                 x_all, backbone=cfg.backbone, cfg=pcfg, pe=pe, angles=arm_angles, seed=seed,
-                device=device, progress=ctx.progress,
+                device=device, progress=ctx.progress, feature_names=adata.var_names,
             )
         for task in tasks:
             res = run_task(
@@ -234,13 +270,41 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
             elif res.model is not None:
                 res.model.meta.update({"arm": arm, "source": ctx.source})
             results.append(res)
-    return TrainOutput(results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings)
+    return TrainOutput(
+        results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init
+    )
+
+
+def _vocabulary_subset(adata: ad.AnnData, checkpoint: str) -> tuple[ad.AnnData, dict[str, Any]]:
+    """The data's genes that are in the checkpoint's vocabulary, and what was dropped.
+
+    Raises
+    ------
+    CapeDataError
+        No gene of the data is in ``vocab.json``.
+    """
+    from cape_pipeline.models.scgpt_init import vocabulary_genes
+
+    keep = vocabulary_genes(checkpoint, adata.var_names)
+    if not keep.any():
+        raise CapeDataError(
+            f"train.init: none of the data's {adata.n_vars} genes (e.g. {list(adata.var_names[:3])}) is in "
+            f"{Path(checkpoint) / 'vocab.json'}; the checkpoint's vocabulary uses other gene names"
+        )
+    dropped = adata.var_names[~keep]
+    if dropped.size:
+        log.warning("train.init: %d of %d genes are not in the checkpoint's vocabulary and are dropped, e.g. %s",
+                    dropped.size, adata.n_vars, list(dropped[:5]))
+    info = {"checkpoint": checkpoint, "n_genes_used": int(keep.sum()), "n_genes_dropped": int(dropped.size),
+            "dropped_examples": [str(g) for g in dropped[:10]]}
+    return adata[:, keep].copy(), info
 
 
 def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, Any]:
-    """The task config overrides (``{"model": {...}, budget...}``) of one arm of ``cfg``."""
-    model: dict[str, Any] = {"d_model": d_model, "identity": identity}
-    for k in ("n_layers", "n_heads", "max_tokens"):
+    """The task config overrides (``{"model": {...}, budget...}``) of one arm of ``cfg``; with a
+    checkpoint (``init``) the sizes come from it and only ``max_tokens`` is passed on."""
+    model: dict[str, Any] = {} if cfg.checkpoint else {"d_model": d_model, "identity": identity}
+    for k in ("max_tokens",) if cfg.checkpoint else ("n_layers", "n_heads", "max_tokens"):
         if getattr(cfg, k) is not None:
             model[k] = getattr(cfg, k)
     budget = {
@@ -248,7 +312,30 @@ def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, 
         for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
         if getattr(cfg, k) is not None
     }
-    return {"model": model, **budget}
+    return {"model": model, **budget, **({"init": cfg.checkpoint} if cfg.checkpoint else {})}
+
+
+def _check_init(cfg: TrainConfig, configs: Mapping[str, Any]) -> None:
+    """With ``train.init``: the backbone, arms, sizes and ``embed.dim`` a checkpoint allows."""
+    from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+
+    if cfg.backbone != "scgpt":
+        raise CapeConfigError(f"train.init: a scGPT checkpoint needs train.backbone=scgpt, got {cfg.backbone!r}")
+    no_id = [a for a in (cfg.pe, *cfg.compare) if a.endswith(NO_IDENTITY)]
+    if no_id:
+        raise CapeConfigError(
+            f"train.init: arms {no_id} drop the checkpoint's gene tokens; compare with none instead "
+            "(--set 'train.compare=[none]')"
+        )
+    fixed = [k for k in ("d_model", "n_layers", "n_heads") if getattr(cfg, k) is not None]
+    if fixed:
+        raise CapeConfigError(f"train.init: {', '.join(fixed)} come from the checkpoint; leave them unset")
+    width = scgpt_checkpoint_config(cfg.checkpoint).d_model
+    if cfg.encodings is None and "embed" in configs and 2 * int(configs["embed"].dim) != width:
+        raise CapeConfigError(
+            f"train.init: the checkpoint's width is {width}, so the angles need embed.dim = {width // 2} "
+            f"(got {configs['embed'].dim}; --set embed.dim={width // 2})"
+        )
 
 
 def _train_check(configs: Mapping[str, Any]) -> None:
@@ -265,6 +352,9 @@ def _train_check(configs: Mapping[str, Any]) -> None:
     from cape_pipeline.tasks._base import resolve_config
 
     cfg: TrainConfig = configs["train"]
+    if cfg.checkpoint:
+        _check_init(cfg, configs)
+        return
     d_model = cfg.d_model
     if d_model is None and cfg.encodings is None and "embed" in configs:
         d_model = 2 * int(configs["embed"].dim)
