@@ -92,7 +92,8 @@ CompareOpt = Annotated[
     typer.Option(
         "--compare",
         help="Train several arms side by side, same budget and seeds: pe=cape,default,none/no-id "
-        "(a PE on top of the backbone's gene identity; NAME/no-id without the identity)",
+        "(a PE on top of the backbone's gene identity; NAME/no-id without the identity), or "
+        "attention=dot,cone-penumbral,cone-umbral (the same PE under each attention)",
     ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
@@ -169,11 +170,17 @@ def _run(
     overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []))
     if compare:
         key, eq, values = compare.partition("=")
-        pes = [v.strip() for v in values.split(",") if v.strip()]
-        if key.strip() != "pe" or not eq or not pes:
-            raise CapeInputError(f"--compare {compare!r}: expected pe=NAME,NAME,... e.g. pe=cape,default,none/no-id")
-        overrides.setdefault("train", {})["pe"] = pes[0]
-        overrides["train"]["compare"] = pes[1:]
+        names = [v.strip() for v in values.split(",") if v.strip()]
+        if key.strip() not in ("pe", "attention") or not eq or not names:
+            raise CapeInputError(
+                f"--compare {compare!r}: expected pe=NAME,NAME,... (e.g. pe=cape,default,none/no-id) "
+                "or attention=NAME,NAME,... (e.g. attention=dot,cone-penumbral,cone-umbral)"
+            )
+        if key.strip() == "attention":  # the same PE under each attention: cape, cape@cone-umbral, ...
+            pe = str(overrides.get("train", {}).get("pe", "cape"))
+            names = [pe if a == "dot" else f"{pe}@{a}" for a in names]
+        overrides.setdefault("train", {})["pe"] = names[0]
+        overrides["train"]["compare"] = names[1:]
     result = run_pipeline(
         source,
         until=until,

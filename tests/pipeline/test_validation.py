@@ -164,3 +164,28 @@ def test_exported_manifests_list_only_files_in_out(tmp_path):
             assert hash_file(out / f) == meta["blake2b"]
         assert Path(man["cache_artifact"]).is_dir()
     assert "histories.json" not in json.loads((out / "encode_manifest.json").read_text())["files"]
+
+
+def test_attention_arms(tmp_path):
+    from cape_pipeline.pipeline.stages.train import arm_attention, parse_arm
+
+    assert parse_arm("cape/no-id@dot") == ("cape", False) and arm_attention("cape/no-id@dot") == "dot"
+    assert arm_attention("default") == "dot"
+    with pytest.raises(CapeConfigError, match="attention 'nope'"):
+        arm_attention("cape@nope")
+    code = main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,nope"])
+    assert code == 2
+
+
+def test_compare_attention_builds_arms(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run(source, **kw):
+        seen.update(kw["overrides"]["train"])
+        raise CapeConfigError("stop")
+
+    import cape_pipeline.pipeline.runner as runner
+
+    monkeypatch.setattr(runner, "run_pipeline", fake_run)
+    main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,dot"])
+    assert seen == {"pe": "cape", "compare": ["cape"]}

@@ -33,8 +33,30 @@ NO_IDENTITY = "/no-id"
 """Arm suffix: the backbone without its native feature identity (literal reading of Eq. F.109)."""
 
 
+ATTENTION_SEP = "@"
+"""Arm suffix naming the attention: ``cape@cone-umbral`` (default: ``dot``)."""
+
+
+def arm_attention(arm: str) -> str:
+    """The attention of an arm: ``"cape@cone-umbral"`` → ``"cone-umbral"``; ``"cape"`` → ``"dot"``.
+
+    Raises
+    ------
+    CapeConfigError
+        An attention name that is not registered (:data:`cape_pipeline.models.ATTENTIONS`).
+    """
+    from cape_pipeline.models.attention import ATTENTIONS
+
+    _, sep, att = arm.partition(ATTENTION_SEP)
+    att = att if sep else "dot"
+    if att not in ATTENTIONS:
+        raise CapeConfigError(f"train: attention {att!r} of arm {arm!r} unknown; expected one of {sorted(ATTENTIONS)}")
+    return att
+
+
 def parse_arm(arm: str) -> tuple[str, bool]:
-    """``"cape"`` → ``("cape", True)``; ``"cape/no-id"`` → ``("cape", False)`` (identity off).
+    """``"cape"`` → ``("cape", True)``; ``"cape/no-id"`` → ``("cape", False)`` (identity off); an
+    attention suffix (``"cape@cone-umbral"``, see :func:`arm_attention`) is ignored here.
 
     Raises
     ------
@@ -43,6 +65,7 @@ def parse_arm(arm: str) -> tuple[str, bool]:
     """
     from cape_pipeline.models import PE_NAMES
 
+    arm = arm.partition(ATTENTION_SEP)[0]
     pe, identity = (arm[: -len(NO_IDENTITY)], False) if arm.endswith(NO_IDENTITY) else (arm, True)
     if pe not in PE_NAMES:
         raise CapeConfigError(
@@ -76,7 +99,9 @@ class TrainConfig:
         (:data:`cape_pipeline.models.PE_NAMES`), applied on top of the backbone's feature
         identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
         the PE replaces the identity). ``default`` is the identity alone; ``none`` (with the
-        identity) is the same model as ``default``.
+        identity) is the same model as ``default``. A suffix ``@ATTENTION`` picks the attention
+        of that arm (``cape@cone-umbral``; default ``dot``; CLI ``--compare
+        attention=dot,cone-umbral``).
     n_seeds
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
         one seed) and the paired differences against ``default`` get a 95 % t-interval.
@@ -149,6 +174,7 @@ class TrainConfig:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
         for arm in (self.pe, *self.compare):
             parse_arm(arm)
+            arm_attention(arm)
         _check_device(self.device, "train.device")
         if self.init is not None:
             kind, _, where = self.init.partition(":")
@@ -241,7 +267,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "train"):
         pe, identity = parse_arm(arm)
-        task_cfg = _task_settings(cfg, d_model, identity)
+        task_cfg = {**_task_settings(cfg, d_model, identity), "attention": arm_attention(arm)}
         arm_angles = angles if pe.startswith("cape") else None
         shared = None
         if share:
