@@ -7,7 +7,7 @@ Usage (from the repository root):
 
 An arm is a PE name applied on top of the backbone's feature identity (the default reading), or
 ``NAME/no-id`` with the identity removed (the literal reading of paper 000 Eq. F.109: the PE
-replaces the identity). Needs the CAPE angles made by ``benchmarks/tasks/angles.py`` in
+replaces the identity), optionally with ``@ATTENTION`` (``cape@cone-umbral``; default ``dot``). Needs the CAPE angles made by ``benchmarks/tasks/angles.py`` in
 ``benchmarks/tasks/cache``; ``--graph KIND`` picks ``angles_<DATASET>_<KIND>_d16.npz`` (default:
 the first of GRAPH_PREFERENCE found). On pbmc68k_reduced the three tasks share one masked-value
 pretraining per (arm, seed). Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows
@@ -30,6 +30,7 @@ import torch
 from _data import BENCH_DATA
 
 from cape_pipeline.pipeline.stages import parse_arm
+from cape_pipeline.pipeline.stages.train import arm_attention
 from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
 from cape_pipeline.tasks._base import dense_x, resolve_config
 
@@ -102,7 +103,7 @@ def main() -> None:
                 todo = [t for t in tasks if (t, arm, seed, g) not in key]
                 if not todo:
                     continue
-                cfg = {**BUDGET, "model": {**model, "identity": identity}}
+                cfg = {**BUDGET, "model": {**model, "identity": identity}, "attention": arm_attention(arm)}
                 arm_angles = angles if pe.startswith("cape") else None
                 shared = None
                 if sum(t in SHARED for t in todo) > 1:
