@@ -24,13 +24,18 @@ from torch import nn
 
 from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.models.cone import PenumbralConeAttention, UmbralConeAttention
 
 __all__ = ["DotProductAttention", "RotaryMultiheadAttention", "ATTENTIONS", "register_attention", "build_attention"]
 
 DotProductAttention = RotaryMultiheadAttention
 """The default attention of every backbone (an alias, not a second implementation)."""
 
-ATTENTIONS: dict[str, type[nn.Module]] = {"dot": RotaryMultiheadAttention}
+ATTENTIONS: dict[str, type[nn.Module]] = {
+    "dot": RotaryMultiheadAttention,
+    "cone-penumbral": PenumbralConeAttention,  # paper 003 Def. 1
+    "cone-umbral": UmbralConeAttention,  # paper 003 Def. 2
+}
 """Attention name → module class with ``(d_model, n_heads, dropout=)`` constructor."""
 
 

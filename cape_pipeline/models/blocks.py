@@ -241,7 +241,10 @@ class TokenTransformer(nn.Module):
             if self.flag_embed is None:
                 raise ValueError("flags given but the config has perturbation_flags=False")
             h = h + self.flag_embed(torch.gather(flags, 1, tokens.idx))
-        h = self.pe.embed(h, tokens.idx)  # (B, T, D)
+        if getattr(self.pe, "needs_values", False):  # value-dependent PEs (rank-value)
+            h = self.pe.embed(h, tokens.idx, values=tokens.values, pad=tokens.pad, hide=hide)
+        else:
+            h = self.pe.embed(h, tokens.idx)  # (B, T, D)
         bsz = h.shape[0]
         h = torch.cat([self.cls_token.expand(bsz, 1, -1), h], dim=1)  # (B, 1+T, D)
         angles = self.pe.rotary(tokens.idx)  # (B, T, D/2) or None
@@ -260,5 +263,9 @@ class TokenTransformer(nn.Module):
         return self.norm(h)
 
     def fit_data(self, x: np.ndarray) -> None:
-        """Fit data-dependent buffers (e.g. scBERT's bin edges) on training data ``(N, M)``."""
-        return None
+        """Fit data-dependent buffers (e.g. scBERT's bin edges) on training data ``(N, M)``;
+        also the PE's, if it has a ``fit_data`` (rank-value's medians). Subclasses that
+        override this call ``super().fit_data(x)``."""
+        fit = getattr(self.pe, "fit_data", None)
+        if fit is not None:
+            fit(x)

@@ -28,7 +28,9 @@ name                   what it does                                             
                        stand-in; Eq. F.107)
 ``trainable-absolute`` add a learned per-feature table, N(0, 1) init (scGPT, F.109)    yes
 ``trainable-relative`` learned bias from the signed index distance (Eq. F.110)         no
-``learned-small-norm`` add a learned per-feature table, N(0, σ²) init (paper 004)      yes
+``learned-small-norm`` learned N(0, σ²)-init table × learned scale σ (paper 004)   yes
+``rank-value``         Geneformer: add a learned vector of the token's rank by value /  no
+                       non-zero training median (:mod:`.rank_value`)
 ``none``               nothing on top of the identity; with ``identity=False``, a     yes
                        permutation-invariant set of values
 =====================  ==============================================================  ===========
@@ -43,14 +45,14 @@ for ``trainable-relative``, whose bias depends on the features' order in ``var_n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.models.coexpression import COEXPRESSION_EXACT_MAX, coexpression_embedding
+from cape_pipeline.models.pe_base import PositionalEncoding, ScoreBias
 
 __all__ = [
     "PE_NAMES",
@@ -83,6 +85,7 @@ PE_NAMES: tuple[str, ...] = (
     "trainable-relative",
     "learned-small-norm",
     "none",
+    "rank-value",
 )
 """Every PE name accepted by :func:`build_pe` (and by ``pe=`` of every backbone and task)."""
 
@@ -92,7 +95,6 @@ ANGLE_PES: frozenset[str] = frozenset({"cape", "cape-input", "cape-additive"})
 ROTARY_PES: frozenset[str] = frozenset({"cape", "cape-input"})
 """PEs that rotate dimension pairs and so need ``d == D / 2``."""
 
-ScoreBias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
@@ -128,36 +130,6 @@ def check_angles(angles: np.ndarray | torch.Tensor | None, n_features: int, *, n
     if not torch.isfinite(a).all():
         raise CapeDataError(f"{name}: contains NaN or inf")
     return a
-
-
-class PositionalEncoding(nn.Module):
-    """Base class: a PE that does nothing (subclasses override one of the three hooks).
-
-    Attributes
-    ----------
-    name
-        Registry name.
-    equivariant
-        Whether permuting features together with the PE's rows permutes the outputs alike.
-    """
-
-    name: ClassVar[str] = "none"
-    equivariant: ClassVar[bool] = True
-
-    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """Input-side PE. ``h`` (B, T, D) float, ``idx`` (B, T) long → (B, T, D)."""
-        return h
-
-    def rotary(self, idx: torch.Tensor) -> torch.Tensor | None:
-        """Per-token q/k rotary angles (B, T, D/2) in radians, or ``None``."""
-        return None
-
-    def score_bias(self, idx: torch.Tensor) -> ScoreBias | None:
-        """A function ``(q, k) -> bias`` with q, k (B, H, 1+T, Dh) → (B, H, 1+T, 1+T), or ``None``.
-
-        Row/column 0 (the <cls> token) of the bias must be zero.
-        """
-        return None
 
 
 class NoPE(PositionalEncoding):
@@ -276,12 +248,18 @@ class TrainableAbsolutePE(PositionalEncoding):
 
 
 class LearnedSmallNormPE(TrainableAbsolutePE):
-    """Learned absolute PE initialized from N(0, σ²) with small σ (paper 004, σ = 0.1 default)."""
+    """e^g·P, P trained from N(0, σ₀²) (paper 004 Sec. 3.1), σ = σ₀e^g learned via g (init 0)."""
 
     name = "learned-small-norm"
 
     def __init__(self, n_features: int, d_model: int, sigma: float = 0.1) -> None:
         super().__init__(n_features, d_model, std=sigma)
+        self.log_gain = nn.Parameter(torch.zeros(()))  # σ = sigma·e^g, g trained
+        self._register_load_state_dict_pre_hook(lambda sd, p, *_: sd.setdefault(p + "log_gain", torch.zeros(())))
+
+    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) + e^g·P[idx]; pre-σ state_dicts (no ``log_gain``) load with g = 0."""
+        return h + self.log_gain.exp() * self.table[idx]
 
 
 def relative_buckets(delta: torch.Tensor, n_buckets: int, max_distance: int) -> torch.Tensor:
@@ -374,62 +352,6 @@ class TrainableRelativePE(PositionalEncoding):
         return bias
 
 
-COEXPRESSION_EXACT_MAX = 2000
-"""Up to this many features :func:`coexpression_embedding` eigendecomposes the M × M
-correlation; above, a randomized SVD of the standardized data (no M × M matrix)."""
-
-
-def coexpression_embedding(x: np.ndarray, dim: int, *, seed: int = 0) -> np.ndarray:
-    """Fixed per-feature vectors from the feature–feature correlation (gene2vec stand-in).
-
-    The top-``dim`` eigenvectors of the Pearson correlation ``C`` (M, M) of the training
-    data, scaled by √λ (so ``row_i · row_j ≈ C_ij``), signs fixed so each column's largest
-    entry is positive, then scaled to RMS 1 per entry (the scale of an N(0, 1) embedding).
-    Missing values (NaN) are ignored pairwise via mean imputation; constant features get 0.
-    Above :data:`COEXPRESSION_EXACT_MAX` features the eigenvectors come from a randomized SVD
-    of the standardized ``(N, M)`` data (sklearn), O(N·M·dim) time and no M × M matrix.
-
-    Parameters
-    ----------
-    x
-        ``(N, M)`` float training data (log-normalized expression, β values, ...).
-    dim
-        Output width D; columns beyond ``min(M, N)`` are zero.
-    seed
-        Seeds the randomized SVD (large M only).
-
-    Returns
-    -------
-    ndarray
-        ``(M, dim)`` float32.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    mu = np.nanmean(x, axis=0)
-    xc = np.where(np.isnan(x), 0.0, x - np.where(np.isnan(mu), 0.0, mu))
-    sd = np.sqrt((xc**2).mean(axis=0))
-    z = np.divide(xc, sd, out=np.zeros_like(xc), where=sd > 0)
-    n, m = z.shape
-    k = min(dim, m, n)
-    if m <= COEXPRESSION_EXACT_MAX:
-        c = (z.T @ z) / max(n, 1)
-        lam, vec = np.linalg.eigh(c)
-        order = np.argsort(lam)[::-1][:k]
-        lam, vec = np.clip(lam[order], 0.0, None), vec[:, order]
-    else:
-        from sklearn.utils.extmath import randomized_svd
-
-        _, sv, vt = randomized_svd(z / np.sqrt(max(n, 1)), n_components=k, random_state=seed)
-        lam, vec = sv**2, vt.T  # eigenpairs of C = zᵀz / N
-    flip = np.sign(vec[np.argmax(np.abs(vec), axis=0), np.arange(vec.shape[1])])
-    vec = vec * np.where(flip == 0, 1.0, flip)
-    emb = np.zeros((m, dim))
-    emb[:, : vec.shape[1]] = vec * np.sqrt(lam)
-    rms = np.sqrt((emb**2).mean())
-    if rms > 0:
-        emb /= rms
-    return emb.astype(np.float32)
-
-
 def build_pe(
     name: str,
     *,
@@ -493,4 +415,10 @@ def build_pe(
         return LearnedSmallNormPE(n_features, d_model, sigma=sigma)
     if name == "trainable-relative":
         return TrainableRelativePE(d_model, n_heads, rel_buckets, rel_max_distance)
+    if name == "rank-value":
+        from cape_pipeline.models.rank_value import (
+            RankValuePE,  # lazy: rank_value imports this module
+        )
+
+        return RankValuePE(n_features, d_model)
     return DefaultPE() if name == "default" else NoPE()

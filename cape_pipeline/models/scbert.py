@@ -40,6 +40,7 @@ class ScBERT(TokenTransformer):
     def fit_data(self, x: np.ndarray) -> None:
         """Set the ``B - 2`` inner bin edges to quantiles of the non-zero values of ``x`` (N, M),
         and the static identity to the co-expression embedding of ``x``."""
+        super().fit_data(x)  # the PE's data-fitted buffers (rank-value's gene medians)
         if self.use_identity:
             self.gene_vectors.copy_(torch.as_tensor(coexpression_embedding(x, self.config.d_model)))
         v = np.asarray(x, dtype=np.float64).ravel()

@@ -44,6 +44,7 @@ class ScGPT(TokenTransformer):
     def fit_data(self, x: np.ndarray) -> None:
         """With ``identity_init="coexpression"``, start the gene tokens from the co-expression
         embedding of the training data ``(N, M)`` (see :class:`ScGPTConfig`)."""
+        super().fit_data(x)  # the PE's data-fitted buffers (rank-value's gene medians)
         if self.use_identity and self.config.identity_init == "coexpression":
             from cape_pipeline.models.pe import coexpression_embedding
 

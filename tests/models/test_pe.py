@@ -20,7 +20,7 @@ from cape_pipeline.models.tokens import quantile_bins, select_tokens
 
 M, D, H = 12, 16, 2
 CFG = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0, tokens="all")
-EQUIVARIANT = [p for p in PE_NAMES if p != "trainable-relative"]
+EQUIVARIANT = [p for p in PE_NAMES if p not in ("trainable-relative", "rank-value")]  # rank ties: by index
 # every per-feature row: the PE's tables and the backbones' identity embeddings
 PER_FEATURE_KEYS = ("pe.angles", "pe.e", "pe.table", "gene_embed.weight", "gene_vectors", "site_embed.weight")
 
@@ -215,6 +215,34 @@ def test_small_norm_init_has_requested_sigma(sigma):
     torch.manual_seed(0)
     big = build_pe("trainable-absolute", n_features=2000, d_model=64, n_heads=4)
     assert abs(float(big.table.std()) - 1.0) < 0.02
+
+
+def test_small_norm_sigma_is_learned():
+    """σ = σ₀·e^g (issue 17): initial PE scale is σ₀, g gets a gradient and moves under a step."""
+    torch.manual_seed(0)
+    pe = LearnedSmallNormPE(2000, 64, sigma=0.2)
+    h, idx = torch.zeros(1, 2000, 64), torch.arange(2000)[None]
+    init = pe.embed(h, idx)
+    assert abs(float(init.pow(2).mean().sqrt()) - 0.2) < 0.02 * 0.2  # RMS of the initial PE = σ₀
+    opt = torch.optim.SGD(pe.parameters(), lr=0.1)
+    (pe.embed(h, idx) - 2 * init.detach()).pow(2).mean().backward()  # target: a larger PE
+    assert pe.log_gain.grad is not None and float(pe.log_gain.grad) < 0
+    opt.step()
+    assert float(pe.log_gain) > 0  # σ grew
+
+
+def test_small_norm_loads_state_dict_without_sigma():
+    """Models saved before σ was learned (no ``pe.log_gain``) load strictly, with σ = σ₀."""
+    x, angles, table = _inputs()
+    model = _model("learned-small-norm", angles, table)
+    sd = {k: v for k, v in model.state_dict().items() if k != "pe.log_gain"}
+    other = _model("learned-small-norm", angles, table, seed=1)
+    with torch.no_grad():
+        other.pe.log_gain.fill_(1.0)
+    other.load_state_dict(sd)
+    assert float(other.pe.log_gain) == 0.0
+    with torch.no_grad():
+        torch.testing.assert_close(other(other.tokenize(x)), model(model.tokenize(x)))
 
 
 def test_static_table_is_fixed_and_from_coexpression():
