@@ -13,7 +13,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 rows = []
-for sub in ("results_pe", "results_pe_corr", "results_attention"):
+for sub in ("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2"):
     f = HERE / sub / "raw.jsonl"
     if f.exists():
         new = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
