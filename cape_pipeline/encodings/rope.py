@@ -175,6 +175,43 @@ class RotaryMultiheadAttention(nn.Module):
         ang = ang.reshape(*lead, m, self.num_heads, self.head_dim // 2)
         return ang.movedim(-2, -3)
 
+    def project(
+        self, x: torch.Tensor, angles: torch.Tensor | Any | None, key_padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The per-head q, k, v of ``x`` ``(B, M, D)``, with q and k rotated by ``angles`` (Eq. 24;
+        ``None``: no rotation), and the padded keys as a ``(B, 1, 1, M)`` bool mask (None without
+        ``key_padding_mask``). Every attention of this family scores these q and k its own way.
+
+        Returns
+        -------
+        q, k, v, padded
+            ``(B, H, M, Dh)`` each, and the mask or None.
+
+        Raises
+        ------
+        ValueError
+            On shape mismatches of ``x``, ``angles`` or ``key_padding_mask``.
+        """
+        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x: expected shape (B, M, {self.embed_dim}), got {tuple(x.shape)}")
+        bsz, m, _ = x.shape
+        # (B, M, 3D) → (3, B, H, M, Dh)
+        qkv = self.in_proj(x).view(bsz, m, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv
+        if angles is not None:
+            ang = self._head_angles(angles, x)  # (H, M, Dh/2) or (B, H, M, Dh/2)
+            if ang.shape[-2] != m:
+                raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
+            q, k = apply_rotary(qkv[:2], ang)  # Eq. 24 on q and k in one call: (2, B, H, M, Dh)
+        padded = None
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (bsz, m):
+                raise ValueError(
+                    f"key_padding_mask: expected shape ({bsz}, {m}), got {tuple(key_padding_mask.shape)}"
+                )
+            padded = key_padding_mask.to(device=x.device, dtype=torch.bool).view(bsz, 1, 1, m)
+        return q, k, v, padded
+
     def forward(
         self,
         x: torch.Tensor,
@@ -214,27 +251,13 @@ class RotaryMultiheadAttention(nn.Module):
         ValueError
             On shape mismatches.
         """
-        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x: expected shape (B, M, {self.embed_dim}), got {tuple(x.shape)}")
+        q, k, v, padded = self.project(x, angles, key_padding_mask)  # checks the shapes
         bsz, m, _ = x.shape
-        # (B, M, 3D) → (3, B, H, M, Dh)
-        qkv = self.in_proj(x).view(bsz, m, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv
-        if angles is not None:
-            ang = self._head_angles(angles, x)  # (H, M, Dh/2) or (B, H, M, Dh/2)
-            if ang.shape[-2] != m:
-                raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
-            q, k = apply_rotary(qkv[:2], ang)  # Eq. 24 on q and k in one call: (2, B, H, M, Dh)
         mask = None
         if score_bias is not None:
             mask = score_bias(q, k)  # (B, H, M, M)
-        if key_padding_mask is not None:
-            if key_padding_mask.shape != (bsz, m):
-                raise ValueError(
-                    f"key_padding_mask: expected shape ({bsz}, {m}), got {tuple(key_padding_mask.shape)}"
-                )
-            pad = torch.zeros(bsz, 1, 1, m, dtype=q.dtype, device=q.device)
-            pad = pad.masked_fill(key_padding_mask.to(torch.bool).view(bsz, 1, 1, m), float("-inf"))
+        if padded is not None:
+            pad = torch.zeros(bsz, 1, 1, m, dtype=q.dtype, device=q.device).masked_fill(padded, float("-inf"))
             mask = pad if mask is None else mask + pad
         p_drop = self.dropout if self.training else 0.0
         if need_weights:

@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cape_pipeline.encodings.rope import RotaryMultiheadAttention, apply_rotary
+from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 
 __all__ = [
     "xi_map",
@@ -231,24 +231,9 @@ class ConeAttention(RotaryMultiheadAttention):
         ValueError
             On shape mismatches of ``x``, ``angles`` or ``key_padding_mask``.
         """
-        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x: expected shape (B, M, {self.embed_dim}), got {tuple(x.shape)}")
+        q, k, v, pad = self.project(x, angles, key_padding_mask)  # checks the shapes
         bsz, m, _ = x.shape
-        qkv = self.in_proj(x).view(bsz, m, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv
-        if angles is not None:
-            ang = self._head_angles(angles, x)
-            if ang.shape[-2] != m:
-                raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
-            q, k = apply_rotary(qkv[:2], ang)
         bias = score_bias(q, k) if score_bias is not None else None
-        pad = None
-        if key_padding_mask is not None:
-            if key_padding_mask.shape != (bsz, m):
-                raise ValueError(
-                    f"key_padding_mask: expected shape ({bsz}, {m}), got {tuple(key_padding_mask.shape)}"
-                )
-            pad = key_padding_mask.to(device=x.device, dtype=torch.bool).view(bsz, 1, 1, m)
         work = torch.float64 if x.dtype == torch.float64 else torch.float32
         with torch.autocast(device_type=x.device.type, enabled=False):
             u = self.to_halfspace(q.to(work))  # (B, H, M, Dh)
