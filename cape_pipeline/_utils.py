@@ -138,3 +138,27 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def check_device(device: Any, where: str = "device") -> None:
+    """Raise unless ``device`` is ``"auto"``, ``"cpu"``, an available ``"cuda[:i]"`` or such a
+    ``torch.device``.
+
+    Raises
+    ------
+    CapeConfigError
+        Naming ``where`` (e.g. ``embed.device``): not a device name, or CUDA requested where
+        there is none.
+    """
+    import torch
+
+    from cape_pipeline.errors import CapeConfigError
+
+    if isinstance(device, str) and device == "auto":
+        return
+    try:
+        dev = device if isinstance(device, torch.device) else torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise CapeConfigError(f"{where}: expected 'auto', 'cpu' or 'cuda[:i]', got {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise CapeConfigError(f"{where}: {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")

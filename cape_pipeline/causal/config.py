@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
+from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
 from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
@@ -242,14 +242,7 @@ class DiscoverConfig:
             value = getattr(self, key)
             if not ok(value):
                 raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
-        dev = self.device
-        if not (dev == "auto" or isinstance(dev, torch.device)):
-            try:
-                torch.device(dev)
-            except (RuntimeError, TypeError) as exc:
-                raise CapeConfigError(f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {dev!r}") from exc
-        if str(dev).startswith("cuda") and not torch.cuda.is_available():
-            raise CapeConfigError(f"device: {dev!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+        check_device(self.device)
         if not isinstance(self.method_options, Mapping):
             raise CapeConfigError(f"method_options: expected a dict, got {self.method_options!r}")
         mpr = self.max_edges_per_row

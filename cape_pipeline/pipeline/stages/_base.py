@@ -14,7 +14,7 @@ from typing import Any
 import anndata as ad
 
 from cape_pipeline._utils import atomic_path, hash_array, hash_bytes, write_json_atomic
-from cape_pipeline.errors import CapeConfigError, CapeFileError
+from cape_pipeline.errors import CapeFileError
 
 log = logging.getLogger(__name__)
 
@@ -156,19 +156,6 @@ def _torch_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _check_device(device: str, where: str = "device") -> None:
-    """Raise :class:`CapeConfigError` (naming ``where``) unless ``device`` is ``auto``, ``cpu``
-    or an available ``cuda[:i]``."""
-    import torch
-
-    try:
-        dev = None if device == "auto" else torch.device(device)
-    except (RuntimeError, TypeError):
-        raise CapeConfigError(f"{where}: expected auto, cpu or cuda[:i], got {device!r}") from None
-    if dev is not None and dev.type == "cuda" and not torch.cuda.is_available():
-        raise CapeConfigError(f"{where}: {device!r} requested but CUDA is not available; use auto or cpu")
 
 
 def _copy_atomic(src: Path, dst: Path) -> Path:

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline._utils import check_device
 from cape_pipeline.hyperbolic import EmbedConfig, HyperbolicEmbedding
-from cape_pipeline.pipeline.stages._base import Stage, StageContext, _check_device, _torch_device
+from cape_pipeline.pipeline.stages._base import Stage, StageContext, _torch_device
 
 
 def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -> Any:
@@ -25,7 +26,7 @@ def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -
 
 def _embed_check(configs: Mapping[str, Any]) -> None:
     """``embed.device``: ``auto``, ``cpu`` or an available ``cuda[:i]`` (``auto`` is the pipeline's)."""
-    _check_device(configs["embed"].device, "embed.device")
+    check_device(configs["embed"].device, "embed.device")
 
 
 def _embed_summary(emb: Any) -> dict[str, Any]:

@@ -11,12 +11,11 @@ from typing import Any
 import anndata as ad
 import numpy as np
 
-from cape_pipeline._utils import hash_bytes, hash_file
+from cape_pipeline._utils import check_device, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.pipeline.stages._base import (
     Stage,
     StageContext,
-    _check_device,
     _copy_atomic,
     _torch_device,
 )
@@ -175,7 +174,7 @@ class TrainConfig:
         for arm in (self.pe, *self.compare):
             parse_arm(arm)
             arm_attention(arm)
-        _check_device(self.device, "train.device")
+        check_device(self.device, "train.device")
         if self.init is not None:
             kind, _, where = self.init.partition(":")
             if kind != "scgpt" or not where:
