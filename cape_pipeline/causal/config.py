@@ -376,7 +376,7 @@ def resolve_config(
 
 def check_options(method: str = "cape", **options: Any) -> DiscoverConfig:
     """Validate the options of :func:`~cape_pipeline.causal.api.discover` without touching data
-    (the pipeline calls this for every stage before the first one runs).
+    (the pipeline itself builds :class:`DiscoverConfig`, which does the same checks).
 
     A thin wrapper of :class:`DiscoverConfig` (which does the checks) that also takes a
     baseline's options as keywords, as ``discover`` does.

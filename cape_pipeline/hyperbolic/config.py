@@ -182,7 +182,8 @@ class EmbedConfig(FromOptions):
 
 
 def check_options(**options: Any) -> EmbedConfig:
-    """Validate the options of :func:`~cape_pipeline.hyperbolic.embed` without a graph.
+    """Validate the options of :func:`~cape_pipeline.hyperbolic.embed` without a graph (the
+    pipeline itself builds :class:`EmbedConfig`, which does the same checks).
 
     Builds an :class:`EmbedConfig` from the known keys (unknown keys are ignored) and returns it.
 
