@@ -1,31 +1,13 @@
 """Make tests/data/scgpt_other with scGPT 0.2.4's own TransformerModel (model.py loaded alone)."""
 
-import importlib.util
 import json
 import pathlib
 import sys
-import types
 
 import torch
+from _scgpt_src import load_model_module
 
-SRC = pathlib.Path("/tmp/scgpt_src/scgpt/model")
-for name in ("scgpt", "scgpt.model"):
-    mod = types.ModuleType(name)
-    mod.__path__ = []
-    sys.modules[name] = mod
-
-
-def load(sub):
-    spec = importlib.util.spec_from_file_location(f"scgpt.model.{sub}", SRC / f"{sub}.py")
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
-
-
-load("dsbn")
-load("grad_reverse")
-model_mod = load("model")
+model_mod = load_model_module()
 
 out = pathlib.Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

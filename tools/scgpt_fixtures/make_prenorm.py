@@ -4,7 +4,6 @@ by a plain-torch stand-in with flash-attn 1.x FlashMHA's parameters and math (Wq
 rearranged 'b s (three h d) -> b s three h d', softmax scale 1/sqrt(d), key_padding_mask True =
 keep, padded query rows zero, then out_proj)."""
 
-import importlib.util
 import json
 import math
 import pathlib
@@ -12,6 +11,7 @@ import sys
 import types
 
 import torch
+from _scgpt_src import load_model_module
 from torch import nn
 
 
@@ -55,24 +55,7 @@ fa_fa = types.ModuleType("flash_attn.flash_attention")
 fa_fa.FlashMHA = FlashMHA
 sys.modules["flash_attn"], sys.modules["flash_attn.flash_attention"] = fa, fa_fa
 
-SRC = pathlib.Path("/tmp/scgpt_src/scgpt/model")
-for name in ("scgpt", "scgpt.model"):
-    mod = types.ModuleType(name)
-    mod.__path__ = []
-    sys.modules[name] = mod
-
-
-def load(sub):
-    spec = importlib.util.spec_from_file_location(f"scgpt.model.{sub}", SRC / f"{sub}.py")
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
-
-
-load("dsbn")
-load("grad_reverse")
-model_mod = load("model")
+model_mod = load_model_module()
 assert model_mod.flash_attn_available
 
 out = pathlib.Path(sys.argv[1])
