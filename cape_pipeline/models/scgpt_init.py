@@ -112,15 +112,11 @@ def vocabulary_genes(path: str | Path, feature_names: Any) -> np.ndarray:
     Raises
     ------
     CapeFileError
-        ``vocab.json`` missing or not a mapping.
+        The checkpoint cannot be read (see :func:`from_scgpt`).
     """
-    from cape_pipeline.models.scgpt_checkpoint import _read_json
-
-    vocab = _read_json(Path(path) / "vocab.json")
-    if not isinstance(vocab, dict):
-        raise CapeDataError(f"{Path(path) / 'vocab.json'}: expected a mapping {{gene: token id}}")
     names = np.asarray(feature_names).astype(str)
-    return np.array([n in vocab and not (n.startswith("<") and n.endswith(">")) for n in names], dtype=bool)
+    special = np.char.startswith(names, "<") & np.char.endswith(names, ">")
+    return np.isin(names, list(_checkpoint(Path(path)).vocab)) & ~special
 
 
 @torch.no_grad()
