@@ -7,7 +7,9 @@ known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph) or
 (Step I with ``threshold=0.05``, defaults otherwise; the pbmc68k_reduced workflow's setting). The graph is
 then embedded (``cape_pipeline.hyperbolic.embed``, d = D/2) and encoded
 (``cape_pipeline.encodings.encode``, φ = (π/4)·e). Writes
-OUT_DIR/angles_<DATASET>_<GRAPH>_d<D/2>.npz with ``angles`` (M, D/2) and ``var_names``.
+OUT_DIR/angles_<DATASET>_<GRAPH>_d<D/2>.npz with ``angles`` (M, D/2), ``var_names``, the Poincaré
+points ``poincare`` (M, D/2) and ``scale`` (RiemannFormer's inputs) and the graph's edges
+``edge_src``/``edge_dst``/``edge_weight`` (ape-tree's spanning forest).
 GEOMETRIES (comma-separated, default ``hyperbolic``) embeds the same graph once per geometry;
 ``euclidean`` (the w/o-hyperbolic ablation: same loss, Adam) writes ``angles_<DATASET>_<GRAPH>-euclidean_d<D/2>.npz``;
 ``hyperbolic-radam`` (hyperbolic, Riemannian Adam instead of the default RSGD, same lr) writes ``..._<GRAPH>-radam_d<D/2>.npz``.
@@ -64,8 +66,11 @@ def main() -> None:
         print(f"{name} graph={tag}: M={adata.n_vars} edges={g.n_edges} graph {graph_s:.0f}s embed {t2 - t1:.0f}s "
               f"(embed epochs {EMBED_EPOCHS}, geometry {geometry}, discover epochs {epochs if graph.startswith('discover') else '-'}); "
               f"|phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}", flush=True)
+        coo = g.adjacency.tocoo()
         np.savez(out / f"angles_{name}_{tag}_d{d}.npz", angles=a, var_names=np.asarray(names, dtype=str),
-                 n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1)
+                 n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1,
+                 poincare=np.asarray(enc.poincare, dtype=np.float64), scale=enc.scale,
+                 edge_src=coo.row, edge_dst=coo.col, edge_weight=coo.data)
 
 
 if __name__ == "__main__":

@@ -26,13 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 import torch
 from _data import BENCH_DATA
 
+from cape_pipeline.models.ape_tree import spanning_forest
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.pipeline.stages import parse_arm
 from cape_pipeline.pipeline.stages.train import arm_attention
 from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
-from cape_pipeline.tasks._base import dense_x, resolve_config
+from cape_pipeline.tasks._base import check_pe_inputs, dense_x, resolve_config
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "cache"
@@ -52,8 +55,10 @@ ARMS = ["default", "cape", "none/no-id", "cape/no-id", "static-absolute", "train
         "learned-small-norm", "cape-additive", "cape-input", "trainable-relative", "none"]
 
 
-def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int) -> tuple[np.ndarray, str]:
-    """CAPE angles for ``dataset`` aligned by name; the first graph kind of ``graphs`` in the cache."""
+def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int) -> tuple[FeaturePositions, str]:
+    """CAPE positions for ``dataset`` aligned by name (angles; with them, when the cache file has
+    them, the hyperboloid points and the graph's spanning forest for ``riemann`` and ``ape-tree``);
+    the first graph kind of ``graphs`` in the cache."""
     for graph in graphs:
         f = CACHE / f"angles_{dataset}_{graph}_d{d_model // 2}.npz"
         if f.exists():
@@ -61,7 +66,15 @@ def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_mo
             pos = pd.Index(z["var_names"]).get_indexer(var_names)
             if (pos < 0).any():
                 raise SystemExit(f"{f}: missing features {list(var_names[pos < 0])[:5]}")
-            return z["angles"][pos], graph
+            if "poincare" not in z:  # a cache file from before the peer methods: angles only
+                return FeaturePositions(angles=z["angles"][pos]), graph
+            e = z["poincare"][pos]
+            sq = (e**2).sum(1, keepdims=True)
+            hyp = np.hstack([(1 + sq) / (1 - sq), 2 * e / (1 - sq)])  # Poincaré ball → hyperboloid
+            m = len(z["var_names"])
+            adj = sp.csr_array((z["edge_weight"], (z["edge_src"], z["edge_dst"])), shape=(m, m))[pos][:, pos]
+            parent, weight = spanning_forest(adj)
+            return FeaturePositions(angles=z["angles"][pos], hyperboloid=hyp, parent=parent, parent_weight=weight), graph
     raise SystemExit(f"no CAPE angles for {dataset} ({graphs}) in {CACHE}; run benchmarks/tasks/angles.py first")
 
 
@@ -95,16 +108,17 @@ def main() -> None:
         angles, graph = load_angles(ds, adata.var_names, graphs, args.d_model)
         tasks = [t for t in args.tasks if DATASET[t] == ds]
         print(f"{ds} {adata.n_obs}x{adata.n_vars}: tasks {tasks}; CAPE angles from the '{graph}' graph "
-              f"(max |phi| {np.abs(angles).max():.3f})", flush=True)
+              f"(max |phi| {np.abs(angles.angles).max():.3f})", flush=True)
         for seed in args.seeds:
             for arm in args.arms:
                 pe, identity = parse_arm(arm)
-                g = graph if pe.startswith("cape") else ""
+                uses_graph = pe.startswith("cape") or pe == "ape-tree" or arm_attention(arm) == "riemann"
+                g = graph if uses_graph else ""
                 todo = [t for t in tasks if (t, arm, seed, g) not in key]
                 if not todo:
                     continue
                 cfg = {**BUDGET, "model": {**model, "identity": identity}, "attention": arm_attention(arm)}
-                arm_angles = angles if pe.startswith("cape") else None
+                arm_angles = check_pe_inputs(pe, angles, adata.n_vars, cfg["attention"])  # what this arm uses
                 shared = None
                 if sum(t in SHARED for t in todo) > 1:
                     shared = pretrain(dense_x(adata), backbone="scgpt", cfg=resolve_config(TASK_CONFIGS["annotation"], cfg),

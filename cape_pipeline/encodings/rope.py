@@ -179,7 +179,8 @@ class RotaryMultiheadAttention(nn.Module):
         self, x: torch.Tensor, angles: torch.Tensor | Any | None, key_padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The per-head q, k, v of ``x`` ``(B, M, D)``, with q and k rotated by ``angles`` (Eq. 24;
-        ``None``: no rotation), and the padded keys as a ``(B, 1, 1, M)`` bool mask (None without
+        ``None``: no rotation; a callable ``(q, k) -> (q, k)``: applied to the per-head q and k
+        instead, e.g. paper 002's orthogonal maps), and the padded keys as a ``(B, 1, 1, M)`` bool mask (None without
         ``key_padding_mask``). Every attention of this family scores these q and k its own way.
 
         Returns
@@ -198,7 +199,9 @@ class RotaryMultiheadAttention(nn.Module):
         # (B, M, 3D) → (3, B, H, M, Dh)
         qkv = self.in_proj(x).view(bsz, m, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv
-        if angles is not None:
+        if callable(angles):  # a per-token map of q and k (PositionalEncoding.qk_transform)
+            q, k = angles(q, k)
+        elif angles is not None:
             ang = self._head_angles(angles, x)  # (H, M, Dh/2) or (B, H, M, Dh/2)
             if ang.shape[-2] != m:
                 raise ValueError(f"angles: {ang.shape[-2]} features, but x has M={m} tokens")
@@ -230,7 +233,9 @@ class RotaryMultiheadAttention(nn.Module):
         angles
             ``(M, D/2)`` or ``(B, M, D/2)`` CAPE angles in radians, or the same shapes of
             precomputed complex rotations e^{jφ} (:func:`rotations`, computed once for all
-            layers); ``None`` gives plain attention (no positional information).
+            layers); ``None`` gives plain attention (no positional information); a callable
+            ``(q, k) -> (q, k)`` maps the per-head ``(B, H, M, Dh)`` q and k instead of a
+            rotation (see :meth:`project`).
         key_padding_mask
             ``(B, M)`` bool, True marks padding keys to ignore (``nn.MultiheadAttention``
             convention). A row with every key masked yields NaN.

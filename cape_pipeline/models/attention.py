@@ -15,7 +15,9 @@ without touching the backbones.
 
 Other attention variants of papers 001–003 (cone, RiemannFormer, APE) register here under
 their own names; they must accept the same constructor ``(d_model, n_heads, dropout=)`` and
-``forward(x, angles, key_padding_mask, *, score_bias=None)``.
+``forward(x, angles, key_padding_mask, *, score_bias=None)``; an attention that sets
+``needs_positions = True`` (``riemann``) also gets ``positions=`` ``(B, 1+T, d+1)``, the tokens'
+hyperboloid points with the origin at <cls>.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch import nn
 from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models.cone import PenumbralConeAttention, UmbralConeAttention
+from cape_pipeline.models.riemann import RiemannAttention
 
 __all__ = ["DotProductAttention", "RotaryMultiheadAttention", "ATTENTIONS", "register_attention", "build_attention"]
 
@@ -35,6 +38,7 @@ ATTENTIONS: dict[str, type[nn.Module]] = {
     "dot": RotaryMultiheadAttention,
     "cone-penumbral": PenumbralConeAttention,  # paper 003 Def. 1
     "cone-umbral": UmbralConeAttention,  # paper 003 Def. 2
+    "riemann": RiemannAttention,  # paper 001 (conformal scale + Locality Focusing); needs_positions
 }
 """Attention name → module class with ``(d_model, n_heads, dropout=)`` constructor."""
 

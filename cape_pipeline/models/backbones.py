@@ -8,6 +8,7 @@ import torch
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.configs import BackboneConfig, config_for
 from cape_pipeline.models.methylgpt import MethylGPT
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.scbert import ScBERT
 from cape_pipeline.models.scgpt import ScGPT
 
@@ -22,7 +23,7 @@ def build_backbone(
     n_features: int,
     pe: str,
     attention: str = "dot",
-    angles: np.ndarray | torch.Tensor | None = None,
+    angles: np.ndarray | torch.Tensor | FeaturePositions | None = None,
     static_table: np.ndarray | torch.Tensor | None = None,
 ) -> TokenTransformer:
     """Build a backbone by name (``scgpt``, ``scbert``, ``methylgpt``).

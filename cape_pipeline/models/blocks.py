@@ -14,9 +14,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.attention import build_attention
+from cape_pipeline.errors import CapeDataError
+from cape_pipeline.models.attention import ATTENTIONS, build_attention
 from cape_pipeline.models.configs import BackboneConfig
 from cape_pipeline.models.pe import build_pe
+from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.models.tokens import TokenBatch, select_tokens
 
 __all__ = ["MLP", "Block", "TokenTransformer", "special_values"]
@@ -88,12 +90,15 @@ class Block(nn.Module):
         angles: torch.Tensor | None,
         score_bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
         key_padding_mask: torch.Tensor | None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`."""
+        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`;
+        ``positions`` ``(B, T, d+1)`` hyperboloid points go to attentions with ``needs_positions``."""
+        extra = {"positions": positions} if positions is not None else {}
         if self.post_norm:
-            x = self.ln1(x + self.drop(self.attn(x, angles, key_padding_mask, score_bias=score_bias)))
+            x = self.ln1(x + self.drop(self.attn(x, angles, key_padding_mask, score_bias=score_bias, **extra)))
             return self.ln2(x + self.mlp(x))
-        x = x + self.drop(self.attn(self.ln1(x), angles, key_padding_mask, score_bias=score_bias))
+        x = x + self.drop(self.attn(self.ln1(x), angles, key_padding_mask, score_bias=score_bias, **extra))
         return x + self.mlp(self.ln2(x))
 
 
@@ -123,7 +128,10 @@ class TokenTransformer(nn.Module):
     attention
         Attention name (:data:`cape_pipeline.models.attention.ATTENTIONS`).
     angles
-        ``(M, d)`` CAPE angles for ``cape*`` PEs (``d = D/2`` for the rotary ones).
+        ``(M, d)`` CAPE angles for ``cape*`` PEs (``d = D/2`` for the rotary ones), or a
+        :class:`~cape_pipeline.models.positions.FeaturePositions` that also carries the DAG's
+        spanning forest (``pe="ape-tree"``) and the hyperboloid points (attentions with
+        ``needs_positions``, ``riemann``).
     static_table
         ``(M, D)`` fixed vectors for ``static-absolute``.
 
@@ -144,7 +152,7 @@ class TokenTransformer(nn.Module):
         n_features: int,
         pe: str = "default",
         attention: str = "dot",
-        angles: np.ndarray | torch.Tensor | None = None,
+        angles: np.ndarray | torch.Tensor | FeaturePositions | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
     ) -> None:
         super().__init__()
@@ -152,17 +160,32 @@ class TokenTransformer(nn.Module):
         self.config, self.n_features, self.pe_name, self.attention_name = config, n_features, pe, attention
         self.use_identity = bool(config.identity or pe == "default")
         d = config.d_model
+        pos = as_positions(angles)
         self.pe = build_pe(
             pe,
             n_features=n_features,
             d_model=d,
             n_heads=config.n_heads,
-            angles=angles,
+            angles=None if pos is None else pos.angles,
             static_table=static_table,
             sigma=config.sigma,
             rel_buckets=config.rel_buckets,
             rel_max_distance=config.rel_max_distance,
+            tree=None if pos is None or pos.parent is None else (pos.parent, pos.parent_weight),
+            ape_branches=config.ape_branches,
         )
+        self.register_buffer("hyperboloid", None)  # (M, d+1) float32 for attentions with needs_positions
+        if getattr(ATTENTIONS.get(attention), "needs_positions", False):
+            if pos is None or pos.hyperboloid is None:
+                raise CapeDataError(
+                    f"attention={attention!r} needs each feature's hyperboloid point: pass the encodings as "
+                    "FeaturePositions (FeaturePositions.from_encodings), not a bare angle array"
+                )
+            if pos.hyperboloid.shape[0] != n_features:
+                raise CapeDataError(
+                    f"attention={attention!r}: {pos.hyperboloid.shape[0]} hyperboloid points for {n_features} features"
+                )
+            self.register_buffer("hyperboloid", torch.as_tensor(pos.hyperboloid, dtype=torch.float32))
         self.cls_token = nn.Parameter(torch.randn(d) * 0.02)
         self.flag_embed = nn.Embedding(2, d) if config.perturbation_flags else None
         self.blocks = nn.ModuleList(Block(config, attention) for _ in range(config.n_layers))
@@ -253,13 +276,22 @@ class TokenTransformer(nn.Module):
 
             angles = torch.cat([angles.new_zeros(bsz, 1, angles.shape[-1]), angles], dim=1)
             angles = rotations(angles)  # e^{jφ} once for all layers: (B, 1+T, D/2) complex
+        qk = self.pe.qk_transform(tokens.idx)  # per-token maps of q, k (ape-tree) or None
+        if qk is not None:
+            angles = qk  # the attention applies a callable in place of a rotation
+        positions = None
+        if self.hyperboloid is not None:  # riemann: the tokens' points, <cls> at the origin
+            pts = self.hyperboloid[tokens.idx]  # (B, T, d+1)
+            origin = pts.new_zeros(bsz, 1, pts.shape[-1])
+            origin[..., 0] = 1.0
+            positions = torch.cat([origin, pts], dim=1)  # (B, 1+T, d+1)
         bias = self.pe.score_bias(tokens.idx)
         masked = tokens.pad
         if self.missing_key_padding and bool(tokens.missing.any()):
             masked = tokens.missing if masked is None else masked | tokens.missing
         kpm = None if masked is None else torch.cat([masked.new_zeros(bsz, 1), masked], dim=1)  # (B, 1+T)
         for blk in self.blocks:
-            h = blk(h, angles=angles, score_bias=bias, key_padding_mask=kpm)
+            h = blk(h, angles=angles, score_bias=bias, key_padding_mask=kpm, positions=positions)
         return self.norm(h)
 
     def fit_data(self, x: np.ndarray) -> None:

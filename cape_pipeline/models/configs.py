@@ -69,6 +69,9 @@ class BackboneConfig:
         Number of signed distance buckets of the ``trainable-relative`` PE (Eq. F.110).
     rel_max_distance
         Distances ``|i - j|`` at or beyond this share the outermost (log-spaced) bucket.
+    ape_branches
+        Number of branch generators κ of the ``ape-tree`` PE (paper 002 Sec. 3.3): the κ − 1
+        strongest children of a node get their own branch, the others share the last.
     perturbation_flags
         Add a learned embedding of a per-token 0/1 flag (the perturbed feature(s)), as scGPT's
         perturbation fine-tuning does. Set by the perturbation task.
@@ -93,6 +96,7 @@ class BackboneConfig:
     sigma: float = 0.1
     rel_buckets: int = 32
     rel_max_distance: int = 256
+    ape_branches: int = 4
     perturbation_flags: bool = False
     norm_scheme: str = "pre"
     activation: str = "gelu"
@@ -127,6 +131,8 @@ class BackboneConfig:
             raise CapeConfigError(f"model.sigma: expected > 0, got {self.sigma}")
         if self.rel_buckets < 2 or self.rel_max_distance < 2:
             raise CapeConfigError("model.rel_buckets and model.rel_max_distance must be >= 2")
+        if self.ape_branches < 1:
+            raise CapeConfigError(f"model.ape_branches: expected >= 1, got {self.ape_branches}")
         if not self.mlp_ratio > 0:
             raise CapeConfigError(f"model.mlp_ratio: expected > 0, got {self.mlp_ratio}")
 

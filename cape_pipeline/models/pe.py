@@ -6,7 +6,7 @@ on top of scGPT's gene encoder; ``default`` is that identity alone. With the bac
 ``identity=False`` (the literal reading of Eq. F.109) the PE replaces the identity.
 
 A PE sees the token embeddings ``h`` ``(B, T, D)`` and the feature index of each token ``idx``
-``(B, T)`` (long, into the ``M`` features of the data), and may act in three places:
+``(B, T)`` (long, into the ``M`` features of the data), and may act in four places:
 
 * :meth:`PositionalEncoding.embed` changes the input embeddings once (additive PEs, Eq. F.107;
   the rotated input of Eq. F.108);
@@ -14,6 +14,8 @@ A PE sees the token embeddings ``h`` ``(B, T, D)`` and the feature index of each
   attention rotates q and k in every layer (Eqs. 24–25);
 * :meth:`PositionalEncoding.score_bias` gives a function of the per-head q, k that returns an
   additive attention-score bias (the relative PE of Eq. F.110).
+* :meth:`PositionalEncoding.qk_transform` gives a per-token map of the per-head q and k (the
+  orthogonal path maps of paper 002, ``ape-tree``).
 
 The <cls> token is never given a position: zero angle, nothing added, no relative bias.
 
@@ -31,6 +33,8 @@ name                   what it does                                             
 ``learned-small-norm`` learned N(0, σ²)-init table × learned scale σ (paper 004)   yes
 ``rank-value``         Geneformer: add a learned vector of the token's rank by value /  no
                        non-zero training median (:mod:`.rank_value`)
+``ape-tree``           paper 002: orthogonal maps A_m of each feature's path in the   no
+                       DAG's spanning forest on q and k (:mod:`.ape_tree`)
 ``none``               nothing on top of the identity; with ``identity=False``, a     yes
                        permutation-invariant set of values
 =====================  ==============================================================  ===========
@@ -86,6 +90,7 @@ PE_NAMES: tuple[str, ...] = (
     "learned-small-norm",
     "none",
     "rank-value",
+    "ape-tree",
 )
 """Every PE name accepted by :func:`build_pe` (and by ``pe=`` of every backbone and task)."""
 
@@ -363,6 +368,8 @@ def build_pe(
     sigma: float = 0.1,
     rel_buckets: int = 32,
     rel_max_distance: int = 256,
+    tree: tuple[np.ndarray, np.ndarray] | None = None,
+    ape_branches: int = 4,
 ) -> PositionalEncoding:
     """Build a PE of the zoo by name.
 
@@ -383,13 +390,18 @@ def build_pe(
         Init std of ``learned-small-norm``.
     rel_buckets, rel_max_distance
         Bucketing of ``trainable-relative``.
+    tree
+        ``(parent, parent_weight)``, two ``(M,)`` arrays: the DAG's spanning forest
+        (:func:`~cape_pipeline.models.ape_tree.spanning_forest`); required for ``ape-tree``.
+    ape_branches
+        Branch generators κ of ``ape-tree``.
 
     Raises
     ------
     CapeConfigError
         Unknown ``name``.
     CapeDataError
-        Missing or misshapen ``angles`` / ``static_table``.
+        Missing or misshapen ``angles`` / ``static_table`` / ``tree``.
     """
     if name not in PE_NAMES:
         raise CapeConfigError(f"pe {name!r} unknown; expected one of {list(PE_NAMES)}")
@@ -421,4 +433,16 @@ def build_pe(
         )
 
         return RankValuePE(n_features, d_model)
+    if name == "ape-tree":
+        if tree is None:
+            raise CapeDataError(
+                "pe='ape-tree' needs the DAG's spanning forest: pass the encodings (with their graph) as "
+                "FeaturePositions, not a bare angle array"
+            )
+        from cape_pipeline.models.ape_tree import APETreePE  # lazy, like rank-value
+
+        parent, weight = tree
+        if np.asarray(parent).shape != (n_features,):
+            raise CapeDataError(f"pe='ape-tree': the forest has {np.asarray(parent).shape} parents for {n_features} features")
+        return APETreePE(parent, weight, d_model, n_heads, n_branches=ape_branches)
     return DefaultPE() if name == "default" else NoPE()

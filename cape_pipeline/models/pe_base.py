@@ -1,4 +1,4 @@
-"""The base class of every positional encoding (:class:`PositionalEncoding`, its three hooks),
+"""The base class of every positional encoding (:class:`PositionalEncoding`, its four hooks),
 in a module of its own so PEs defined elsewhere (:mod:`.rank_value`) import it without a cycle."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 ScoreBias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+QKTransform = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class PositionalEncoding(nn.Module):
-    """Base class: a PE that does nothing (subclasses override one of the three hooks).
+    """Base class: a PE that does nothing (subclasses override one of the four hooks).
 
     Attributes
     ----------
@@ -38,5 +39,15 @@ class PositionalEncoding(nn.Module):
         """A function ``(q, k) -> bias`` with q, k (B, H, 1+T, Dh) → (B, H, 1+T, 1+T), or ``None``.
 
         Row/column 0 (the <cls> token) of the bias must be zero.
+        """
+        return None
+
+    def qk_transform(self, idx: torch.Tensor) -> QKTransform | None:
+        """A per-token linear map of the per-head queries and keys, or ``None``.
+
+        The function takes and returns q, k ``(B, H, 1+T, Dh)``; position 0 (the <cls> token)
+        must be left unchanged. It generalizes :meth:`rotary` to any per-token map, e.g. the
+        orthogonal path maps of paper 002 (``ape-tree``). A PE gives either this or
+        :meth:`rotary`, not both.
         """
         return None

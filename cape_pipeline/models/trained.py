@@ -93,6 +93,7 @@ class TrainedModel:
             angles_dim = int(bb.pe.angles.shape[1])
         elif hasattr(bb.pe, "e"):
             angles_dim = int(bb.pe.e.shape[1])
+        hyperboloid_dim = None if bb.hyperboloid is None else int(bb.hyperboloid.shape[1])
         head_kind = {ClassifierHead: "classifier", RegressionHead: "regressor", ValueDecoder: "value"}.get(
             type(self.head)
         ) if self.head is not None else None
@@ -105,6 +106,7 @@ class TrainedModel:
             "attention": bb.attention_name,
             "n_features": int(bb.n_features),
             "angles_dim": angles_dim,
+            "hyperboloid_dim": hyperboloid_dim,
             "task": self.task,
             "head": head_kind,
             "pooling": self.pooling,
@@ -165,6 +167,7 @@ class TrainedModel:
         from cape_pipeline.models.backbones import build_backbone
         from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
         from cape_pipeline.models.pe import ANGLE_PES
+        from cape_pipeline.models.positions import FeaturePositions
 
         path = Path(path)
         cfg_file, w_file = path / _CONFIG, path / _WEIGHTS
@@ -187,11 +190,18 @@ class TrainedModel:
             if len(cfg["var_names"]) != m:
                 raise ValueError(f"{len(cfg['var_names'])} var_names for n_features={m}")
             pe = cfg["pe"]
+            # placeholders of the right shapes; load_state_dict then restores the stored buffers
             angles = np.zeros((m, int(cfg["angles_dim"])), dtype=np.float32) if pe in ANGLE_PES else None
+            hyp = None
+            if cfg.get("hyperboloid_dim"):
+                hyp = np.zeros((m, int(cfg["hyperboloid_dim"])))
+                hyp[:, 0] = 1.0
+            forest = (np.full(m, -1), np.zeros(m)) if pe == "ape-tree" else (None, None)
+            positions = FeaturePositions(angles=angles, hyperboloid=hyp, parent=forest[0], parent_weight=forest[1])
             table = np.zeros((m, d), dtype=np.float32) if pe == "static-absolute" else None
             backbone = build_backbone(
                 cfg["backbone"], cfg["model_config"], n_features=m, pe=pe, attention=cfg["attention"],
-                angles=angles, static_table=table,
+                angles=positions, static_table=table,
             )
             head: nn.Module | None = None
             if cfg["head"] == "classifier":

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.tasks._base import TaskConfig, TaskResult
 from cape_pipeline.tasks._training import Pretrained, pretrain
 from cape_pipeline.tasks.age import AgeConfig, predict_age
@@ -70,7 +71,7 @@ def run_task(
     adata: ad.AnnData,
     *,
     pe: str = "cape",
-    angles: np.ndarray | None = None,
+    angles: np.ndarray | FeaturePositions | None = None,
     backbone: str = "scgpt",
     config: TaskConfig | dict[str, Any] | None = None,
     label_key: str | None = None,
@@ -93,7 +94,10 @@ def run_task(
     angles
         ``(n_vars, d)`` float CAPE angles aligned to ``adata.var_names``; required when ``pe``
         starts with ``cape``; ``d = D/2`` for ``cape`` and ``cape-input`` (default D = 64 →
-        d = 32); any ``d`` for ``cape-additive``.
+        d = 32); any ``d`` for ``cape-additive``. ``pe="ape-tree"`` and
+        ``attention="riemann"`` need more of Steps I–II (the DAG, the hyperboloid points): pass
+        :meth:`FeaturePositions.from_encodings(encodings, adata.var_names)
+        <cape_pipeline.models.positions.FeaturePositions.from_encodings>` instead.
     backbone
         ``scgpt`` (default), ``scbert`` or ``methylgpt``.
     config

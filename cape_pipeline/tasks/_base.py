@@ -22,6 +22,7 @@ from cape_pipeline.models import (
 )
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
+from cape_pipeline.models.positions import FeaturePositions, as_positions
 
 __all__ = [
     "TaskResult",
@@ -258,32 +259,79 @@ def get_labels(adata: ad.AnnData, label_key: str | None, defaults: tuple[str, ..
     return label_key, y
 
 
-def check_pe_inputs(pe: str, angles: Any, n_vars: int) -> np.ndarray | None:
-    """Validate ``pe`` and ``angles`` early, before any training.
+def check_pe_inputs(pe: str, angles: Any, n_vars: int, attention: str = "dot") -> FeaturePositions | None:
+    """Validate ``pe``, ``attention`` and their positional inputs early, before any training.
+
+    Parameters
+    ----------
+    pe, attention
+        The PE (:data:`~cape_pipeline.models.pe.PE_NAMES`) and attention names.
+    angles
+        ``(n_vars, d)`` CAPE angles, or a
+        :class:`~cape_pipeline.models.positions.FeaturePositions` (also the DAG's spanning
+        forest for ``ape-tree`` and the hyperboloid points for ``riemann``), or ``None``.
+    n_vars
+        M, the number of features of the data.
+
+    Returns
+    -------
+    FeaturePositions or None
+        Only the fields this PE and attention use (angles as float32), so a shared pretraining
+        is keyed by what the model sees; ``None`` when they use none.
 
     Raises
     ------
     CapeConfigError
-        Unknown ``pe``.
+        Unknown ``pe`` or ``attention``.
     CapeDataError
-        ``pe`` starts with ``cape`` and ``angles`` is missing or misshapen.
+        A needed input is missing, misshapen or not finite.
     """
+    from cape_pipeline.models.attention import ATTENTIONS
+
     if pe not in PE_NAMES:
         raise CapeConfigError(f"pe {pe!r} unknown; expected one of {list(PE_NAMES)}")
-    if pe in ANGLE_PES:
-        return check_angles(angles, n_vars, name=f"pe={pe!r} angles").numpy()
-    return None
+    if attention not in ATTENTIONS:
+        raise CapeConfigError(f"attention {attention!r} unknown; expected one of {sorted(ATTENTIONS)}")
+    need_angles, need_tree = pe in ANGLE_PES, pe == "ape-tree"
+    need_points = bool(getattr(ATTENTIONS[attention], "needs_positions", False))
+    if not (need_angles or need_tree or need_points):
+        return None
+    pos = as_positions(angles)
+    a = None
+    if need_angles:
+        a = check_angles(None if pos is None else pos.angles, n_vars, name=f"pe={pe!r} angles").numpy()
+    if need_tree and (pos is None or pos.parent is None):
+        raise CapeDataError(
+            "pe='ape-tree' needs the DAG's spanning forest: pass FeaturePositions.from_encodings(encodings, "
+            "var_names) (encodings with their graph) as angles"
+        )
+    if need_points and (pos is None or pos.hyperboloid is None):
+        raise CapeDataError(
+            f"attention={attention!r} needs each feature's hyperboloid point: pass "
+            "FeaturePositions.from_encodings(encodings, var_names) as angles"
+        )
+    assert pos is not None
+    if pos.n_features != n_vars:
+        raise CapeDataError(f"angles: positions of {pos.n_features} features, but the data has {n_vars}")
+    return FeaturePositions(
+        angles=a,
+        hyperboloid=pos.hyperboloid if need_points else None,
+        parent=pos.parent if need_tree else None,
+        parent_weight=pos.parent_weight if need_tree else None,
+    )
 
 
-def task_inputs(adata: ad.AnnData, pe: str, angles: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    """The dense input and the checked angles of a task: :func:`dense_x` (no NaN allowed),
+def task_inputs(
+    adata: ad.AnnData, pe: str, angles: Any, attention: str = "dot"
+) -> tuple[np.ndarray, FeaturePositions | None]:
+    """The dense input and the checked positions of a task: :func:`dense_x` (no NaN allowed),
     then :func:`check_pe_inputs`.
 
     Returns
     -------
-    x, angles
-        ``(n_obs, n_vars)`` float32 array; ``(n_vars, d)`` float32 angles or ``None`` for PEs
-        without angles.
+    x, positions
+        ``(n_obs, n_vars)`` float32 array; the :class:`~cape_pipeline.models.positions.FeaturePositions`
+        the PE and attention use, or ``None``.
 
     Raises
     ------
@@ -291,7 +339,7 @@ def task_inputs(adata: ad.AnnData, pe: str, angles: Any) -> tuple[np.ndarray, np
         As :func:`dense_x` and :func:`check_pe_inputs` (data errors first).
     """
     x = dense_x(adata)
-    return x, check_pe_inputs(pe, angles, adata.n_vars)
+    return x, check_pe_inputs(pe, angles, adata.n_vars, attention)
 
 
 def model_config(backbone: str, cfg: TaskConfig, overrides: dict[str, Any] | None = None) -> BackboneConfig:
@@ -316,7 +364,7 @@ def build_model(
     *,
     n_features: int,
     pe: str,
-    angles: np.ndarray | None,
+    angles: np.ndarray | FeaturePositions | None,
     x_train: np.ndarray,
     overrides: dict[str, Any] | None = None,
     device: str | torch.device = "cpu",

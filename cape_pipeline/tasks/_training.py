@@ -18,6 +18,7 @@ from cape_pipeline.models import (
     pool,
 )
 from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.models.training import (
     TrainLog,
     as_tensor,
@@ -66,7 +67,7 @@ def pretrain_key(
     pe: str,
     seed: int,
     x: np.ndarray,
-    angles: np.ndarray | None,
+    angles: np.ndarray | FeaturePositions | None,
     overrides: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """What determines a pretrained backbone (compared before one is shared between tasks):
@@ -80,7 +81,7 @@ def pretrain_key(
         "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup, "init": cfg.init,
         "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
         "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
-        "angles": None if angles is None else hash_bytes(np.ascontiguousarray(angles, dtype=np.float32).tobytes()),
+        "angles": None if angles is None else as_positions(angles).fingerprint(),
     }
 
 
@@ -90,7 +91,7 @@ def pretrain(
     backbone: str,
     cfg: TaskConfig,
     pe: str,
-    angles: np.ndarray | None,
+    angles: np.ndarray | FeaturePositions | None,
     seed: int,
     device: str | torch.device = "cpu",
     overrides: dict[str, Any] | None = None,

@@ -13,6 +13,7 @@ from sklearn.linear_model import ElasticNet
 
 from cape_pipeline.errors import CapeDataError
 from cape_pipeline.models import RegressionHead
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
@@ -64,7 +65,7 @@ def predict_age(
     adata: ad.AnnData,
     *,
     pe: str = "cape",
-    angles: np.ndarray | None = None,
+    angles: np.ndarray | FeaturePositions | None = None,
     backbone: str = "scgpt",
     config: AgeConfig | None = None,
     label_key: str | None = None,
@@ -112,7 +113,7 @@ def predict_age(
     x = dense_x(adata, allow_nan=True)
     if np.isnan(x).all(axis=1).any():
         raise CapeDataError("age: some samples have no observed value at all")
-    angles = check_pe_inputs(pe, angles, adata.n_vars)
+    angles = check_pe_inputs(pe, angles, adata.n_vars, cfg.attention)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(adata.n_obs)
     n_te = max(1, int(round(cfg.test_size * adata.n_obs)))

@@ -16,6 +16,7 @@ from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ClassifierHead
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
@@ -142,7 +143,7 @@ def annotate(
     adata: ad.AnnData,
     *,
     pe: str = "cape",
-    angles: np.ndarray | None = None,
+    angles: np.ndarray | FeaturePositions | None = None,
     backbone: str = "scgpt",
     config: AnnotationConfig | None = None,
     label_key: str | None = None,
@@ -185,7 +186,7 @@ def annotate(
 
     t0 = time.perf_counter()
     cfg = config or AnnotationConfig()
-    x, angles = task_inputs(adata, pe, angles)
+    x, angles = task_inputs(adata, pe, angles, cfg.attention)
     key, y, names = _labels(adata, label_key)
     tr, te = stratified_split(y, cfg.test_size, seed)
     pre_rows = tr if cfg.pretrain_on == "train" else np.arange(adata.n_obs)

@@ -13,6 +13,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeDataError
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor, cell_embeddings
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_pooling, get_labels, task_inputs
 from cape_pipeline.tasks._training import Pretrained, task_params, training_stats, use_pretrained
@@ -57,7 +58,7 @@ def cluster(
     adata: ad.AnnData,
     *,
     pe: str = "cape",
-    angles: np.ndarray | None = None,
+    angles: np.ndarray | FeaturePositions | None = None,
     backbone: str = "scgpt",
     config: ClusteringConfig | None = None,
     label_key: str | None = None,
@@ -96,7 +97,7 @@ def cluster(
 
     t0 = time.perf_counter()
     cfg = config or ClusteringConfig()
-    x, angles = task_inputs(adata, pe, angles)
+    x, angles = task_inputs(adata, pe, angles, cfg.attention)
     key, ys = get_labels(adata, label_key, LABEL_KEYS, "clustering")
     y, names = pd.factorize(ys.astype(str), sort=True)
     k = int(names.size)

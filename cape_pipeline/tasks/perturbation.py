@@ -27,6 +27,7 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor, seeded
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_fraction, task_inputs
 from cape_pipeline.tasks._training import (
@@ -118,7 +119,7 @@ def predict_perturbation(
     adata: ad.AnnData,
     *,
     pe: str = "cape",
-    angles: np.ndarray | None = None,
+    angles: np.ndarray | FeaturePositions | None = None,
     backbone: str = "scgpt",
     config: PerturbationConfig | None = None,
     label_key: str | None = None,
@@ -156,7 +157,7 @@ def predict_perturbation(
     key = label_key or "condition"
     if key not in adata.obs.columns:
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
-    x, angles = task_inputs(adata, pe, angles)
+    x, angles = task_inputs(adata, pe, angles, cfg.attention)
     cond = adata.obs[key].astype(str).to_numpy()
     is_ctrl = cond == "ctrl"
     if is_ctrl.sum() < 2:

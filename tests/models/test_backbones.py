@@ -16,6 +16,7 @@ from cape_pipeline.models import (
     preset,
     register_attention,
 )
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import masked_pretrain
 
 M = 10
@@ -29,8 +30,10 @@ def test_every_backbone_takes_every_pe(backbone, pe, identity):
     rng = np.random.default_rng(0)
     angles = rng.uniform(-0.7, 0.7, (M, 8))
     table = rng.normal(size=(M, 16))
+    forest = np.array([-1, 0, 0, 1, -1, 4, 5, 5, 2, -1]), rng.uniform(0.1, 1, M)  # ape-tree's spanning forest
+    pos = FeaturePositions(angles=angles, parent=forest[0], parent_weight=forest[1])
     cfg = {**SMALL, "max_tokens": 6, "identity": identity}
-    model = build_backbone(backbone, cfg, n_features=M, pe=pe, angles=angles, static_table=table)
+    model = build_backbone(backbone, cfg, n_features=M, pe=pe, angles=pos, static_table=table)
     assert model.use_identity == (identity or pe == "default")
     x = torch.rand(3, M)
     x[0, 2] = float("nan")

@@ -16,6 +16,7 @@ from cape_pipeline.models import (
 )
 from cape_pipeline.models.attention import DotProductAttention
 from cape_pipeline.models.pe import LearnedSmallNormPE, relative_buckets
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.tokens import quantile_bins, select_tokens
 
 M, D, H = 12, 16, 2
@@ -33,18 +34,37 @@ def _inputs(seed: int = 0, b: int = 4) -> tuple[torch.Tensor, np.ndarray, np.nda
     return x, rng.uniform(-math.pi / 4, math.pi / 4, (M, D // 2)), rng.normal(size=(M, D)).astype(np.float32)
 
 
-def _model(pe: str, angles: np.ndarray, table: np.ndarray, seed: int = 0, cfg=CFG, backbone: str = "scgpt"):
+# a spanning forest over the M features (ape-tree): 0 → 1 → 2, 0 → 3, 1 → 4, 5 → 6 → 7, the rest roots
+PARENT = np.array([-1, 0, 1, 0, 1, -1, 5, 6] + [-1] * (M - 8))
+WEIGHT = np.array([0, 0.9, 0.5, 0.4, 0.8, 0, 0.7, 0.3] + [0] * (M - 8))
+
+
+def _positions(angles: np.ndarray, perm: np.ndarray | None = None) -> FeaturePositions:
+    """The angles and the forest, both relabelled by ``perm`` (new feature i = old ``perm[i]``)."""
+    parent, weight = PARENT, WEIGHT
+    if perm is not None:
+        inv = np.argsort(perm)
+        angles, weight, parent = angles[perm], weight[perm], parent[perm]
+        parent = np.where(parent >= 0, inv[np.maximum(parent, 0)], -1)
+    return FeaturePositions(angles=angles, parent=parent, parent_weight=weight)
+
+
+def _model(pe: str, angles, table: np.ndarray, seed: int = 0, cfg=CFG, backbone: str = "scgpt"):
     torch.manual_seed(seed)
-    return build_backbone(backbone, cfg, n_features=M, pe=pe, angles=angles, static_table=table).eval()
+    pos = angles if isinstance(angles, FeaturePositions) else _positions(angles)
+    return build_backbone(backbone, cfg, n_features=M, pe=pe, angles=pos, static_table=table).eval()
 
 
 def _permuted_copy(model, perm: np.ndarray, pe: str, angles, table, cfg=CFG, backbone: str = "scgpt"):
-    """Same weights, but every per-feature row (angles, tables, identity) permuted with the features."""
-    other = _model(pe, angles[perm], table[perm], cfg=cfg, backbone=backbone)
+    """Same weights, but every per-feature row (angles, tables, identity, the forest) permuted
+    with the features (the forest's parent indices relabelled too)."""
+    other = _model(pe, _positions(angles, perm), table[perm], cfg=cfg, backbone=backbone)
     sd = {k: v.clone() for k, v in model.state_dict().items()}
-    for k in PER_FEATURE_KEYS:
+    for k in (*PER_FEATURE_KEYS, "pe.branch"):
         if k in sd:
             sd[k] = sd[k][torch.as_tensor(perm)]
+    if "pe.parent" in sd:
+        sd["pe.parent"] = other.state_dict()["pe.parent"]
     other.load_state_dict(sd)
     return other
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from cape_pipeline.errors import CapeDataError, CapeFileError
 from cape_pipeline.models import ClassifierHead, build_backbone, load, pool
+from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import seeded, train_epochs
 from cape_pipeline.tasks import run_task, simulate_methylation_age
 
@@ -58,10 +59,22 @@ def cells() -> ad.AnnData:
 CFG = {"pretrain_epochs": 1, "finetune_epochs": 4, "model": {"d_model": 16, "n_heads": 2, "n_layers": 1}}
 
 
-@pytest.mark.parametrize("pe", ["cape", "static-absolute", "default"])
+def _positions() -> FeaturePositions:
+    """Random angles, hyperboloid points and a spanning forest for the M genes."""
+    rng = np.random.default_rng(0)
+    e = rng.uniform(-0.3, 0.3, (M, 8))
+    sq = (e**2).sum(1, keepdims=True)
+    hyp = np.hstack([(1 + sq) / (1 - sq), 2 * e / (1 - sq)])
+    parent = np.where(np.arange(M) % 4 == 0, -1, np.arange(M) - 1)  # chains of 4
+    return FeaturePositions(angles=np.pi / 4 * e, hyperboloid=hyp, parent=parent, parent_weight=rng.uniform(0.1, 1, M))
+
+
+@pytest.mark.parametrize("pe", ["cape", "static-absolute", "default", "ape-tree", "cape@riemann"])
 def test_save_load_gives_identical_predictions(cells, tmp_path, pe):
-    angles = np.random.default_rng(0).uniform(-0.7, 0.7, (M, 8))
-    res = run_task("annotation", cells, pe=pe, angles=angles, config=CFG, seed=0)
+    pe, _, attention = pe.partition("@")
+    angles = _positions()
+    cfg = {**CFG, "attention": attention or "dot"}
+    res = run_task("annotation", cells, pe=pe, angles=angles, config=cfg, seed=0)
     model = res.model
     path = model.save(tmp_path / "m")
     back = load(path)

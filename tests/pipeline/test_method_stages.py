@@ -198,3 +198,32 @@ def test_discover_stage_passes_posterior_and_min_steps(tmp_path):
     with pytest.raises(CapeConfigError, match="only for method 'cape'"):
         run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path,
                      overrides={"discover": {"method": "correlation", "posterior": "mean"}})
+
+
+def test_peer_arms_get_the_graph_and_the_points(tmp_path):
+    """``pe=ape-tree`` gets Step I's DAG as a spanning forest and ``@riemann`` the Step II points."""
+    from cape_pipeline.models.ape_tree import spanning_forest
+    from cape_pipeline.models.positions import FeaturePositions
+
+    over = {**TINY_TRAIN, "discover": {"method": "correlation"},  # edges at once (Step I's tiny budget finds none)
+            "train": {**TINY_TRAIN["train"], "compare": ["ape-tree", "cape@riemann"], "n_seeds": 1,
+                                    "tasks": ["annotation"]}, "evaluate": {"umap": False}}
+    r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
+    train = r.output("train")
+    assert train.pes == ["cape", "ape-tree", "cape@riemann"]
+    models = {res.params["pe"]: res.model for res in train.results}
+    enc = r.output("encode").encodings
+    parent, _ = spanning_forest(enc.graph.adjacency)
+    assert enc.graph.n_edges > 0 and (parent >= 0).any()
+    ape = models["ape-tree"].backbone.pe
+    np.testing.assert_array_equal(ape.parent.numpy(), parent)  # krumsiek11's order is the encodings' order
+    riem = models["cape@riemann"].backbone
+    np.testing.assert_allclose(riem.hyperboloid.numpy(), enc.hyperboloid, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(riem.pe.angles.numpy(), enc.angles, rtol=1e-6, atol=1e-7)
+    # a subset of the features, in another order: rows follow the names, the forest is re-indexed
+    names = list(enc.feature_names)[::-1][:7]
+    pos = FeaturePositions.from_encodings(enc, names)
+    sub = [list(enc.feature_names).index(n) for n in names]
+    np.testing.assert_array_equal(pos.hyperboloid, enc.hyperboloid[sub])
+    expect, _ = spanning_forest(enc.graph.adjacency.tocsr()[sub][:, sub])
+    np.testing.assert_array_equal(pos.parent, expect)

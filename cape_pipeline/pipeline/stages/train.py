@@ -231,8 +231,9 @@ def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
 
 
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
+    from cape_pipeline.models.positions import FeaturePositions
     from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
-    from cape_pipeline.tasks._base import dense_x, resolve_config
+    from cape_pipeline.tasks._base import check_pe_inputs, dense_x, resolve_config
 
     adata = inputs["preprocess"]
     init = None
@@ -242,12 +243,14 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     tasks = _resolve_tasks(cfg, ctx, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     try:
-        angles = enc.align(adata.var_names, missing=cfg.encodings_missing)
+        positions = FeaturePositions.from_encodings(enc, adata.var_names, missing=cfg.encodings_missing)
     except CapeDataError as exc:
         where = f"train.encodings={cfg.encodings}" if cfg.encodings else "encodings"
         shared = np.isin(np.asarray(adata.var_names, dtype=str), np.asarray(enc.feature_names, dtype=str)).any()
         hint = " (CLI: --set train.encodings_missing=zero)" if shared else ""
         raise CapeDataError(f"{where}: {exc}{hint}") from exc
+    angles = positions.angles
+    assert angles is not None
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(angles.shape[1])
     if init is not None:
         from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
@@ -267,7 +270,8 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     for seed, arm in _progress(jobs, ctx.progress, "train"):
         pe, identity = parse_arm(arm)
         task_cfg = {**_task_settings(cfg, d_model, identity), "attention": arm_attention(arm)}
-        arm_angles = angles if pe.startswith("cape") else None
+        # only what this arm's PE and attention use, so a shared pretraining is keyed by it
+        arm_angles = check_pe_inputs(pe, positions, adata.n_vars, task_cfg["attention"])
         shared = None
         if share:
             pcfg = resolve_config(TASK_CONFIGS["annotation"], task_cfg)
