@@ -48,6 +48,17 @@ class TokenBatch:
         ok = ~self.missing
         return ok if self.pad is None else ok & ~self.pad
 
+    def select(self, rows: torch.Tensor) -> TokenBatch:
+        """The tokens of the observations ``rows`` ``(b,)`` long (positions into the batch); the
+        token width T is kept."""
+        return TokenBatch(
+            self.idx[rows],
+            self.values[rows],
+            self.missing[rows],
+            None if self.bins is None else self.bins[rows],
+            None if self.pad is None else self.pad[rows],
+        )
+
     def to(self, device: torch.device | str) -> TokenBatch:
         """Move every tensor to ``device``."""
         return TokenBatch(

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.distributed import allreduce_gradients, broadcast_parameters, shard, world
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
 __all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "cell_embeddings", "as_tensor"]
@@ -127,7 +128,11 @@ def train_epochs(
     params
         Parameters to optimize.
     step
-        ``step(batch_index (b,) long) -> scalar loss``.
+        ``step(batch_index (b,) long) -> scalar loss``. Under data parallelism (a process group
+        of K > 1 ranks, :mod:`.distributed`) it is called as ``step(batch_index, rows)``:
+        draw everything random for the whole batch, evaluate only its ``rows`` (positions into
+        the batch) and return ``(loss, weight)``, the mean loss over those rows and its
+        denominator (rows, or scored tokens), or a scalar (weight = ``len(rows)``).
     n
         Number of observations.
     epochs, batch_size, lr, weight_decay
@@ -159,6 +164,9 @@ def train_epochs(
     if epochs <= 0 or n == 0:
         return out
     modules = modules or []
+    rank, size = world()
+    if size > 1:  # data parallel (torchrun): same start on every rank, batches split by rows
+        broadcast_parameters(modules)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     per_epoch = -(-n // batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(epochs * per_epoch, warmup))
@@ -171,14 +179,19 @@ def train_epochs(
         tot, cnt = 0.0, 0
         for s in range(0, n, batch_size):
             bi = order[s : s + batch_size]
-            loss = step(bi)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            if size > 1:
+                loss_value = _distributed_backward(step, bi, params, rank, size)
+            else:
+                loss = step(bi)
+                loss = loss[0] if isinstance(loss, tuple) else loss
+                loss.backward()
+                loss_value = float(loss.detach())
             if clip:
                 torch.nn.utils.clip_grad_norm_(params, clip)
             opt.step()
             sched.step()
-            tot += float(loss.detach()) * bi.numel()
+            tot += loss_value * bi.numel()
             cnt += bi.numel()
         out.losses.append(tot / max(cnt, 1))
         out.n_seen += cnt
@@ -209,6 +222,18 @@ def train_epochs(
     for m in modules:
         m.eval()
     return out
+
+
+def _distributed_backward(step: Callable, bi: torch.Tensor, params: list[nn.Parameter], rank: int, size: int) -> float:
+    """One data-parallel step: this rank's rows of the batch, then the gradient all-reduce.
+    Returns the global mean loss."""
+    rows = shard(bi.numel(), rank, size)
+    out = step(bi, rows)
+    loss, weight = out if isinstance(out, tuple) else (out, float(rows.numel()))
+    weight = float(weight)
+    (loss * weight).backward()
+    _, mean = allreduce_gradients(params, weight, float(loss.detach()) * weight)
+    return mean
 
 
 def masked_pretrain(
@@ -245,15 +270,19 @@ def masked_pretrain(
     """
     dec = ValueDecoder(model.config.d_model).to(x.device)
 
-    def step(bi: torch.Tensor) -> torch.Tensor:
+    def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
         tok = model.tokenize(x[bi])
-        r = torch.rand(tok.idx.shape, generator=generator).to(x.device)
+        r = torch.rand(tok.idx.shape, generator=generator).to(x.device)  # the whole batch's masks
         hide = (r < mask_ratio) & tok.observed
+        if rows is not None:  # data parallel: this rank's rows (same padding width as the batch)
+            rows = rows.to(x.device)
+            tok, hide = tok.select(rows), hide[rows]
         h = model(tok, hide=hide)  # (B, 1+T, D)
         pred = dec(h[:, 1:])  # (B, T)
-        if not bool(hide.any()):
-            return pred.sum() * 0.0
-        return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean()
+        n_hidden = int(hide.sum())
+        if not n_hidden:
+            return pred.sum() * 0.0, 0.0
+        return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean(), float(n_hidden)
 
     log = train_epochs(
         list(model.parameters()) + list(dec.parameters()), step, x.shape[0],

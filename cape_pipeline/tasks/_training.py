@@ -252,7 +252,9 @@ def finetune_pooled_head(
             tok = model.tokenize(xb)
             return head(pool(model(tok), tok, pooling))  # type: ignore[arg-type]
 
-        def step(bi: torch.Tensor) -> torch.Tensor:
+        def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+            if rows is not None:  # data parallel: this rank's rows of the batch
+                bi = bi[rows]
             return loss(predict(xfit[bi]), yfit[bi])
 
         def validate() -> float:

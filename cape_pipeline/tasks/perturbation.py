@@ -215,11 +215,13 @@ def predict_perturbation(
             tok = model.tokenize(x_in)  # all genes, in order (tokens="all", no cap)
             return x_in + head(model(tok, flags=flags)[:, 1:])  # (B, M)
 
-        def step(bi: torch.Tensor) -> torch.Tensor:
+        def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
             is_pert = bi < n_pert
             tgt_rows = torch.where(is_pert, ex_t[bi.clamp(max=n_pert - 1)], ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)])
             src = ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)]
             fl = torch.where(is_pert[:, None], flags_t[row_cid[tgt_rows].clamp(min=0)], torch.zeros_like(flags_t[:1]))
+            if rows is not None:  # data parallel: the draws above are the whole batch's; this rank's rows
+                src, tgt_rows, fl = src[rows], tgt_rows[rows], fl[rows]
             return ((forward(xt[src], fl) - xt[tgt_rows]) ** 2).mean()
 
         def mean_profile(c: str) -> np.ndarray:
