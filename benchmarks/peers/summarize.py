@@ -1,5 +1,14 @@
 """Summarize benchmarks/peers (issue 17): one row per arm, mean ± sd over the seeds that ran,
-seconds per fine-tune and its ratio to the dot-product `cape` arm of the same seed.
+seconds per run and its ratio to the dot-product `cape` arm of the same seed (same process
+sequence, so the same load), and the paired difference to `default` over the seeds.
+
+Tables:
+1. pbmc68k_reduced annotation, the CAPE angles of the current Step I (125 edges, max |φ| 0.43):
+   `results_peers_pbmc*` (session 8), with the angle-free arms (`default`, `learned-small-norm`,
+   `rank-value`) of `results_pe` (session 7; they do not read the angles and reproduce exactly).
+2. The simulated perturbation task (true-DAG angles), every arm: `results_perturbation`.
+3. Session 7's pbmc table (angles of an older Step I, max |φ| 0.003): `results_pe`,
+   `results_pe_corr`, `results_attention*`.
 
 Usage: python benchmarks/peers/summarize.py > benchmarks/peers/RESULTS_table.md
 """
@@ -10,27 +19,80 @@ import json
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 HERE = Path(__file__).resolve().parent
-rows = []
-for sub in ("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2"):
-    f = HERE / sub / "raw.jsonl"
-    if f.exists():
-        new = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        if sub == "results_pe_corr":  # the same arm with the correlation graph's (non-trivial) angles
+
+
+def load(*subs: str, tag: dict[str, str] | None = None) -> list[dict]:
+    rows = []
+    for sub in subs:
+        f = HERE / sub / "raw.jsonl"
+        if f.exists():
+            new = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
             for r in new:
-                r["pe"] = f"{r['pe']} [correlation-graph angles]"
-        rows += new
-dot = {r["seed"]: r["seconds"] for r in rows if r["pe"] == "cape"}
-print("| arm | seeds | accuracy | macro-F1 | s per run | × dot `cape` (same seed) | load1 |")
-print("|---|---|---|---|---|---|---|")
-for arm in dict.fromkeys(r["pe"] for r in rows):
-    rs = [r for r in rows if r["pe"] == arm]
+                r["src"] = sub
+                if tag and sub in tag:
+                    r["pe"] = f"{r['pe']} {tag[sub]}"
+            rows += new
+    return rows
 
-    def ms(k: str, rs: list = rs) -> str:
-        v = np.array([r[k] for r in rs], dtype=float)
-        return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else f"{v.mean():.3f}"
 
-    ratio = [r["seconds"] / dot[r["seed"]] for r in rs if r["seed"] in dot]
-    print(f"| `{arm}` | {','.join(str(r['seed']) for r in rs)} | {ms('accuracy')} | {ms('macro_f1')} | "
-          f"{np.mean([r['seconds'] for r in rs]):.0f} | {np.mean(ratio):.2f} | {np.mean([r['load1'] for r in rs]):.1f} |")
+def ms(v: list[float], digits: int = 3) -> str:
+    a = np.asarray(v, dtype=float)
+    return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}" if a.size > 1 else f"{a.mean():.{digits}f}"
+
+
+def paired(rows: list[dict], arm: str, metric: str, base: str = "default") -> str:
+    """Mean paired difference arm − base over the shared seeds, with its 95 % t-interval."""
+    a = {r["seed"]: r[metric] for r in rows if r["pe"] == arm}
+    b = {r["seed"]: r[metric] for r in rows if r["pe"] == base}
+    seeds = sorted(set(a) & set(b))
+    if arm == base or len(seeds) < 2:
+        return ""
+    d = np.array([a[s] - b[s] for s in seeds])
+    half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+    return f"{d.mean():+.3f} [{d.mean() - half:+.3f}, {d.mean() + half:+.3f}]"
+
+
+def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3) -> None:
+    # the time ratio only within one process sequence (same load): results_peers_pbmc* share the dot
+    # `cape` rows of results_peers_pbmc; the session-7 dirs theirs
+    group = {"results_peers_pbmc_penumbral": "results_peers_pbmc", "results_peers_pbmc_umbral": "results_peers_pbmc",
+             "results_pe_corr": "results_pe", "results_attention": "results_pe", "results_attention_s1": "results_pe",
+             "results_attention_s2": "results_pe"}
+    src = {id(r): group.get(r["src"], r["src"]) for r in rows}
+    dot = {(src[id(r)], r["seed"]): r["seconds"] for r in rows if r["pe"] == "cape"}
+    head = " | ".join(name for _, name in metrics)
+    first = metrics[0]
+    print(f"| arm | seeds | {head} | {first[1]} − default (95 % CI) | s per run | × dot `cape` (same seed) | load1 |")
+    print("|---|---|" + "---|" * len(metrics) + "---|---|---|---|")
+    for arm in dict.fromkeys(r["pe"] for r in rows):
+        rs = [r for r in rows if r["pe"] == arm]
+        vals = " | ".join(ms([r[k] for r in rs], digits) for k, _ in metrics)
+        ratio = [r["seconds"] / dot[src[id(r)], r["seed"]] for r in rs if (src[id(r)], r["seed"]) in dot]
+        rtxt = f"{np.mean(ratio):.2f}" if ratio else ""
+        print(f"| `{arm}` | {','.join(str(r['seed']) for r in rs)} | {vals} | {paired(rows, arm, first[0])} | "
+              f"{np.mean([r['seconds'] for r in rs]):.0f} | {rtxt} | {np.mean([r['load1'] for r in rs]):.1f} |")
+
+
+ANNOT = [("macro_f1", "macro-F1"), ("accuracy", "accuracy")]
+print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
+pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
+pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral")
+table(pbmc, ANNOT)
+ref = [r for r in pbmc if "reference_macro_f1" in r]
+if ref:
+    print(f"\nlogistic regression on the same splits: macro-F1 {ms([r['reference_macro_f1'] for r in ref])}, "
+          f"accuracy {ms([r['reference_accuracy'] for r in ref])}")
+print("\n## 2. Simulated perturbation (40 genes, true-DAG angles), MSE on the top-20 DE genes (lower is better)\n")
+pert = load("results_perturbation")
+table(pert, [("mse_top20", "MSE all"), ("mse_top20_single", "MSE single"), ("mse_top20_double", "MSE double"),
+             ("pearson_delta", "Pearson Δ")], digits=4)
+if pert:
+    print(f"\nreferences on the same split: no change (control mean) {pert[0]['reference_ctrl_mse_top20']:.4f}, "
+          f"linear model {pert[0]['reference_linear_mse_top20']:.4f}")
+print("\n## 3. Session 7: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
+old = load("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2",
+           tag={"results_pe_corr": "[correlation-graph angles]"})
+table(old, ANNOT)

@@ -189,3 +189,20 @@ def test_compare_attention_builds_arms(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "run_pipeline", fake_run)
     main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,dot"])
     assert seen == {"pe": "cape", "compare": ["cape"]}
+
+
+def test_compare_takes_the_peer_methods(monkeypatch, tmp_path):
+    """Issue 17's command lines: every attention and every PE of the peer papers is a name."""
+    seen = []
+
+    def fake_run(source, **kw):
+        seen.append(dict(kw["overrides"]["train"]))
+        raise CapeConfigError("stop")
+
+    import cape_pipeline.pipeline.runner as runner
+
+    monkeypatch.setattr(runner, "run_pipeline", fake_run)
+    main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,cone-penumbral,cone-umbral,riemann"])
+    main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "pe=cape,ape-tree,learned-small-norm,rank-value,default"])
+    assert seen[0] == {"pe": "cape", "compare": ["cape@cone-penumbral", "cape@cone-umbral", "cape@riemann"]}
+    assert seen[1] == {"pe": "cape", "compare": ["ape-tree", "learned-small-norm", "rank-value", "default"]}
