@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,8 @@ from cape_pipeline.errors import CapeDataError
 
 __all__ = ["prepare_matrix"]
 
+logger = logging.getLogger(__name__)
+
 
 def _names_list(names: Any, limit: int = 5) -> str:
     names = [str(n) for n in names]
@@ -20,7 +23,7 @@ def _names_list(names: Any, limit: int = 5) -> str:
 
 
 def prepare_matrix(
-    data: Any, feature_names: Any = None
+    data: Any, feature_names: Any = None, *, missing: str = "error"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate input data and standardize each feature (mean 0, population sd 1).
 
@@ -32,6 +35,9 @@ def prepare_matrix(
     feature_names
         Names for an array input (default ``x0 … x{M-1}``); overrides AnnData/DataFrame names
         when given.
+    missing
+        ``"error"``: NaN is refused; ``"mean"``: each feature's NaN becomes its observed mean
+        (``DiscoverConfig.missing``). ±inf is refused either way.
 
     Returns
     -------
@@ -83,9 +89,15 @@ def prepare_matrix(
         if all_missing.any():
             raise CapeDataError(f"data: features {_names_list(names[all_missing])} are all missing (NaN)")
         bad = ~finite.all(axis=0)
-        raise CapeDataError(
-            f"data: features {_names_list(names[bad])} contain NaN or inf; impute or drop them first"
-        )
+        if missing == "mean" and not np.isinf(x).any():
+            col_mean = np.nanmean(x, axis=0)
+            x = np.where(np.isnan(x), col_mean, x)
+            logger.info("discover: %d missing values in %d features replaced by the feature means", int((~finite).sum()), int(bad.sum()))
+        else:
+            raise CapeDataError(
+                f"data: features {_names_list(names[bad])} contain NaN or inf; impute or drop them first "
+                "(NaN only: missing='mean')"
+            )
     mean = x.mean(axis=0)
     sd = x.std(axis=0)
     const = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))

@@ -138,7 +138,7 @@ def discover_scored(
     device, seed, max_outer, min_steps = cfg.device, cfg.seed, cfg.max_outer, cfg.min_steps
     support = cfg.support if method == "cape" else None
     method_options = dict(cfg.method_options)
-    x_std, names = prepare_matrix(data, feature_names)
+    x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
     n, m = x_std.shape
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
     if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":

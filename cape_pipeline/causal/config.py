@@ -112,6 +112,12 @@ class DiscoverConfig:
         λs (Eq. 9), weight of ``‖A‖₁`` per batch of ``batch_size`` rows (see ``l1``).
     threshold
         τ on ``|A|`` (0.2); for ``"correlation"`` the threshold on ``|r|``.
+    missing
+        NaN in the data: ``"error"`` (default) refuses them, naming the features; ``"mean"``
+        replaces each feature's NaN by its mean over the observed rows, for structure learning
+        only (the imputed value is the feature's mean, so it adds no covariance). The
+        pipeline's discover stage uses ``"mean"`` on data whose modality marks missing values
+        with NaN (methylation, proteomics; ingest rejects NaN elsewhere).
     epochs, batch_size, lr
         AdamW budget over all outer steps (100 epochs, 128 rows, 3e-3; Supp. F.4).
         ``epochs=None`` (default) means the paper's 100 epochs, raised for small N to at
@@ -199,6 +205,7 @@ class DiscoverConfig:
     rank: int = 40
     lambda_sparse: float = 1.0
     threshold: float = 0.2
+    missing: str = "error"
     epochs: int | None = None
     batch_size: int = 128
     lr: float = 3e-3
@@ -228,6 +235,8 @@ class DiscoverConfig:
         method = self.method
         if method not in (*METHODS, TRUE_DAG):
             raise CapeConfigError(f"method: expected one of {', '.join((*METHODS, TRUE_DAG))}, got {method!r}")
+        if self.missing not in ("error", "mean"):
+            raise CapeConfigError(f"missing: expected 'error' or 'mean', got {self.missing!r}")
         checks = {
             "rank": (lambda v: _is_int(v, 1), "an integer >= 1"),
             "lambda_sparse": (lambda v: _is_num(v, lambda f: f >= 0), "a finite number >= 0"),

@@ -172,3 +172,40 @@ def test_penalty_held_once_thresholded_graph_is_dag():
     assert plain[-1]["alpha"] > 0 and plain[-1]["rho"] > plain[0]["rho"]
     with pytest.raises(ValueError, match="l1"):
         fit_low_rank_vae(x, SolverConfig(rank=4, epochs=1, l1="bogus"), device="cpu")
+
+
+def test_missing_mean_imputes_nan_for_structure_learning_only():
+    """``missing="mean"``: NaN becomes the feature's observed mean (so no covariance is added);
+    the default refuses NaN, naming the feature and the option; inf is refused either way."""
+    from cape_pipeline.causal._input import prepare_matrix
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 3))
+    x[:, 1] += x[:, 0]
+    holes = x.copy()
+    holes[[3, 7, 11], 1] = np.nan
+    with pytest.raises(CapeDataError, match=r"'x1'.*missing='mean'"):
+        prepare_matrix(holes)
+    xs, _ = prepare_matrix(holes, missing="mean")
+    filled = holes.copy()
+    filled[[3, 7, 11], 1] = np.nanmean(holes[:, 1])
+    np.testing.assert_allclose(xs, (filled - filled.mean(0)) / filled.std(0), atol=1e-12)
+    inf = holes.copy()
+    inf[0, 2] = np.inf
+    with pytest.raises(CapeDataError, match="NaN or inf"):
+        prepare_matrix(inf, missing="mean")
+    with pytest.raises(CapeConfigError, match="missing"):
+        discover(holes, missing="zero")
+    g = discover(holes, missing="mean", method="correlation", threshold=0.3)
+    assert g.n_edges > 0
+
+
+def test_pipeline_discovers_on_methylation_with_missing_values(tmp_path):
+    """Bundled methylation data hold NaN (not measured); the discover stage imputes feature means."""
+    from cape_pipeline.pipeline import run_pipeline
+
+    ad = run_pipeline("methylation-age-sim", until="preprocess", workdir=tmp_path / "w").output("preprocess")
+    assert np.isnan(np.asarray(ad.X)).any()
+    r = run_pipeline("methylation-age-sim", until="discover", workdir=tmp_path / "w",
+                     overrides={"discover": {"method": "correlation", "threshold": 0.3}})
+    assert r.output("discover").n_edges > 0

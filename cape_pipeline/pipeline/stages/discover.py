@@ -7,6 +7,7 @@ The stage's parameters are :class:`cape_pipeline.causal.DiscoverConfig`, the opt
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,11 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
     else:
         from cape_pipeline.causal.api import discover_scored
 
+        if cfg.missing == "error" and _has_nan(adata.X):
+            # ingest lets NaN through only where the modality marks missing values with it
+            # (methylation, proteomics): structure learning imputes feature means
+            log.info("discover: the data hold missing values (NaN); Step I imputes feature means (discover.missing=mean)")
+            cfg = dataclasses.replace(cfg, missing="mean")
         graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
         if graph.n_edges == 0:
             top = float(np.abs(scores).max()) if scores is not None else float("nan")
@@ -51,6 +57,14 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
 
         graph.params["metrics_vs_truth"] = {k: float(v) for k, v in dag_metrics(graph.adjacency, truth).items()}
     return graph
+
+
+def _has_nan(x: Any) -> bool:
+    """Whether a dense or sparse matrix holds a NaN."""
+    import scipy.sparse as sp
+
+    data = x.data if sp.issparse(x) else np.asarray(x)
+    return bool(np.isnan(data).any())
 
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
