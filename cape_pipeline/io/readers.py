@@ -21,14 +21,20 @@ import pandas as pd
 import scipy.sparse as sp
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
+from cape_pipeline.io._lazy import (
+    backed_as_dask,
+    is_lazy,
+    nonfinite_block,
+    nonfinite_columns_lazy,
+    parquet_dask_array,
+    parquet_decoded_bytes,
+)
 from cape_pipeline.io.catalog import MODALITIES, get_entry
 
 log = logging.getLogger(__name__)
 
 MISSING_ALLOWED = ("proteomics", "methylation")
 """Modalities in which NaN marks a missing value rather than an error."""
-
-_ROW_CHUNK = 4096
 
 
 def _available_memory() -> int:
@@ -64,8 +70,9 @@ def read(
     index_column
         Parquet/CSV only: column holding observation names (``obs_names``).
     backed
-        ``.h5ad`` only: open in backed (read-only, on-disk) mode. ``None`` picks backed mode
-        when the file is larger than half of the available memory.
+        ``.h5ad``: open in backed (read-only, on-disk) mode. ``.parquet``: read lazily
+        (:func:`read_parquet_lazy`, ``X`` a dask array over row groups). ``None`` picks this
+        when the file (Parquet: its decoded size) is larger than half of the available memory.
     **loader_kwargs
         Passed to a catalog loader (e.g. ``n_nodes=50`` for ``synthetic-mlp``).
 
@@ -113,6 +120,8 @@ def read(
             )
         if suffix == ".h5ad":
             adata = read_h5ad(path, backed=backed)
+        elif suffix in (".parquet", ".pq") and (backed if backed is not None else parquet_decoded_bytes(path) > _available_memory() // 2):
+            adata = read_parquet_lazy(path, label_columns=label_columns, index_column=index_column)
         else:
             adata = _READERS[suffix](path, label_columns=label_columns, index_column=index_column)
         modality = modality or adata.uns.get("cape_modality") or "scrna"
@@ -125,7 +134,7 @@ def read(
         "n_obs": int(adata.n_obs),
         "n_vars": int(adata.n_vars),
         "label_columns": [c for c in (label_columns or []) if c in adata.obs.columns],
-        "backed": bool(adata.isbacked),
+        "backed": bool(adata.isbacked or is_lazy(adata.X)),
     }
     return adata
 
@@ -241,20 +250,32 @@ def _frame_to_anndata(
         df = df.set_index(index_column)
     obs = df[label_columns].copy() if label_columns else pd.DataFrame(index=df.index)
     feats = df.drop(columns=label_columns)
-    non_numeric = [
-        c for c in feats.columns if not (pd.api.types.is_numeric_dtype(feats[c]) or pd.api.types.is_bool_dtype(feats[c]))
-    ]
+    _check_numeric(
+        [c for c in feats.columns if not (pd.api.types.is_numeric_dtype(feats[c]) or pd.api.types.is_bool_dtype(feats[c]))],
+        where,
+    )
+    obs.index = _obs_index(feats.index)
+    x = feats.to_numpy(dtype=np.float32, na_value=np.nan)
+    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(feats.columns.astype(str))))
+
+
+def _check_numeric(non_numeric: list[str], where: str) -> None:
     if non_numeric:
         raise CapeDataError(
             f"{where}: non-numeric feature column(s) {non_numeric[:10]} "
             f"({len(non_numeric)} in all); name label columns with label_columns=[...] "
             "(CLI: --set ingest.label_columns=[...]) or remove them"
         )
-    obs.index = pd.Index([str(i) for i in feats.index])
-    if not obs.index.is_unique:
-        obs.index = pd.Index([f"{i}-{k}" for k, i in enumerate(obs.index)])
-    x = feats.to_numpy(dtype=np.float32, na_value=np.nan)
-    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(feats.columns.astype(str))))
+
+
+def _obs_index(ids: Any) -> pd.Index:
+    """Observation names as unique strings (a repeated name gets ``-<row>`` appended)."""
+    index = pd.Index([str(i) for i in ids])
+    return index if index.is_unique else pd.Index([f"{i}-{k}" for k, i in enumerate(index)])
+
+
+def _not_parquet(path: Path, exc: BaseException) -> CapeFileError:
+    return CapeFileError(f"{path}: not a readable Parquet file (corrupt or truncated?): {_one_line(exc)}")
 
 
 def _check_duplicate_columns(names: Sequence[str], where: str) -> None:
@@ -288,20 +309,69 @@ def read_parquet(
     try:
         names = pq.read_schema(path).names
     except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise CapeFileError(
-            f"{path}: not a readable Parquet file (corrupt or truncated?): {_one_line(exc)}"
-        ) from exc
+        raise _not_parquet(path, exc) from exc
     # pyarrow cannot read a table whose columns share a name ("Multiple matches for FieldRef")
     _check_duplicate_columns(names, str(path))
     try:
         table = pq.read_table(path)
     except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise CapeFileError(
-            f"{path}: not a readable Parquet file (corrupt or truncated?): {_one_line(exc)}"
-        ) from exc
+        raise _not_parquet(path, exc) from exc
     return _frame_to_anndata(
         table.to_pandas(), where=str(path), label_columns=label_columns, index_column=index_column
     )
+
+
+def read_parquet_lazy(
+    path: str | os.PathLike[str],
+    *,
+    label_columns: Sequence[str] | None = None,
+    index_column: str | None = None,
+) -> ad.AnnData:
+    """Read a Parquet table lazily: ``X`` is a dask array with one block per row group.
+
+    Only the footer and the label/index columns are read here; feature values are read a row
+    group at a time when a computation needs them. Same layout and checks as :func:`read_parquet`.
+
+    Returns
+    -------
+    AnnData
+        ``X`` a ``(N, M)`` float32 :class:`dask.array.Array` (nulls become NaN); ``obs`` holds
+        the label columns, ``obs_names`` the index column or the stored pandas index.
+
+    Raises
+    ------
+    CapeFileError
+        If the file is not valid Parquet (corrupt or truncated).
+    CapeDataError
+        Non-numeric feature columns, duplicate column names, unknown label/index columns
+        (all found from the schema, before any value is read).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        meta = pq.read_metadata(path)  # parsed once: a wide file's footer is large
+        schema = meta.schema.to_arrow_schema()
+    except Exception as exc:  # ArrowInvalid, OSError, ...
+        raise _not_parquet(path, exc) from exc
+    names = [str(n) for n in schema.names]
+    _check_duplicate_columns(names, str(path))
+    labels = list(label_columns or [])
+    for c in [*labels, *([index_column] if index_column else [])]:
+        if c not in names:
+            raise CapeDataError(f"{path}: column {c!r} not found (columns: {names[:10]}...)")
+    stored = [c for c in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)]
+    index_cols = [index_column] if index_column else stored
+    feats = [c for c in names if c not in labels and c not in index_cols and c not in stored]
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)
+    _check_numeric([c for c in feats if not any(f(schema.field(c).type) for f in numeric)], str(path))
+    side = pq.ParquetFile(path, metadata=meta).read(columns=[*labels, *index_cols]).to_pandas(ignore_metadata=True)
+    obs = side[labels].copy() if labels else pd.DataFrame(index=side.index)
+    ids = side[index_cols[0]] if index_cols else pd.RangeIndex(len(side))
+    obs.index = _obs_index(ids)
+    x = parquet_dask_array(path, feats, meta)
+    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(feats)))
 
 
 def read_csv(
@@ -376,31 +446,14 @@ def _check_separator(path: Path, sep: str, header: str, values: list[str]) -> No
 _READERS = {".h5ad": read_h5ad, ".parquet": read_parquet, ".pq": read_parquet, ".csv": read_csv, ".tsv": read_csv}
 
 
-def _nonfinite_columns(x: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices holding NaN, and those holding ±inf (dense, sparse or backed; chunked)."""
-    m = x.shape[1]
-    has_nan = np.zeros(m, dtype=bool)
-    has_inf = np.zeros(m, dtype=bool)
-
-    def visit(block: Any) -> None:
-        if sp.issparse(block):
-            block = sp.csr_matrix(block)
-            d, idx = block.data, block.indices
-            has_nan[idx[np.isnan(d)]] = True
-            has_inf[idx[np.isinf(d)]] = True
-        else:
-            b = np.asarray(block)
-            if not np.issubdtype(b.dtype, np.floating):
-                return
-            has_nan[:] |= np.isnan(b).any(axis=0)
-            has_inf[:] |= np.isinf(b).any(axis=0)
-
-    if sp.issparse(x) or isinstance(x, np.ndarray):
-        visit(x)
-    else:  # backed h5py dataset or sparse dataset: read row chunks
-        for start in range(0, x.shape[0], _ROW_CHUNK):
-            visit(x[start : start + _ROW_CHUNK])
-    return np.flatnonzero(has_nan), np.flatnonzero(has_inf)
+def _nonfinite_columns(adata: ad.AnnData) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices holding NaN, and those holding ±inf (in memory; backed or dask ``X``:
+    one lazy pass over its row blocks)."""
+    x = adata.X
+    if adata.isbacked or is_lazy(x):
+        return nonfinite_columns_lazy(backed_as_dask(adata))
+    flags = nonfinite_block(x)
+    return np.flatnonzero(flags[0]), np.flatnonzero(flags[1])
 
 
 def validate_adata(adata: ad.AnnData, *, source: str = "data", modality: str = "scrna") -> None:
@@ -432,7 +485,7 @@ def validate_adata(adata: ad.AnnData, *, source: str = "data", modality: str = "
     dtype = getattr(x, "dtype", None)
     if dtype is not None and not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
         raise CapeDataError(f"{source}: X has non-numeric dtype {dtype}; expected numbers")
-    nan_cols, inf_cols = _nonfinite_columns(x)
+    nan_cols, inf_cols = _nonfinite_columns(adata)
     if inf_cols.size:
         raise CapeDataError(
             f"{source}: infinite values in feature(s) {names[inf_cols[:10]].tolist()} "

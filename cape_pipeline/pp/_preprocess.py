@@ -100,6 +100,36 @@ def detect_input_state(x: Any) -> InputState:
     return "log-normalized" if float(v.max()) <= _LOG_MAX else "normalized"
 
 
+def _is_dask(x: Any) -> bool:
+    import sys
+
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
+
+
+def _computed(adata: ad.AnnData) -> ad.AnnData:
+    """A copy of ``adata`` with its dask ``X`` computed (small, non-scRNA tables only)."""
+    out = adata.copy()
+    out.X = adata.X.compute(scheduler="synchronous")
+    return out
+
+
+def _lazy_input_state(x: Any, max_rows: int = 2000, piece: int = 250) -> InputState:
+    """:func:`detect_input_state` of the first ``max_rows`` rows of a dask ``x``, computed
+    ``piece`` rows at a time (the whole sample of a wide matrix costs several times its size)."""
+    states, vmax = [], 0.0
+    for start in range(0, min(max_rows, x.shape[0]), piece):
+        rows = x[start : min(start + piece, max_rows)].compute(scheduler="synchronous")
+        states.append(detect_input_state(rows))
+        v = _sample_values(rows)
+        vmax = max(vmax, float(v.max()) if v.size else 0.0)
+    if "scaled" in states:
+        return "scaled"
+    if all(s == "counts" for s in states):
+        return "counts"
+    return "log-normalized" if vmax <= _LOG_MAX else "normalized"
+
+
 def _as_dense_or_csr(x: Any) -> Any:
     return sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else np.asarray(x, dtype=np.float32)
 
@@ -187,14 +217,14 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
     shape_in = [int(adata.n_obs), int(adata.n_vars)]
     record: dict[str, Any] = {"modality": modality, "config": asdict(cfg), "used_raw": False}
 
-    if adata.isbacked and modality != "scrna":
-        adata = adata.to_memory()  # proteomics / methylation tables are small: N x M dense
-    if adata.isbacked:  # scRNA larger than memory: stream over row chunks
-        from cape_pipeline.pp._backed import preprocess_backed_scrna
+    if (adata.isbacked or _is_dask(adata.X)) and modality != "scrna":  # small N x M tables
+        adata = adata.to_memory() if adata.isbacked else _computed(adata)
+    if adata.isbacked or _is_dask(adata.X):  # scRNA larger than memory: dask passes, X never loaded
+        from cape_pipeline.pp._lazy import lazy_x, preprocess_lazy_scrna
 
-        state = detect_input_state(adata.X)
+        state = _lazy_input_state(lazy_x(adata))
         min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
-        work, steps = preprocess_backed_scrna(
+        work, steps = preprocess_lazy_scrna(
             adata,
             state=state,
             min_genes=min_genes,

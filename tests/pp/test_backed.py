@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import cape_pipeline.io as cio
-from cape_pipeline.pp import _backed, preprocess
+from cape_pipeline.pp import _lazy, preprocess
 
 
 def _counts(n=3000, m=400, sparse=True, seed=0):
@@ -39,7 +39,7 @@ def test_backed_matches_in_memory(tmp_path, sparse):
 
 
 def test_backed_streams_in_several_chunks(monkeypatch, tmp_path):
-    monkeypatch.setattr(_backed, "CHUNK_ROWS", 256)
+    monkeypatch.setattr(_lazy, "CHUNK_ROWS", 256)
     a = _counts(n=1000, m=100)
     p = tmp_path / "c.h5ad"
     a.write_h5ad(p)
