@@ -103,6 +103,23 @@ def build_stage_configs(
     return out
 
 
+def _run_keeping_threads(st: Any, inputs: dict, config: Any, ctx: Any) -> Any:
+    """``st.run(inputs, config, ctx)``, then restore torch's thread count if the stage changed it.
+
+    The thread count is part of every cache key; UMAP's numba/OpenMP start-up in ``evaluate``
+    raised it from 1 to 2 (``OMP_NUM_THREADS=1``), so the next run in the same process missed
+    its cache.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return st.run(inputs, config, ctx)
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
 def run_pipeline(
     source: str,
     *,
@@ -183,7 +200,7 @@ def run_pipeline(
         if report:
             report(name, None, "start")
         t0 = time.perf_counter()
-        result = st.run({u: _resolve(outputs, u) for u in inputs[name]}, configs[name], ctx)
+        result = _run_keeping_threads(st, {u: _resolve(outputs, u) for u in inputs[name]}, configs[name], ctx)
         seconds = time.perf_counter() - t0
         ctx.timings[name] = seconds
         summary = st.summary(result) if st.summary else {}

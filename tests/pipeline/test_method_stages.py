@@ -227,3 +227,26 @@ def test_peer_arms_get_the_graph_and_the_points(tmp_path):
     np.testing.assert_array_equal(pos.hyperboloid, enc.hyperboloid[sub])
     expect, _ = spanning_forest(enc.graph.adjacency.tocsr()[sub][:, sub])
     np.testing.assert_array_equal(pos.parent, expect)
+
+
+def test_a_stage_that_changes_torch_threads_leaves_them_as_they_were(tmp_path, monkeypatch):
+    """The thread count is in every cache key; UMAP's OpenMP start-up in evaluate once raised it
+    from 1 to 2, so a second run in the same process missed the cache."""
+    import dataclasses
+
+    import torch
+
+    from cape_pipeline.pipeline.stages import STAGES
+
+    st = STAGES["ingest"]
+
+    def run(*args):
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        return st.run(*args)
+
+    monkeypatch.setitem(STAGES, "ingest", dataclasses.replace(st, run=run))
+    before = torch.get_num_threads()
+    r = run_pipeline("krumsiek11", until="ingest", workdir=tmp_path / "w")
+    assert not r.records[0].cached and torch.get_num_threads() == before
+    monkeypatch.setitem(STAGES, "ingest", st)
+    assert run_pipeline("krumsiek11", until="ingest", workdir=tmp_path / "w").records[0].cached
