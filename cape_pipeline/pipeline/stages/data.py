@@ -54,8 +54,9 @@ class IngestConfig:
 
 def _ingest_run(inputs: Mapping[str, Any], cfg: IngestConfig, ctx: StageContext) -> ad.AnnData:
     from cape_pipeline.io import read
+    from cape_pipeline.io._lazy import is_lazy
 
-    return read(
+    adata = read(
         ctx.source,
         modality=cfg.modality,
         label_columns=list(cfg.label_columns) if cfg.label_columns is not None else None,
@@ -63,30 +64,148 @@ def _ingest_run(inputs: Mapping[str, Any], cfg: IngestConfig, ctx: StageContext)
         backed=cfg.backed,
         **cfg.loader_kwargs,
     )
+    if is_lazy(adata.X):  # what _ingest_load needs to open the same lazy table again
+        adata.uns["cape_ingest"]["index_column"] = cfg.index_column
+    return adata
+
+
+# Content hashes of source files by their stat signature: the cache key and the saved reference
+# of one run hash a file larger than memory once.
+_HASHES: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def _stat_signature(path: Path) -> tuple[int, int, int, int]:
+    """Size, mtime, ctime and inode: any write, rename or ``touch`` changes one of them."""
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def _source_hash(path: Path, *, fresh: bool = False) -> str:
+    """Streamed content hash of ``path`` (:func:`hash_file`), memoized on its stat signature;
+    ``fresh`` hashes it again (the cache key always does)."""
+    key = (str(path.resolve()), *_stat_signature(path))
+    if fresh or key not in _HASHES:
+        _HASHES[key] = hash_file(path)
+    return _HASHES[key]
+
+
+def _lazy_source(adata: ad.AnnData) -> tuple[str, Path] | None:
+    """``("h5ad", file)`` for a backed AnnData, ``("parquet", file)`` for a lazily read Parquet
+    file source, ``None`` for data held in memory (saved as ``adata.h5ad``)."""
+    from cape_pipeline.io._lazy import is_lazy
+
+    if adata.isbacked:
+        return "h5ad", Path(adata.filename).resolve()
+    src = Path(str(adata.uns.get("cape_ingest", {}).get("source", ""))).expanduser()
+    if is_lazy(adata.X) and src.suffix.lower() in (".parquet", ".pq") and src.is_file():
+        return "parquet", src.resolve()
+    return None
 
 
 def _ingest_save(adata: ad.AnnData, d: Path) -> None:
-    """In-memory data is written as ``adata.h5ad``; a backed (larger than memory) file is not
-    copied: ``backed_source.json`` records its path, and the cache key already holds its
-    content hash, so a changed file never matches this artifact."""
-    if adata.isbacked:
-        ref = {"path": str(Path(adata.filename).resolve()), "uns": adata.uns.get("cape_ingest", {})}
-        with atomic_path(d / "backed_source.json") as tmp:
-            tmp.write_text(json.dumps(ref, indent=1, default=str))
-    else:
+    """In-memory data is written as ``adata.h5ad``. A backed ``.h5ad`` or a lazily read Parquet
+    file (larger than memory) is not copied: ``backed_source.json`` records its path, format,
+    stat signature and content hash (the one in the cache key), so a changed file never matches
+    this artifact and is refused when the artifact is loaded."""
+    lazy = _lazy_source(adata)
+    if lazy is None:
         save_adata(adata, d / "adata.h5ad")
+        return
+    fmt, path = lazy
+    uns = adata.uns.get("cape_ingest", {})
+    ref = {
+        "path": str(path),
+        "format": fmt,
+        "stat": list(_stat_signature(path)),
+        "content": _source_hash(path),
+        "n_obs": int(adata.n_obs),
+        "n_vars": int(adata.n_vars),
+        "uns": uns,
+    }
+    with atomic_path(d / "backed_source.json") as tmp:
+        tmp.write_text(json.dumps(ref, indent=1, default=str))
+
+
+def _check_unchanged(info: Mapping[str, Any], d: Path) -> Path:
+    """The referenced source file, after checking that it still holds the content the artifact
+    was made from (its stat signature first; the content hash when that differs)."""
+    from cape_pipeline.errors import CapeFileError
+
+    path = Path(info["path"])
+    if not path.is_file():
+        raise CapeFileError(f"{path}: source of the cached ingest artifact {d} is gone; run again")
+    same_stat = list(_stat_signature(path)) == info.get("stat")
+    if "content" in info and not same_stat and _source_hash(path) != info["content"]:
+        raise CapeFileError(
+            f"{path}: changed since the cached ingest artifact {d} was made from it; "
+            "run again to ingest the new content"
+        )
+    return path
 
 
 def _ingest_load(d: Path) -> ad.AnnData:
     ref = d / "backed_source.json"
-    if ref.is_file():
+    if not ref.is_file():
+        return load_adata(d / "adata.h5ad")
+    info = json.loads(ref.read_text())
+    path = _check_unchanged(info, d)
+    uns = info["uns"]
+    if info.get("format") == "parquet":
+        from cape_pipeline.io.readers import read_parquet_lazy
+
+        adata = read_parquet_lazy(path, label_columns=uns.get("label_columns") or None,
+                                  index_column=uns.get("index_column"))
+    else:
         from cape_pipeline.io import read_h5ad
 
-        info = json.loads(ref.read_text())
-        adata = read_h5ad(info["path"], backed=True)
-        adata.uns["cape_ingest"] = info["uns"]
-        return adata
-    return load_adata(d / "adata.h5ad")
+        adata = read_h5ad(path, backed=True)
+    adata.uns["cape_ingest"] = uns
+    return adata
+
+
+def _streamed_x_hash(adata: ad.AnnData) -> str:
+    """Content hash of a backed or lazy ``X``, one row block in memory at a time. For a dense
+    ``X`` it equals :func:`cape_pipeline._utils.hash_array` of the matrix in memory; a sparse
+    one hashes each block's canonical CSR parts (another digest than the in-memory one)."""
+    import hashlib
+
+    import dask
+    import numpy as np
+    import scipy.sparse as sp
+
+    from cape_pipeline.io._lazy import backed_as_dask
+
+    x = backed_as_dask(adata)
+    h = hashlib.blake2b(digest_size=16)
+    sparse = sp.issparse(getattr(x, "_meta", None))
+    h.update(f"{'csr-blocks' if sparse else 'dense'}{tuple(x.shape)}{x.dtype}".encode())
+    for part in x.to_delayed().ravel():
+        (block,) = dask.compute(part, scheduler="synchronous")
+        if sp.issparse(block):
+            b = sp.csr_matrix(block)
+            b.sum_duplicates()
+            b.sort_indices()
+            for arr in (b.data, b.indices, b.indptr):
+                h.update(np.ascontiguousarray(arr).view(np.uint8).data)
+        else:
+            h.update(np.ascontiguousarray(np.asarray(block), dtype=x.dtype).view(np.uint8).data)
+        del block
+    return h.hexdigest()
+
+
+def _ingest_summary(adata: ad.AnnData) -> dict[str, Any]:
+    """:func:`_adata_summary`; for a backed or lazy ``X`` its fingerprint is streamed (the
+    in-memory one would load ``X``), equal to the in-memory one for dense data."""
+    from cape_pipeline.io._lazy import is_lazy
+
+    if not (adata.isbacked or is_lazy(adata.X)):
+        return _adata_summary(adata)
+    fp = hash_bytes(
+        _streamed_x_hash(adata),
+        "\x00".join(adata.var_names.astype(str)),
+        "\x00".join(adata.obs_names.astype(str)),
+    )
+    return {"n_obs": int(adata.n_obs), "n_vars": int(adata.n_vars), "data_fingerprint": fp}
 
 
 def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
@@ -100,14 +219,14 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
     p = Path(ctx.source).expanduser()
     if is_file_source(ctx.source):
         check_file_source(ctx.source)  # missing, a directory, unreadable: one line each
-        return "file:" + hash_file(p)
+        return "file:" + _source_hash(p, fresh=True)
     entry = get_entry(ctx.source)
     definition = hash_bytes(canonical_json(asdict(entry)))
     if entry.bundled:
         return f"bundled:{entry.name}:{definition}"
     local = cfg.loader_kwargs.get("path") or (os.environ.get(entry.path_env) if entry.path_env else None)
     if local and Path(local).is_file():
-        return f"local:{definition}:" + hash_file(Path(local))
+        return f"local:{definition}:" + _source_hash(Path(local), fresh=True)
     return "missing:" + entry.name  # the loader will raise a clear error
 
 
@@ -125,7 +244,7 @@ INGEST_STAGE = Stage(
     load=_ingest_load,
     export_files=("adata.h5ad", "backed_source.json"),
     fingerprint=_ingest_fingerprint,
-    summary=_adata_summary,
+    summary=_ingest_summary,
     extra_field="loader_kwargs",
     doc_from=("cape_pipeline.io.readers:read",),
 )
