@@ -59,6 +59,7 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3) -> 
     # the time ratio only within one process sequence (same load): results_peers_pbmc* share the dot
     # `cape` rows of results_peers_pbmc; the session-7 dirs theirs
     group = {"results_peers_pbmc_penumbral": "results_peers_pbmc", "results_peers_pbmc_umbral": "results_peers_pbmc",
+             "results_peers_pbmc_apectrl": "results_peers_pbmc",
              "results_pe_corr": "results_pe", "results_attention": "results_pe", "results_attention_s1": "results_pe",
              "results_attention_s2": "results_pe"}
     src = {id(r): group.get(r["src"], r["src"]) for r in rows}
@@ -79,7 +80,8 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3) -> 
 ANNOT = [("macro_f1", "macro-F1"), ("accuracy", "accuracy")]
 print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
 pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
-pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral")
+pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
+             tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
 table(pbmc, ANNOT)
 ref = [r for r in pbmc if "reference_macro_f1" in r]
 if ref:
