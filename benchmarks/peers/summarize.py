@@ -55,7 +55,7 @@ def paired(rows: list[dict], arm: str, metric: str, base: str = "default") -> st
     return f"{d.mean():+.3f} [{d.mean() - half:+.3f}, {d.mean() + half:+.3f}]"
 
 
-def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3) -> None:
+def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3, n_paired: int = 1) -> None:
     # the time ratio only within one process sequence (same load): results_peers_pbmc* share the dot
     # `cape` rows of results_peers_pbmc; the session-7 dirs theirs
     group = {"results_peers_pbmc_penumbral": "results_peers_pbmc", "results_peers_pbmc_umbral": "results_peers_pbmc",
@@ -65,15 +65,17 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3) -> 
     src = {id(r): group.get(r["src"], r["src"]) for r in rows}
     dot = {(src[id(r)], r["seed"]): r["seconds"] for r in rows if r["pe"] == "cape"}
     head = " | ".join(name for _, name in metrics)
-    first = metrics[0]
-    print(f"| arm | seeds | {head} | {first[1]} − default (95 % CI) | s per run | × dot `cape` (same seed) | load1 |")
-    print("|---|---|" + "---|" * len(metrics) + "---|---|---|---|")
+    pm = metrics[:n_paired]
+    phead = " | ".join(f"{name} − default (95 % CI)" for _, name in pm)
+    print(f"| arm | seeds | {head} | {phead} | s per run | × dot `cape` (same seed) | load1 |")
+    print("|---|---|" + "---|" * (len(metrics) + n_paired) + "---|---|---|")
     for arm in dict.fromkeys(r["pe"] for r in rows):
         rs = [r for r in rows if r["pe"] == arm]
         vals = " | ".join(ms([r[k] for r in rs], digits) for k, _ in metrics)
         ratio = [r["seconds"] / dot[src[id(r)], r["seed"]] for r in rs if (src[id(r)], r["seed"]) in dot]
         rtxt = f"{np.mean(ratio):.2f}" if ratio else ""
-        print(f"| `{arm}` | {','.join(str(r['seed']) for r in rs)} | {vals} | {paired(rows, arm, first[0])} | "
+        pvals = " | ".join(paired(rows, arm, k) for k, _ in pm)
+        print(f"| `{arm}` | {','.join(str(r['seed']) for r in rs)} | {vals} | {pvals} | "
               f"{np.mean([r['seconds'] for r in rs]):.0f} | {rtxt} | {np.mean([r['load1'] for r in rs]):.1f} |")
 
 
@@ -82,7 +84,7 @@ print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
 pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
 pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
              tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
-table(pbmc, ANNOT)
+table(pbmc, ANNOT, n_paired=2)
 ref = [r for r in pbmc if "reference_macro_f1" in r]
 if ref:
     print(f"\nlogistic regression on the same splits: macro-F1 {ms([r['reference_macro_f1'] for r in ref])}, "
@@ -97,4 +99,4 @@ if pert:
 print("\n## 3. Session 7: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
 old = load("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2",
            tag={"results_pe_corr": "[correlation-graph angles]"})
-table(old, ANNOT)
+table(old, ANNOT, n_paired=2)
