@@ -18,13 +18,16 @@ the linear SEM (NOTEARS) and bends it as far as the data asks.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-__all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE", "standardize_batch"]
+__all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE", "standardize_batch", "batch_shard"]
 
 #: how q(Z | X) enters the ELBO (see LowRankSEMVAE)
 POSTERIORS = ("sampled", "mean")
@@ -143,12 +146,39 @@ class EntrywiseMLP(nn.Module):
         return x + torch.relu(x.unsqueeze(-1) * self.w1 + self.b1) @ self.w2 + self.b2
 
 
+_SHARD: contextvars.ContextVar[tuple[torch.Tensor, int] | None] = contextvars.ContextVar("cape_step1_shard", default=None)
+
+
+@contextlib.contextmanager
+def batch_shard(rows: torch.Tensor, n_batch: int) -> Iterator[None]:
+    """Inside the block this process holds the rows ``rows`` ``(b,)`` of a batch of ``n_batch``
+    rows split over the ranks of a process group (data-parallel Step I): the batch statistics of
+    :func:`standardize_batch` are summed over the ranks (differentiably), and the posterior
+    noise of :meth:`LowRankSEMVAE.forward` is drawn for the whole batch, then sliced, so every
+    rank draws the same numbers a single process would."""
+    token = _SHARD.set((rows, int(n_batch)))
+    try:
+        yield
+    finally:
+        _SHARD.reset(token)
+
+
 def standardize_batch(fx: torch.Tensor) -> torch.Tensor:
     """Standardize ``(B, M)`` per column over the batch: ``(fx − mean) / sqrt(var + 1e-6)``.
 
     Population variance, same dtype and device; used on ``f(X)`` by both Step I models (see
-    :meth:`LowRankSEMVAE.transform` for why the scale of f(X) must be fixed).
+    :meth:`LowRankSEMVAE.transform` for why the scale of f(X) must be fixed). Inside
+    :func:`batch_shard` the batch is the union of every rank's rows (sums all-reduced).
     """
+    shard = _SHARD.get()
+    if shard is not None:
+        from torch.distributed.nn.functional import all_reduce
+
+        n = shard[1]
+        sums = all_reduce(torch.stack([fx.sum(dim=0), fx.pow(2).sum(dim=0)]))  # (2, M), every rank's rows
+        mean = (sums[0] / n).unsqueeze(0)
+        var = (sums[1] / n).unsqueeze(0) - mean.pow(2)
+        return (fx - mean) / var.clamp_min(0.0).add(1e-6).sqrt()
     mean = fx.mean(dim=0, keepdim=True)
     sd = (fx - mean).pow(2).mean(dim=0, keepdim=True).add(1e-6).sqrt()
     return (fx - mean) / sd
@@ -295,7 +325,13 @@ class LowRankSEMVAE(nn.Module):
             kl = 0.5 * mu.pow(2).sum(dim=1).mean()
         else:
             log_var = self.log_var.expand_as(mu)
-            eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
+            shard = _SHARD.get()
+            if shard is None:
+                eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
+            else:  # the whole batch's noise, this rank's rows
+                rows, n_batch = shard
+                eps = torch.randn((n_batch, *mu.shape[1:]), generator=generator, dtype=mu.dtype, device=mu.device)
+                eps = eps[rows.to(mu.device)]
             z = mu + torch.exp(0.5 * log_var) * eps
             x_hat = self.decode(z)
             kl = 0.5 * (mu.pow(2) + log_var.exp() - 1.0 - log_var).sum(dim=1).mean()

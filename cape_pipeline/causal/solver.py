@@ -21,6 +21,7 @@ cycles vanishes only when *all* entries do, and every ``|A_ij|`` ended below τ 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -32,7 +33,8 @@ import torch
 
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, DEFAULT_EPOCHS, L1_MODES, DiscoverConfig
-from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE
+from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE, batch_shard
+from cape_pipeline.distributed import allreduce_gradients, shard, world
 from cape_pipeline.errors import CapeFitError
 
 __all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
@@ -285,6 +287,7 @@ def fit_low_rank_vae(
     dev = resolve_device(device)
     n, m = x.shape
     x = x.to(dev, torch.float32)
+    rank, size = world()  # under torchrun: data-parallel minibatches (cape_pipeline.distributed)
     gen_init = torch.Generator().manual_seed(config.seed)
     model = LowRankSEMVAE(
         m,
@@ -323,16 +326,22 @@ def fit_low_rank_vae(
                 perm = torch.randperm(n, generator=gen_cpu).to(dev)
                 for b in range(n_batches):
                     idx = perm[b * bs : (b + 1) * bs]
-                    if idx.numel() < 2:  # batch statistics need two rows
+                    if idx.numel() < max(2, size):  # batch statistics need two rows (one per rank)
                         continue
-                    terms = model(x[idx], generator=gen_dev)
+                    rows = shard(idx.numel(), rank, size).to(dev) if size > 1 else None
+                    with batch_shard(rows, idx.numel()) if rows is not None else contextlib.nullcontext():
+                        terms = model(x[idx] if rows is None else x[idx[rows]], generator=gen_dev)
                     l1 = _l1(model, l1_kind, config, gen_dev)
                     h = _h(model, config.acyclicity, state, config.power_iters)
                     loss = terms.neg_elbo + (
                         config.lambda_sparse * l1 + 0.5 * rho * h * h + alpha * h
                     ) / bs
                     opt.zero_grad(set_to_none=True)
-                    loss.backward()
+                    if rows is None:
+                        loss.backward()
+                    else:  # data parallel: this rank's rows, gradients summed over the ranks
+                        (loss * rows.numel()).backward()
+                        allreduce_gradients(list(model.parameters()), float(rows.numel()), 0.0)
                     opt.step()
                     sums += np.array(
                         [terms.recon.item(), terms.kl.item(), l1.item(), h.item()], dtype=float

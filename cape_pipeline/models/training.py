@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from cape_pipeline.distributed import allreduce_gradients, broadcast_parameters, shard, world
 from cape_pipeline.models.blocks import TokenTransformer
-from cape_pipeline.models.distributed import allreduce_gradients, broadcast_parameters, shard, world
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
 __all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "cell_embeddings", "as_tensor"]
@@ -129,7 +129,7 @@ def train_epochs(
         Parameters to optimize.
     step
         ``step(batch_index (b,) long) -> scalar loss``. Under data parallelism (a process group
-        of K > 1 ranks, :mod:`.distributed`) it is called as ``step(batch_index, rows)``:
+        of K > 1 ranks, :mod:`cape_pipeline.distributed`) it is called as ``step(batch_index, rows)``:
         draw everything random for the whole batch, evaluate only its ``rows`` (positions into
         the batch) and return ``(loss, weight)``, the mean loss over those rows and its
         denominator (rows, or scored tokens), or a scalar (weight = ``len(rows)``).

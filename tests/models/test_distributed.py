@@ -1,4 +1,4 @@
-"""Data-parallel training (cape_pipeline.models.distributed): 2 gloo processes on the CPU give the
+"""Data-parallel training (cape_pipeline.distributed): 2 gloo processes on the CPU give the
 same model and metrics as 1 process with the same seed and the same (global) batch."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from cape_pipeline.distributed import shard, world
 from cape_pipeline.models import build_backbone
-from cape_pipeline.models.distributed import shard, world
 from cape_pipeline.models.training import masked_pretrain, seeded
 from cape_pipeline.tasks import run_task, simulate_perturbation_data
 
@@ -45,6 +45,19 @@ def _perturbation() -> dict[str, float]:
     return {k: float(v) for k, v in res.metrics.items()}
 
 
+def _step1() -> np.ndarray:
+    """Step I (low-rank solver, sampled posterior) on a small SEM: the dense weight matrix. 300 rows
+    at batch 128: the last batch (44 rows) is split too."""
+    from cape_pipeline.causal.api import discover_scored
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 8))
+    x[:, 1] += x[:, 0]
+    x[:, 2] += 0.8 * x[:, 1] - 0.5 * x[:, 0]
+    _, scores = discover_scored(x, epochs=60, max_outer=3, rank=4, seed=0, device="cpu", posterior="sampled")
+    return scores
+
+
 def _worker(rank: int, size: int, port: int, queue) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(size))
     torch.set_num_threads(1)
@@ -53,7 +66,7 @@ def _worker(rank: int, size: int, port: int, queue) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=size)
     try:
         assert world() == (rank, size)
-        out = {"pretrain": _pretrain(), "perturbation": _perturbation()}
+        out = {"pretrain": _pretrain(), "perturbation": _perturbation(), "step1": _step1()}
         if rank == 0:  # numpy: torch tensors would travel as shared memory the exiting worker frees
             out["pretrain"] = {k: v.numpy() for k, v in out["pretrain"].items()}
             queue.put(out)
@@ -119,3 +132,13 @@ def test_two_processes_give_the_same_perturbation_metrics(two_ranks):
     assert one.keys() == two.keys()
     for k in one:
         assert two[k] == pytest.approx(one[k], rel=1e-3, abs=1e-5), k
+
+
+def test_two_processes_fit_the_same_step1_weights_as_one(two_ranks):
+    """Step I's minibatches split over 2 ranks: batch statistics of f(X) summed over the ranks
+    and the posterior noise drawn for the whole batch, so the fit equals one process's."""
+    torch.set_num_threads(1)
+    one = _step1()
+    two = two_ranks["step1"]
+    assert np.abs(one).max() > 0.1  # a non-trivial fit
+    np.testing.assert_allclose(two, one, atol=2e-4, rtol=1e-3)

@@ -35,6 +35,11 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
         graph = CausalGraph.from_adjacency(truth, adata.var_names, params={"method": "true-dag"})
     else:
         from cape_pipeline.causal.api import discover_scored
+        from cape_pipeline.distributed import init_from_env, local_device
+
+        # under torchrun: each rank on its own GPU, Step I's minibatches split over the ranks
+        cfg = dataclasses.replace(cfg, device=local_device(cfg.device))
+        init_from_env(cfg.device if cfg.device.startswith("cuda") else "cpu")
 
         if cfg.missing == "error" and _has_nan(adata.X):
             # ingest lets NaN through only where the modality marks missing values with it
