@@ -14,11 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.errors import CapeDataError
 from cape_pipeline.models.attention import ATTENTIONS, build_attention
 from cape_pipeline.models.configs import BackboneConfig
 from cape_pipeline.models.pe import build_pe
-from cape_pipeline.models.positions import FeaturePositions, as_positions
+from cape_pipeline.models.positions import FeaturePositions, as_positions, require
 from cape_pipeline.models.tokens import TokenBatch, select_tokens
 
 __all__ = ["MLP", "Block", "TokenTransformer", "special_values"]
@@ -171,21 +170,13 @@ class TokenTransformer(nn.Module):
             sigma=config.sigma,
             rel_buckets=config.rel_buckets,
             rel_max_distance=config.rel_max_distance,
-            tree=None if pos is None or pos.parent is None else (pos.parent, pos.parent_weight),
+            positions=pos,
             ape_branches=config.ape_branches,
         )
         self.register_buffer("hyperboloid", None)  # (M, d+1) float32 for attentions with needs_positions
         if getattr(ATTENTIONS.get(attention), "needs_positions", False):
-            if pos is None or pos.hyperboloid is None:
-                raise CapeDataError(
-                    f"attention={attention!r} needs each feature's hyperboloid point: pass the encodings as "
-                    "FeaturePositions (FeaturePositions.from_encodings), not a bare angle array"
-                )
-            if pos.hyperboloid.shape[0] != n_features:
-                raise CapeDataError(
-                    f"attention={attention!r}: {pos.hyperboloid.shape[0]} hyperboloid points for {n_features} features"
-                )
-            self.register_buffer("hyperboloid", torch.as_tensor(pos.hyperboloid, dtype=torch.float32))
+            points = require(pos, "hyperboloid", f"attention={attention!r}", n_features).hyperboloid
+            self.register_buffer("hyperboloid", torch.as_tensor(points, dtype=torch.float32))
         self.cls_token = nn.Parameter(torch.randn(d) * 0.02)
         self.flag_embed = nn.Embedding(2, d) if config.perturbation_flags else None
         self.blocks = nn.ModuleList(Block(config, attention) for _ in range(config.n_layers))

@@ -57,6 +57,7 @@ from torch import nn
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models.coexpression import COEXPRESSION_EXACT_MAX, coexpression_embedding
 from cape_pipeline.models.pe_base import PositionalEncoding, ScoreBias
+from cape_pipeline.models.positions import FeaturePositions, require
 
 __all__ = [
     "PE_NAMES",
@@ -368,7 +369,7 @@ def build_pe(
     sigma: float = 0.1,
     rel_buckets: int = 32,
     rel_max_distance: int = 256,
-    tree: tuple[np.ndarray, np.ndarray] | None = None,
+    positions: FeaturePositions | None = None,
     ape_branches: int = 4,
 ) -> PositionalEncoding:
     """Build a PE of the zoo by name.
@@ -390,9 +391,10 @@ def build_pe(
         Init std of ``learned-small-norm``.
     rel_buckets, rel_max_distance
         Bucketing of ``trainable-relative``.
-    tree
-        ``(parent, parent_weight)``, two ``(M,)`` arrays: the DAG's spanning forest
-        (:func:`~cape_pipeline.models.ape_tree.spanning_forest`); required for ``ape-tree``.
+    positions
+        :class:`~cape_pipeline.models.positions.FeaturePositions` with the DAG's spanning
+        forest (``parent``, ``parent_weight``; :func:`~cape_pipeline.models.ape_tree.spanning_forest`);
+        required for ``ape-tree``.
     ape_branches
         Branch generators κ of ``ape-tree``.
 
@@ -401,7 +403,7 @@ def build_pe(
     CapeConfigError
         Unknown ``name``.
     CapeDataError
-        Missing or misshapen ``angles`` / ``static_table`` / ``tree``.
+        Missing or misshapen ``angles`` / ``static_table`` / forest.
     """
     if name not in PE_NAMES:
         raise CapeConfigError(f"pe {name!r} unknown; expected one of {list(PE_NAMES)}")
@@ -434,15 +436,8 @@ def build_pe(
 
         return RankValuePE(n_features, d_model)
     if name == "ape-tree":
-        if tree is None:
-            raise CapeDataError(
-                "pe='ape-tree' needs the DAG's spanning forest: pass the encodings (with their graph) as "
-                "FeaturePositions, not a bare angle array"
-            )
         from cape_pipeline.models.ape_tree import APETreePE  # lazy, like rank-value
 
-        parent, weight = tree
-        if np.asarray(parent).shape != (n_features,):
-            raise CapeDataError(f"pe='ape-tree': the forest has {np.asarray(parent).shape} parents for {n_features} features")
-        return APETreePE(parent, weight, d_model, n_heads, n_branches=ape_branches)
+        forest = require(positions, "parent", "pe='ape-tree'", n_features)
+        return APETreePE(forest.parent, forest.parent_weight, d_model, n_heads, n_branches=ape_branches)
     return DefaultPE() if name == "default" else NoPE()

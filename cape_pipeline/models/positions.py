@@ -21,7 +21,7 @@ import numpy as np
 
 from cape_pipeline.errors import CapeDataError
 
-__all__ = ["FeaturePositions", "as_positions"]
+__all__ = ["FeaturePositions", "as_positions", "require"]
 
 
 def _finite(name: str, a: np.ndarray) -> np.ndarray:
@@ -147,8 +147,8 @@ class FeaturePositions:
 
 
 def as_positions(angles: Any) -> FeaturePositions | None:
-    """``angles`` as :class:`FeaturePositions`: an ``(M, d)`` array becomes ``angles`` only,
-    a :class:`FeaturePositions` is returned as is, ``None`` stays ``None``.
+    """``angles`` as :class:`FeaturePositions`: an ``(M, d)`` array or tensor becomes ``angles``
+    only, a :class:`FeaturePositions` is returned as is, ``None`` stays ``None``.
 
     Raises
     ------
@@ -157,11 +157,36 @@ def as_positions(angles: Any) -> FeaturePositions | None:
     """
     if angles is None or isinstance(angles, FeaturePositions):
         return angles
-    try:
-        import torch
+    import torch
 
-        if isinstance(angles, torch.Tensor):
-            angles = angles.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(angles, torch.Tensor):
+        angles = angles.detach().cpu().numpy()
     return FeaturePositions(angles=np.asarray(angles))
+
+
+_NEEDS = {"parent": "the DAG's spanning forest", "hyperboloid": "each feature's hyperboloid point"}
+
+
+def require(pos: FeaturePositions | None, field: str, user: str, n_features: int) -> FeaturePositions:
+    """``pos``, checked to carry ``field`` (``"parent"``: the spanning forest, ``"hyperboloid"``:
+    the points) for ``n_features`` features.
+
+    Parameters
+    ----------
+    user
+        What needs it, for the message (``"pe='ape-tree'"``, ``"attention='riemann'"``).
+
+    Raises
+    ------
+    CapeDataError
+        ``pos`` is ``None`` or lacks ``field`` (the message says how to pass it), or describes
+        another number of features.
+    """
+    if pos is None or getattr(pos, field) is None:
+        raise CapeDataError(
+            f"{user} needs {_NEEDS[field]}: pass FeaturePositions.from_encodings(encodings, var_names) "
+            "(encodings with their graph) as angles, not a bare angle array"
+        )
+    if pos.n_features != n_features:
+        raise CapeDataError(f"{user}: positions of {pos.n_features} features, but the data has {n_features}")
+    return pos

@@ -22,7 +22,7 @@ from cape_pipeline.models import (
 )
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
-from cape_pipeline.models.positions import FeaturePositions, as_positions
+from cape_pipeline.models.positions import FeaturePositions, as_positions, require
 
 __all__ = [
     "TaskResult",
@@ -300,19 +300,11 @@ def check_pe_inputs(pe: str, angles: Any, n_vars: int, attention: str = "dot") -
     a = None
     if need_angles:
         a = check_angles(None if pos is None else pos.angles, n_vars, name=f"pe={pe!r} angles").numpy()
-    if need_tree and (pos is None or pos.parent is None):
-        raise CapeDataError(
-            "pe='ape-tree' needs the DAG's spanning forest: pass FeaturePositions.from_encodings(encodings, "
-            "var_names) (encodings with their graph) as angles"
-        )
-    if need_points and (pos is None or pos.hyperboloid is None):
-        raise CapeDataError(
-            f"attention={attention!r} needs each feature's hyperboloid point: pass "
-            "FeaturePositions.from_encodings(encodings, var_names) as angles"
-        )
+    if need_tree:
+        pos = require(pos, "parent", f"pe={pe!r}", n_vars)
+    if need_points:
+        pos = require(pos, "hyperboloid", f"attention={attention!r}", n_vars)
     assert pos is not None
-    if pos.n_features != n_vars:
-        raise CapeDataError(f"angles: positions of {pos.n_features} features, but the data has {n_vars}")
     return FeaturePositions(
         angles=a,
         hyperboloid=pos.hyperboloid if need_points else None,
