@@ -52,18 +52,21 @@ def local_device(device: str) -> str:
     return device
 
 
-def init_from_env(device: str = "cpu") -> bool:
-    """Open the default process group from ``torchrun``'s environment (``WORLD_SIZE`` > 1).
+def init_from_env(device: str = "cpu") -> str:
+    """Open the default process group from ``torchrun``'s environment and return this rank's device
+    (nothing is opened unless ``WORLD_SIZE`` > 1).
 
     Parameters
     ----------
     device
-        This rank's device (``cuda…`` picks the ``nccl`` backend, anything else ``gloo``).
+        The requested device; :func:`local_device` maps ``cuda`` / ``auto`` to
+        ``cuda:LOCAL_RANK`` under ``torchrun``. A ``cuda…`` result picks the ``nccl`` backend,
+        anything else ``gloo``.
 
     Returns
     -------
-    bool
-        True when a process group is (now) initialized with more than one rank.
+    str
+        :func:`local_device` of ``device`` (``device`` itself outside ``torchrun``).
 
     Raises
     ------
@@ -72,18 +75,18 @@ def init_from_env(device: str = "cpu") -> bool:
     """
     import torch.distributed as dist
 
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not dist.is_available():
-        return False
-    if not dist.is_initialized():
-        backend = "nccl" if str(device).startswith("cuda") else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(torch.device(device))
-        dist.init_process_group(backend=backend)
-        if dist.get_rank() == 0:
-            logging.getLogger(__name__).warning(
-                "data-parallel training over %d ranks (%s backend)", dist.get_world_size(), backend
-            )
-    return dist.get_world_size() > 1
+    device = local_device(device)
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not dist.is_available() or dist.is_initialized():
+        return device
+    backend = "nccl" if str(device).startswith("cuda") else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(torch.device(device))
+    dist.init_process_group(backend=backend)
+    if dist.get_rank() == 0:
+        logging.getLogger(__name__).warning(
+            "data-parallel training over %d ranks (%s backend)", dist.get_world_size(), backend
+        )
+    return device
 
 
 def shard(n: int, rank: int, size: int) -> torch.Tensor:

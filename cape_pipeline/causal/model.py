@@ -150,13 +150,14 @@ _SHARD: contextvars.ContextVar[tuple[torch.Tensor, int] | None] = contextvars.Co
 
 
 @contextlib.contextmanager
-def batch_shard(rows: torch.Tensor, n_batch: int) -> Iterator[None]:
+def batch_shard(rows: torch.Tensor | None, n_batch: int) -> Iterator[None]:
     """Inside the block this process holds the rows ``rows`` ``(b,)`` of a batch of ``n_batch``
     rows split over the ranks of a process group (data-parallel Step I): the batch statistics of
     :func:`standardize_batch` are summed over the ranks (differentiably), and the posterior
     noise of :meth:`LowRankSEMVAE.forward` is drawn for the whole batch, then sliced, so every
-    rank draws the same numbers a single process would."""
-    token = _SHARD.set((rows, int(n_batch)))
+    rank draws the same numbers a single process would. ``rows=None`` (one process): nothing
+    changes."""
+    token = _SHARD.set(None if rows is None else (rows, int(n_batch)))
     try:
         yield
     finally:

@@ -21,7 +21,6 @@ cycles vanishes only when *all* entries do, and every ``|A_ij|`` ended below τ 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -329,7 +328,7 @@ def fit_low_rank_vae(
                     if idx.numel() < max(2, size):  # batch statistics need two rows (one per rank)
                         continue
                     rows = shard(idx.numel(), rank, size).to(dev) if size > 1 else None
-                    with batch_shard(rows, idx.numel()) if rows is not None else contextlib.nullcontext():
+                    with batch_shard(rows, idx.numel()):
                         terms = model(x[idx] if rows is None else x[idx[rows]], generator=gen_dev)
                     l1 = _l1(model, l1_kind, config, gen_dev)
                     h = _h(model, config.acyclicity, state, config.power_iters)

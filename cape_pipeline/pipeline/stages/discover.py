@@ -35,16 +35,16 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
         graph = CausalGraph.from_adjacency(truth, adata.var_names, params={"method": "true-dag"})
     else:
         from cape_pipeline.causal.api import discover_scored
-        from cape_pipeline.distributed import init_from_env, local_device
+        from cape_pipeline.distributed import init_from_env
 
         # under torchrun: each rank on its own GPU, Step I's minibatches split over the ranks
-        cfg = dataclasses.replace(cfg, device=local_device(cfg.device))
-        init_from_env(cfg.device if cfg.device.startswith("cuda") else "cpu")
+        cfg = dataclasses.replace(cfg, device=init_from_env(cfg.device))
 
-        if cfg.missing == "error" and _has_nan(adata.X):
+        from cape_pipeline.io.readers import MISSING_ALLOWED
+
+        if cfg.missing == "error" and adata.uns.get("cape_ingest", {}).get("modality") in MISSING_ALLOWED:
             # ingest lets NaN through only where the modality marks missing values with it
-            # (methylation, proteomics): structure learning imputes feature means
-            log.info("discover: the data hold missing values (NaN); Step I imputes feature means (discover.missing=mean)")
+            # (methylation, proteomics): structure learning imputes feature means (logged there)
             cfg = dataclasses.replace(cfg, missing="mean")
         graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
         if graph.n_edges == 0:
@@ -62,14 +62,6 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
 
         graph.params["metrics_vs_truth"] = {k: float(v) for k, v in dag_metrics(graph.adjacency, truth).items()}
     return graph
-
-
-def _has_nan(x: Any) -> bool:
-    """Whether a dense or sparse matrix holds a NaN."""
-    import scipy.sparse as sp
-
-    data = x.data if sp.issparse(x) else np.asarray(x)
-    return bool(np.isnan(data).any())
 
 
 def _discover_summary(graph: Any) -> dict[str, Any]:

@@ -260,10 +260,10 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     if label_key is None:
         cols = adata.uns.get("cape_ingest", {}).get("label_columns") or []
         label_key = cols[0] if cols else None
-    from cape_pipeline.distributed import init_from_env, local_device
+    from cape_pipeline.distributed import init_from_env
 
-    device = local_device(_torch_device(cfg.device))  # cuda:LOCAL_RANK under torchrun
-    init_from_env(device)  # torchrun with WORLD_SIZE > 1: the transformers train data-parallel
+    # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
+    device = init_from_env(_torch_device(cfg.device))
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both
     share = "annotation" in tasks and "clustering" in tasks
