@@ -50,29 +50,39 @@ def hash_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def hash_array(a: Any) -> str:
-    """Content hash of a dense numpy array or a scipy.sparse matrix (shape, dtype and values).
-
-    Sparse matrices are hashed through their canonical CSR form (data, indices, indptr), so the
-    same matrix in CSR or CSC gives the same digest.
-    """
+def array_bytes(a: Any) -> list[Any]:
+    """The byte buffers that :func:`hash_array` hashes after its header: a scipy.sparse matrix's
+    canonical CSR parts (data, indices, indptr; duplicates summed, indices sorted), a dense
+    array's values (object arrays as their str joined by NUL). Hashing the row blocks of a
+    matrix one after the other covers it without holding it in memory."""
     import scipy.sparse as sp
 
-    h = hashlib.blake2b(digest_size=16)
     if sp.issparse(a):
         a = sp.csr_matrix(a)
         a.sum_duplicates()
         a.sort_indices()
-        h.update(f"csr{a.shape}{a.dtype}".encode())
-        for part in (a.data, a.indices, a.indptr):
-            h.update(np.ascontiguousarray(part).view(np.uint8).data)
-    else:
-        a = np.ascontiguousarray(np.asarray(a))
-        h.update(f"dense{a.shape}{a.dtype}".encode())
-        if a.dtype == object:
-            h.update("\x00".join(map(str, a.ravel())).encode("utf-8"))
-        else:
-            h.update(a.view(np.uint8).data)
+        return [np.ascontiguousarray(part).view(np.uint8).data for part in (a.data, a.indices, a.indptr)]
+    a = np.ascontiguousarray(np.asarray(a))
+    if a.dtype == object:
+        return ["\x00".join(map(str, a.ravel())).encode("utf-8")]
+    return [a.view(np.uint8).data]
+
+
+def hash_array(a: Any) -> str:
+    """Content hash of a dense numpy array or a scipy.sparse matrix (shape, dtype and values).
+
+    Sparse matrices are hashed through their canonical CSR form (data, indices, indptr), so the
+    same matrix in CSR or CSC gives the same digest (:func:`array_bytes`).
+    """
+    import scipy.sparse as sp
+
+    h = hashlib.blake2b(digest_size=16)
+    sparse = sp.issparse(a)
+    if not sparse:
+        a = np.asarray(a)
+    h.update(f"{'csr' if sparse else 'dense'}{a.shape}{a.dtype}".encode())
+    for buf in array_bytes(a):
+        h.update(buf)
     return h.hexdigest()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import anndata as ad
 
-from cape_pipeline._utils import atomic_path, canonical_json, hash_bytes, hash_file
+from cape_pipeline._utils import array_bytes, atomic_path, canonical_json, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pipeline.stages._base import (
     Stage,
@@ -181,14 +181,8 @@ def _streamed_x_hash(adata: ad.AnnData) -> str:
     h.update(f"{'csr-blocks' if sparse else 'dense'}{tuple(x.shape)}{x.dtype}".encode())
     for part in x.to_delayed().ravel():
         (block,) = dask.compute(part, scheduler="synchronous")
-        if sp.issparse(block):
-            b = sp.csr_matrix(block)
-            b.sum_duplicates()
-            b.sort_indices()
-            for arr in (b.data, b.indices, b.indptr):
-                h.update(np.ascontiguousarray(arr).view(np.uint8).data)
-        else:
-            h.update(np.ascontiguousarray(np.asarray(block), dtype=x.dtype).view(np.uint8).data)
+        for buf in array_bytes(block if sp.issparse(block) else np.asarray(block, dtype=x.dtype)):
+            h.update(buf)
         del block
     return h.hexdigest()
 
