@@ -2,8 +2,8 @@
 
 A Parquet table becomes a dask array with one block per row group: a block is read by pyarrow
 (only the feature columns of that row group) when a computation needs it, so memory holds a
-row group at a time. A backed ``.h5ad`` ``X`` (dense HDF5 dataset or CSR group) becomes a
-dask array of row blocks through anndata's :func:`anndata.experimental.read_elem_lazy`.
+row group at a time. A backed ``.h5ad`` ``X`` becomes a dask array of row blocks through
+:func:`cape_pipeline._lazy.backed_as_dask` (shared with :mod:`cape_pipeline.pp`).
 dask is imported inside the functions, so ``import cape_pipeline`` stays fast.
 """
 
@@ -14,14 +14,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
 log = logging.getLogger(__name__)
-
-CHUNK_ROWS = 2048
-"""Rows per block of a backed ``.h5ad`` matrix."""
 
 _LARGE_BLOCK = 256 << 20
 """A Parquet row group larger than this (decoded, float32) gets a warning: it is the unit of memory."""
@@ -105,41 +101,6 @@ def parquet_decoded_bytes(path: str | os.PathLike[str]) -> int:
     except Exception:  # corrupt or truncated: read_parquet raises the CapeFileError
         return 0
     return int(meta.num_rows) * int(meta.num_columns) * 4
-
-
-def backed_as_dask(adata: ad.AnnData, chunk_rows: int | None = None) -> Any:
-    """``X`` of an AnnData as a dask array of row blocks, without reading it.
-
-    Parameters
-    ----------
-    adata
-        AnnData opened with ``backed="r"``, or one whose ``X`` is already a dask array.
-    chunk_rows
-        Rows per block (default :data:`CHUNK_ROWS`); a dask ``X`` keeps its row blocks and is
-        rechunked to whole rows.
-
-    Returns
-    -------
-    dask.array.Array
-        ``(N, M)`` with the file's dtype; blocks are ndarrays (dense) or CSR matrices (sparse).
-    """
-    import dask.array as da
-
-    x = adata.X
-    if isinstance(x, da.Array):
-        return x if x.numblocks[1] == 1 else x.rechunk({1: -1})
-    from anndata.experimental import read_elem_lazy
-
-    rows = chunk_rows or CHUNK_ROWS
-    return read_elem_lazy(adata.file["X"], chunks=(rows, adata.n_vars))
-
-
-def is_lazy(x: Any) -> bool:
-    """Whether ``x`` is a dask array (without importing dask when it is not loaded)."""
-    import sys
-
-    da = sys.modules.get("dask.array")
-    return da is not None and isinstance(x, da.Array)
 
 
 def nonfinite_block(block: Any) -> np.ndarray:

@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._lazy import backed_as_dask, is_lazy
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 from cape_pipeline.io._lazy import (
-    backed_as_dask,
-    is_lazy,
     nonfinite_block,
     nonfinite_columns_lazy,
     parquet_dask_array,

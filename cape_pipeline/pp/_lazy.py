@@ -28,41 +28,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._lazy import backed_as_dask
 from cape_pipeline.errors import CapeDataError
-
-CHUNK_ROWS = 2048
-"""Rows per block of a backed ``.h5ad`` ``X`` (a lazy Parquet ``X`` has one block per row group)."""
 
 _F64_VALUES = 1 << 20
 """Values per float64 piece of a block in the per-gene moments (8 MB)."""
 
 _SCHEDULER = "synchronous"
 """One block at a time, in the calling thread: memory is bounded by a block, not by the cores."""
-
-
-def lazy_x(adata: ad.AnnData) -> Any:
-    """``X`` of a backed or lazily read AnnData as a dask array of whole-row blocks (nothing read).
-
-    Parameters
-    ----------
-    adata
-        Opened with ``backed="r"`` (``X`` a dense HDF5 dataset or CSR group; read through
-        :func:`anndata.experimental.read_elem_lazy` in blocks of :data:`CHUNK_ROWS` rows), or
-        with a :class:`dask.array.Array` ``X`` (e.g. :func:`cape_pipeline.io.readers.read_parquet_lazy`).
-
-    Returns
-    -------
-    dask.array.Array
-        ``(N, M)``; blocks are ndarrays or CSR matrices spanning all M columns.
-    """
-    import dask.array as da
-
-    x = adata.X
-    if isinstance(x, da.Array):
-        return x if x.numblocks[1] == 1 else x.rechunk({1: -1})
-    from anndata.experimental import read_elem_lazy
-
-    return read_elem_lazy(adata.file["X"], chunks=(CHUNK_ROWS, adata.n_vars))
 
 
 def _f64(block: Any) -> Any:
@@ -227,7 +200,7 @@ def preprocess_lazy_scrna(
         raise CapeDataError(
             f"{where}: backed file holds scaled values (negatives); pass counts or log-normalized data"
         )
-    x = lazy_x(adata)
+    x = backed_as_dask(adata)
     n, m = x.shape
     rows = x.chunks[0]
     steps: list[str] = [f"backed: streamed with dask in {len(rows)} row blocks of <= {max(rows, default=0)} rows"]

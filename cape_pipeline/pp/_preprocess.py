@@ -11,6 +11,7 @@ import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
+from cape_pipeline._lazy import is_lazy
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 log = logging.getLogger(__name__)
@@ -98,13 +99,6 @@ def detect_input_state(x: Any) -> InputState:
     if np.allclose(v, np.round(v)):
         return "counts"
     return "log-normalized" if float(v.max()) <= _LOG_MAX else "normalized"
-
-
-def _is_dask(x: Any) -> bool:
-    import sys
-
-    da = sys.modules.get("dask.array")
-    return da is not None and isinstance(x, da.Array)
 
 
 def _computed(adata: ad.AnnData) -> ad.AnnData:
@@ -217,12 +211,13 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
     shape_in = [int(adata.n_obs), int(adata.n_vars)]
     record: dict[str, Any] = {"modality": modality, "config": asdict(cfg), "used_raw": False}
 
-    if (adata.isbacked or _is_dask(adata.X)) and modality != "scrna":  # small N x M tables
+    if (adata.isbacked or is_lazy(adata.X)) and modality != "scrna":  # small N x M tables
         adata = adata.to_memory() if adata.isbacked else _computed(adata)
-    if adata.isbacked or _is_dask(adata.X):  # scRNA larger than memory: dask passes, X never loaded
-        from cape_pipeline.pp._lazy import lazy_x, preprocess_lazy_scrna
+    if adata.isbacked or is_lazy(adata.X):  # scRNA larger than memory: dask passes, X never loaded
+        from cape_pipeline._lazy import backed_as_dask
+        from cape_pipeline.pp._lazy import preprocess_lazy_scrna
 
-        state = _lazy_input_state(lazy_x(adata))
+        state = _lazy_input_state(backed_as_dask(adata))
         min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
         work, steps = preprocess_lazy_scrna(
             adata,

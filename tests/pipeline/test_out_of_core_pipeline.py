@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import cape_pipeline.io as cio
+from cape_pipeline._lazy import is_lazy
 from cape_pipeline.errors import CapeFileError
 from cape_pipeline.io import _lazy as io_lazy
 from cape_pipeline.pipeline import run_pipeline
@@ -116,7 +117,7 @@ def test_parquet_content_is_the_ingest_key_and_cached_ingest_reloads_lazily(tmp_
     # ingest from the cache, preprocess from its lazy reload (streamed again)
     r = run_pipeline(str(p), until="preprocess", workdir=tmp_path / "w", overrides=sets)
     assert [x.cached for x in r.records] == [True, False]
-    assert io_lazy.is_lazy(r.output("ingest").X)
+    assert is_lazy(r.output("ingest").X)
     assert r.output("preprocess").uns["cape_preprocess"]["steps"][0].startswith("backed: streamed")
     mem = preprocess(eager, min_genes=10, n_top_features=30)
     assert list(r.output("preprocess").var_names) == list(mem.var_names)

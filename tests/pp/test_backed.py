@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 import cape_pipeline.io as cio
-from cape_pipeline.pp import _lazy, preprocess
+from cape_pipeline import _lazy
+from cape_pipeline.pp import preprocess
 
 
 def _counts(n=3000, m=400, sparse=True, seed=0):

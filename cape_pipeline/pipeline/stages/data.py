@@ -53,8 +53,8 @@ class IngestConfig:
 
 
 def _ingest_run(inputs: Mapping[str, Any], cfg: IngestConfig, ctx: StageContext) -> ad.AnnData:
+    from cape_pipeline._lazy import is_lazy
     from cape_pipeline.io import read
-    from cape_pipeline.io._lazy import is_lazy
 
     adata = read(
         ctx.source,
@@ -92,7 +92,7 @@ def _source_hash(path: Path, *, fresh: bool = False) -> str:
 def _lazy_source(adata: ad.AnnData) -> tuple[str, Path] | None:
     """``("h5ad", file)`` for a backed AnnData, ``("parquet", file)`` for a lazily read Parquet
     file source, ``None`` for data held in memory (saved as ``adata.h5ad``)."""
-    from cape_pipeline.io._lazy import is_lazy
+    from cape_pipeline._lazy import is_lazy
 
     if adata.isbacked:
         return "h5ad", Path(adata.filename).resolve()
@@ -173,7 +173,7 @@ def _streamed_x_hash(adata: ad.AnnData) -> str:
     import numpy as np
     import scipy.sparse as sp
 
-    from cape_pipeline.io._lazy import backed_as_dask
+    from cape_pipeline._lazy import backed_as_dask
 
     x = backed_as_dask(adata)
     h = hashlib.blake2b(digest_size=16)
@@ -190,7 +190,7 @@ def _streamed_x_hash(adata: ad.AnnData) -> str:
 def _ingest_summary(adata: ad.AnnData) -> dict[str, Any]:
     """:func:`_adata_summary`; for a backed or lazy ``X`` its fingerprint is streamed (the
     in-memory one would load ``X``), equal to the in-memory one for dense data."""
-    from cape_pipeline.io._lazy import is_lazy
+    from cape_pipeline._lazy import is_lazy
 
     if not (adata.isbacked or is_lazy(adata.X)):
         return _adata_summary(adata)
