@@ -203,6 +203,13 @@ def _plot_poincare(
     maybe_save(fig, path)
 
 
+def _output_dir(out: Any) -> Path:
+    """``out`` as a Path; a CapeFileError when it exists and is not a directory."""
+    if (out := Path(out)).exists() and not out.is_dir():
+        raise CapeFileError(f"{out}: exists and is not a directory (expected an output directory)")
+    return out
+
+
 def _finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(float(x)) else None
 
@@ -341,9 +348,7 @@ def reproduce_fig3(
         raise CapeConfigError(f"n_samples: expected an integer >= 2, got {n_samples!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
         raise CapeConfigError(f"seed: expected an integer in [0, 2**32 - 1], got {seed!r}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise CapeFileError(f"{out}: exists and is not a directory (expected an output directory)")
+    out = _output_dir(out)
     n_samples, seed = int(n_samples), int(seed)
     runtime: dict[str, float] = {}
     t_start = time.perf_counter()

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
-from cape_pipeline.errors import CapeConfigError, CapeFileError
+from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pl._utils import maybe_save
-from cape_pipeline.reproduce import _jsonable, _machine, _new_figure, _versions
+from cape_pipeline.reproduce import _jsonable, _machine, _new_figure, _output_dir, _versions
 
 __all__ = ["FIGS2_FILES", "FIGS3_FILES", "BiasNoise", "BoundSurface", "attention_bias_noise", "attention_bound_surface",
            "attention_score", "monotonicity_report", "reproduce_figS2", "reproduce_figS3"]
@@ -300,12 +300,6 @@ def attention_bias_noise(sigma: Any = (0.1, 0.2, 0.3), *, n_max: int = 100, repe
     return BiasNoise(sig, ns, xi, expected, s_hoeff, score, angle_sig, noise, dim)
 
 
-def _prepare_out(out: Any) -> Path:
-    if (out := Path(out)).exists() and not out.is_dir():
-        raise CapeFileError(f"{out}: exists and is not a directory (expected an output directory)")
-    return out
-
-
 def _record(figure: str, command: list[str], seed: int, runtime: dict[str, float], files: dict[str, Path],
             body: dict[str, Any]) -> dict[str, Any]:
     """The JSON record (strict JSON) written to ``files["summary"]`` and returned."""
@@ -390,7 +384,7 @@ def reproduce_figS2(out: str | os.PathLike[str], *, seed: int = 0, n_distance: i
     """
     n_distance, n_norm = _int(n_distance, "n_distance", 2, 10_000), _int(n_norm, "n_norm", 2, 10_000)
     seed, dim = _int(seed, "seed", 0, 2**32 - 1), _int(dim, "dim", 4, even=True)
-    out = _prepare_out(out)
+    out = _output_dir(out)
     t0 = time.perf_counter()
     s = attention_bound_surface(np.linspace(1, 5, n_distance), np.linspace(0.01, 0.99, n_norm), dim=dim, seed=seed)
     runtime = {"compute": time.perf_counter() - t0}
@@ -458,7 +452,7 @@ def reproduce_figS3(out: str | os.PathLike[str], *, seed: int = 0, sigma: Any = 
     CapeFileError
         ``out`` exists and is not a directory.
     """
-    out = _prepare_out(out)
+    out = _output_dir(out)
     t0 = time.perf_counter()
     b = attention_bias_noise(sigma, n_max=n_max, repeats=repeats, dim=dim, noise=noise, seed=seed)
     runtime = {"compute": time.perf_counter() - t0}
