@@ -27,3 +27,8 @@ class CapeConfigError(CapeInputError):
 class CapeFitError(RuntimeError):
     """A fit diverged (NaN/inf loss or parameters, overflow); the message names the parameter to
     change (usually the learning rate) and the value to try."""
+
+
+class CapeWarning(UserWarning):
+    """A result that ran but may not be what the user wants (e.g. a causal graph that leaves most
+    features without an edge); the message says what happened and the setting that changes it."""

@@ -5,7 +5,7 @@ script shows how much of a difference between rows is seed noise. Each (dataset,
 cached as ``cache/seeds__{dataset}__{seed}.json`` (``cache/seeds-mean__...`` for
 ``--posterior mean``).
 
-Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--support low-rank|screened] [--force]
+Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--support low-rank|screened|learned] [--force]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ KEYS = ("shd", "f1", "skeleton_f1", "auprc", "nnz")
 
 
 def run(ds: str, seed: int, posterior: str, tag: str, support: str = "low-rank") -> dict:
-    kw = {"posterior": posterior} if support == "low-rank" else {"support": support}
+    kw = {"posterior": posterior, "support": "low-rank"} if support == "low-rank" else {"support": support}
     rec, g = common.measure(ds, seed=seed, device="cpu", **kw)
     rec["effective_epochs"] = g.params["effective_epochs"]
     rec["posterior"] = g.params.get("posterior", posterior)
@@ -38,12 +38,12 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--posterior", default="sampled", choices=["sampled", "mean"])
-    ap.add_argument("--support", default="low-rank", choices=["low-rank", "screened"])
+    ap.add_argument("--support", default="low-rank", choices=["low-rank", "screened", "learned"])
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
     tag = "seeds" if a.posterior == "sampled" else f"seeds-{a.posterior}"
-    if a.support == "screened":
-        tag = "seeds-screened"
+    if a.support in ("screened", "learned"):
+        tag = f"seeds-{a.support}"
     print("command:", common.command())
     print("machine:", common.machine())
     seeds = [int(s) for s in a.seeds.split(",")]
@@ -62,7 +62,7 @@ def main() -> None:
         print(f"| {ds} | {recs[0]['effective_epochs']} | {','.join(map(str, seeds))} | {cell['shd']} | {cell['f1']} | "
               f"{cell['skeleton_f1']} | {cell['auprc']} | {cell['nnz']} | {sec:.1f} | "
               f"{', '.join(f'{v:.3f}' for v in m['f1'])} |", flush=True)
-    opts = f"support={a.support!r}" if a.support == "screened" else f"posterior={a.posterior!r}"
+    opts = f"support={a.support!r}" if a.support != "low-rank" else f"support='low-rank', posterior={a.posterior!r}"
     print(f"(mean ± sample sd over seeds; package defaults: discover_scored(x, seed=s, {opts}))")
 
 

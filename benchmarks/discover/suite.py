@@ -2,11 +2,14 @@
 
 Data: ``cape_pipeline.datasets.synthetic_sem`` (gcastle IIDSimulation): scale-free ("sf") and
 Erdős–Rényi ("er") DAGs with 2M edges, MLP and linear-Gaussian SEMs, N = 2000, seeds 0–2; plus
-SDCD's setting ("sdcd": ER, 4·d edges, MLP-Gaussian, n = 10⁴, d = 1000). Every feature is
-standardized (``prepare_matrix``), as for every method.
+gcastle's version of SDCD's setting ("sdcd": ER, 4·d edges, gcastle MLP-Gaussian, n = 10⁴) and
+SDCD's own generator in our code ("sdcd-gen": ``cape_pipeline.datasets.sdcd_sem``, exactly 4·d
+edges, n = 10⁴). Every feature is standardized (``prepare_matrix``), as for every method.
 
-Methods (each through ``discover_scored`` at its defaults, one torch thread):
-``cape`` (the paper's low-rank A, rank 40), ``cape-screened`` (``support="screened"``),
+Methods (each through ``discover_scored`` at its defaults, one torch thread unless
+``CAPE_BENCH_THREADS`` says otherwise): ``cape`` (the paper's low-rank A, rank 40,
+``support="low-rank"``), ``cape-screened`` (``support="screened"``), ``cape-learned``
+(``support="learned"``, the default above 20 features),
 ``dagma`` (package defaults; stopped at ``--dagma-limit``), ``correlation`` (|r| > τ = 0.2,
 undirected); every ``correlation`` row also records the F1 of the correlation graph at its
 *best* threshold on a grid (an oracle: the threshold is chosen on the truth).
@@ -36,7 +39,7 @@ import common  # noqa: E402
 
 OUT = common.HERE / "suite.jsonl"
 REPORT = common.HERE / "RESULTS_suite.md"
-METHODS = ("cape", "cape-screened", "dagma", "correlation")
+METHODS = ("cape", "cape-screened", "cape-learned", "dagma", "correlation")
 SETTINGS = ("sf-mlp", "sf-linear", "er-mlp", "er-linear")
 GRID = [round(0.05 * i, 2) for i in range(1, 19)]
 
@@ -49,7 +52,12 @@ def dataset(setting: str, m: int, seed: int):
 
     if setting == "sdcd":
         ad = synthetic_sem(m, 4 * m, 10_000, seed, graph="er", sem="mlp")
-        desc = f"ER, {4 * m} edges, MLP-Gaussian, N=10000, seed {seed}"
+        desc = f"gcastle ER, {4 * m} edges, MLP-Gaussian, N=10000, seed {seed}"
+    elif setting == "sdcd-gen":
+        from cape_pipeline.datasets import sdcd_sem
+
+        ad = sdcd_sem(m, 10_000, seed)
+        desc = f"SDCD's generator (our code): ER, exactly {4 * m} edges, MLP(100 sigmoid) of standardized parents + N(0, 0.5²), standardized, N=10000, seed {seed}"
     else:
         graph, sem = setting.split("-")
         ad = synthetic_sem(m, 2 * m, 2000, seed, graph="scale-free" if graph == "sf" else "er", sem=sem)
@@ -62,15 +70,17 @@ def run_one(setting: str, m: int, seed: int, method: str) -> dict:
     import numpy as np
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("CAPE_BENCH_THREADS", "1")))
     from cape_pipeline.causal.api import discover_scored
     from cape_pipeline.causal.metrics import dag_metrics
 
     x, true, desc = dataset(setting, m, seed)
     kwargs: dict = {"device": "cpu", "seed": seed}
     name = method
-    if method == "cape-screened":
-        kwargs["support"] = "screened"
+    if method == "cape":  # the paper's low rank (the default before support="auto")
+        kwargs["support"] = "low-rank"
+    if method in ("cape-screened", "cape-learned"):
+        kwargs["support"] = method.removeprefix("cape-")
         name = "cape"
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -81,7 +91,8 @@ def run_one(setting: str, m: int, seed: int, method: str) -> dict:
         "seconds": sec, "load_average": [load0, os.getloadavg()[0]],
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "metrics": dag_metrics(g, true, scores=scores),
-        "params": {k: v for k, v in g.params.items() if k in ("support", "effective_epochs", "threshold", "n_candidates", "screen_seconds")},
+        "params": {k: v for k, v in g.params.items() if k in ("support", "effective_epochs", "threshold", "n_candidates", "screen_seconds",
+                                                            "n_candidate_pairs", "n_screened_pairs", "epochs_stage1", "epochs_stage2")},
         "machine": common.machine(), "command": common.command(),
     }
     if method == "correlation" and scores is not None:
@@ -164,10 +175,10 @@ def report() -> None:
 
     recs = [json.loads(line) for line in OUT.read_text().splitlines()]
     lines = [
-        "# Step I suite: CAPE low-rank vs CAPE screened vs DAGMA vs correlation (M = 200–2000)",
+        "# Step I suite: CAPE low-rank vs screened vs learned vs DAGMA vs correlation (M = 200–5000)",
         "",
-        "Made by `benchmarks/discover/suite.py` (see its docstring); every row is one subprocess at one",
-        "torch thread on the shared 2-core CPU, with its own command, seed, load average and machine in",
+        "Made by `benchmarks/discover/suite.py` (see its docstring); every row is one subprocess (one",
+        "torch thread unless the row's machine says otherwise) on the shared 2-core CPU, with its own command, seed, load average and machine in",
         "`suite.jsonl`. F1 counts directed entries (gcastle's definition; the undirected correlation",
         "graph has both directions, so its F1 is at most 2/3); skeleton F1 ignores direction; AUPRC is",
         "over |score| before thresholding; *corr-best* is the correlation graph at the threshold that",

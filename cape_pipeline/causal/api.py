@@ -6,6 +6,7 @@ the input checks are :func:`~cape_pipeline.causal._input.prepare_matrix`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -35,9 +36,10 @@ from cape_pipeline.causal.config import (
     resolve_config,
 )
 from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.causal.learned import fit_learned, learned_options
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
 from cape_pipeline.causal.screened import fit_screened
-from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae
+from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae, resolve_device
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -106,6 +108,47 @@ def _cap_rows(adj: sp.csr_array, k: int) -> sp.csr_array:
     return sp.csr_array((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
 
 
+#: more than this share of features without an edge gets a warning (CapeWarning)
+ISOLATED_WARN_SHARE = 0.5
+
+
+def _isolation(
+    adj: sp.csr_array, m: int, *, threshold: float, method: str, support: str | None, scores: np.ndarray | None
+) -> dict[str, Any]:
+    """Edge count, isolated features and, when most features have no edge, a warning with the fix.
+
+    The warning is issued here (``warnings.warn`` with :class:`~cape_pipeline.errors.CapeWarning`,
+    so library callers see it) and recorded in ``params["warnings"]`` (the pipeline reports it).
+    """
+    import warnings
+
+    from cape_pipeline.errors import CapeWarning
+
+    a = sp.csr_array(adj)
+    degree = np.diff(a.indptr) + np.bincount(a.indices, minlength=m)[:m]
+    n_iso = int((degree == 0).sum())
+    share = n_iso / max(m, 1)
+    out: dict[str, Any] = {"n_edges": int(a.nnz), "n_isolated": n_iso, "isolated_share": round(share, 4)}
+    msgs: list[str] = []
+    if share > ISOLATED_WARN_SHARE:
+        lower = threshold / 2 if threshold > 0 else 0.0
+        if a.nnz == 0 and scores is not None and scores.size:
+            top = float(np.abs(scores).max())
+            lower = max(min(lower, top / 3), 1e-3)
+        what = "no edge at all" if a.nnz == 0 else f"only {a.nnz} edge(s)"
+        fix = f"lower the threshold (Python: threshold={lower:.3g}; CLI: --set discover.threshold={lower:.3g})"
+        if method == "cape" and support in ("low-rank", "screened"):
+            fix += "; or use the learned support (support='learned'; CLI: --set discover.support=learned)"
+        msgs.append(
+            f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed threshold "
+            f"{threshold:g}), so they get angle 0 and CAPE leaves them unrotated; to keep more edges, {fix}"
+        )
+    for msg in msgs:
+        warnings.warn(msg, CapeWarning, stacklevel=4)
+    out["warnings"] = msgs
+    return out
+
+
 def discover_scored(
     data: Any,
     config: DiscoverConfig | None = None,
@@ -128,6 +171,7 @@ def discover_scored(
         ``M <= 5000``, else None. Used for AUPRC in the benchmarks.
     """
     cfg, explicit = resolve_config(config, options)
+    cfg_support_requested = cfg.support
     if cfg.method == TRUE_DAG:
         raise CapeConfigError(
             "method: 'true-dag' takes the data's known graph and learns nothing; build that graph with "
@@ -136,10 +180,13 @@ def discover_scored(
     method, rank, epochs, batch_size = cfg.method, cfg.rank, cfg.epochs, cfg.batch_size
     lambda_sparse, threshold, lr, acyclicity = cfg.lambda_sparse, cfg.threshold, cfg.lr, cfg.acyclicity
     device, seed, max_outer, min_steps = cfg.device, cfg.seed, cfg.max_outer, cfg.min_steps
-    support = cfg.support if method == "cape" else None
     method_options = dict(cfg.method_options)
     x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
     n, m = x_std.shape
+    support = cfg.support_for(m, n) if method == "cape" else None
+    if support != cfg.support and support is not None:
+        # "auto" resolved: a low-rank-only option that was set is refused as for support="learned"
+        cfg = dataclasses.replace(cfg, support=support)
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
     if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
         logger.info(
@@ -171,6 +218,9 @@ def discover_scored(
     }
     if method == "cape":
         params["support"] = support
+        params["support_requested"] = cfg_support_requested
+        if support == "learned":
+            params["n_candidates"] = int(cfg.n_candidates)
         if support == "screened":
             params["n_candidates"] = int(cfg.n_candidates)
             params["posterior"] = "mean"
@@ -181,7 +231,30 @@ def discover_scored(
     scores: np.ndarray | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
-    if method == "cape" and support == "screened":
+    if method == "cape" and support == "learned":
+        fit = fit_learned(
+            torch.from_numpy(x_std.astype(np.float32)),
+            **learned_options(cfg),
+            device=resolve_device(device),
+            progress=progress,
+        )
+        history = fit.history
+        adj = fit.adjacency
+        if max_per_row is not None:
+            adj = _cap_rows(adj, int(max_per_row))
+        n_dropped = fit.n_cycle_edges_dropped
+        if m <= SPARSE_ABOVE:
+            scores = fit.scores(m)
+        params.update({
+            "device": str(resolve_device(device)),
+            "output_threshold": float(threshold) / 2,
+            "n_candidate_pairs": int(fit.n_candidates),
+            "n_screened_pairs": int(fit.n_screened),
+            "screen_seconds": float(fit.screen_seconds),
+            "epochs_stage1": sum(1 for h in history if h["stage"] == 1),
+            "epochs_stage2": sum(1 for h in history if h["stage"] == 2),
+        })
+    elif method == "cape" and support == "screened":
         solver = SolverConfig.from_discover(cfg, rank=eff_rank, epochs=eff_epochs)
         fit = fit_screened(
             torch.from_numpy(x_std.astype(np.float32)),
@@ -249,6 +322,7 @@ def discover_scored(
         params["threshold"] = "gcastle default (0.3)"
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
+    params.update(_isolation(adj, m, threshold=float(threshold), method=method, support=support, scores=scores))
     graph = CausalGraph(
         feature_names=names,
         adjacency=adj,
@@ -269,7 +343,14 @@ def discover(
 ) -> CausalGraph:
     """Learn a weighted causal DAG over the features of ``data`` (CAPE Step I).
 
-    With ``method="cape"`` this fits the low-rank NOTEARS-VAE of paper 000: SEM
+    With ``method="cape"`` and the default ``support="auto"``, data with more than 20 features
+    get the learned support (:func:`~cape_pipeline.causal.learned.fit_learned`: a learned
+    screen of candidate parents, per-feature MLPs with the spectral acyclicity penalty, a
+    greedy DAG and a refit; each edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence
+    to rank by), which finds real graphs at hundreds to thousands of features where the
+    paper's rank-40 model keeps almost none (``benchmarks/discover/RESULTS_learned.md``).
+    With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features) it fits the low-rank
+    NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder
     ``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7), loss ``−ELBO + λs‖A‖₁ + (ρ/2)h² + αh`` (Eqs. 8–10) with
     ``A = U Vᵀ`` of rank r (Supp. G.4), solved by the augmented Lagrangian (the penalty is held

@@ -28,7 +28,10 @@ __all__ = [
     "L1_MODES",
     "METHODS",
     "SUPPORTS",
+    "AUTO_LOW_RANK_MAX",
+    "LEARNED_MIN_OBS",
     "DiscoverConfig",
+    "resolve_support",
     "check_options",
     "resolve_config",
 ]
@@ -40,8 +43,14 @@ TRUE_DAG = "true-dag"
 ACYCLICITY = ("spectral", "majorant")
 DEFAULT_ACYCLICITY = ACYCLICITY[0]
 L1_MODES = ("auto", "exact", "sampled", "surrogate")
-#: how A is parameterised for method "cape": the paper's low rank, or screened sparse
-SUPPORTS = ("low-rank", "screened")
+#: how A is parameterised for method "cape": chosen from the data's size ("auto"), the paper's
+#: low rank, screened sparse, or per-feature MLPs on a learned screen
+SUPPORTS = ("auto", "low-rank", "screened", "learned")
+#: support="auto" takes the paper's low rank up to this many features and "learned" above
+#: (measured on the suite: benchmarks/discover/RESULTS_learned.md)
+AUTO_LOW_RANK_MAX = 20
+#: the learned support needs at least this many rows (20 % are held out); "auto" below → low rank
+LEARNED_MIN_OBS = 50
 #: paper 000, Supp. F.4: 100 epochs
 DEFAULT_EPOCHS = 100
 #: with ``epochs=None`` the budget is raised to at least this many AdamW steps
@@ -69,6 +78,9 @@ CAPE_FIELDS = (
 _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
 #: cape options that support "screened" does not use (it has its own exact ‖A‖₁ and init)
 _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
+#: cape options that support "learned" does not use (per-feature MLPs, SDCD-style schedule)
+_NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
+                "lambda_sparse", "dag_threshold")
 #: the method_options a baseline takes, where checked here (gcastle and dagma check their own)
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
@@ -144,7 +156,15 @@ class DiscoverConfig:
         ``"cape"`` with ``epochs=None``: the epochs are raised to at least this many AdamW
         steps (5000); 0 gives exactly 100 epochs.
     support
-        ``"cape"``: ``"low-rank"`` (default: the paper's ``A = U Vᵀ``) or ``"screened"`` (A
+        ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features, else
+        ``"learned"``; the rule and its measurements are in
+        ``benchmarks/discover/RESULTS_learned.md``; the choice is ``params["support_used"]``),
+        ``"learned"`` (per-feature MLPs on a learned screen, after SDCD: see
+        :func:`~cape_pipeline.causal.learned.fit_learned`; τ is the learned screen's cut on
+        the strength ``‖W₁‖₂`` and the output keeps strength > τ/2, SDCD's 0.2 and 0.1;
+        ``hidden``, ``lr``, ``batch_size`` and ``epochs`` left at their defaults mean the
+        learned fit's own: 10 units, 1e-2, 256 rows, early stopping on 20 % held-out rows),
+        ``"low-rank"`` (the paper's ``A = U Vᵀ``, reachable by name) or ``"screened"`` (A
         sparse on screened candidate parents, for M in the thousands — two correlation rounds
         pick ``3·n_candidates`` candidates per feature, a first phase fits without the
         acyclicity term, the second runs the spectral augmented Lagrangian on the phase-1
@@ -280,6 +300,18 @@ class DiscoverConfig:
             raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {self.n_candidates!r}")
         if self.l1 not in L1_MODES:
             raise CapeConfigError(f"l1: expected one of {', '.join(L1_MODES)}, got {self.l1!r}")
+        if self.support == "learned":
+            default = _defaults()
+            bad = [k for k in _NOT_LEARNED if getattr(self, k) != getattr(default, k)]
+            if self.posterior is not None:
+                bad.append("posterior")
+            if self.acyclicity != "spectral":
+                bad.append("acyclicity")
+            if bad:
+                raise CapeConfigError(
+                    f"{', '.join(bad)}: not used with support='learned' (per-feature MLPs, spectral "
+                    "acyclicity, early stopping); drop them or use support='low-rank'"
+                )
         if self.support == "screened":
             default = _defaults()
             bad = [k for k in _NOT_SCREENED if getattr(self, k) != getattr(default, k)]
@@ -314,6 +346,11 @@ class DiscoverConfig:
                 f"expected any of {sorted(allowed)}"
             )
 
+    def support_for(self, n_features: int, n_obs: int | None = None) -> str:
+        """The support a fit on ``n_features`` features (and ``n_obs`` rows) uses (``"auto"``
+        resolved by :func:`resolve_support`)."""
+        return resolve_support(self.support, n_features, n_obs)
+
     @property
     def effective_posterior(self) -> str:
         """The posterior used: ``posterior``, else ``"mean"`` for the screened support and
@@ -321,6 +358,30 @@ class DiscoverConfig:
         if self.posterior is not None:
             return self.posterior
         return "mean" if self.support == "screened" else POSTERIORS[0]
+
+
+def resolve_support(support: str, n_features: int, n_obs: int | None = None) -> str:
+    """The support used for ``n_features`` features: ``support`` itself unless it is ``"auto"``.
+
+    ``"auto"`` → ``"low-rank"`` (the paper's ``A = U Vᵀ``) for M ≤ :data:`AUTO_LOW_RANK_MAX`
+    or fewer than :data:`LEARNED_MIN_OBS` rows (the learned support holds out 20 % of the rows
+    for early stopping), else ``"learned"``. Measured on the Step I suite
+    (``benchmarks/discover/RESULTS_learned.md``): the learned support has the best F1 from
+    M = 50 up (synth50, scale-free and ER graphs at M = 200–2,000, SDCD's generator), the low
+    rank on the 10- and 11-node sets (synth10, Sachs).
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown ``support``.
+    """
+    if support not in SUPPORTS:
+        raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
+    if support != "auto":
+        return support
+    if int(n_features) <= AUTO_LOW_RANK_MAX or (n_obs is not None and int(n_obs) < LEARNED_MIN_OBS):
+        return "low-rank"
+    return "learned"
 
 
 _DEFAULTS: list[DiscoverConfig] = []

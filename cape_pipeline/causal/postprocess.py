@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["break_cycles", "is_acyclic", "threshold_low_rank", "threshold_matrix"]
+__all__ = ["break_cycles", "greedy_dag", "is_acyclic", "threshold_low_rank", "threshold_matrix"]
 
 _BLOCK_ENTRIES = 1 << 22  # ~4M entries (32 MiB float64) per row block
 
@@ -153,3 +153,57 @@ def break_cycles(adjacency: np.ndarray | sp.spmatrix | sp.sparray) -> tuple[sp.c
         a = sp.csr_array(a)
         a.eliminate_zeros()
     return a, dropped + len(removed)
+
+
+def greedy_dag(parent: np.ndarray, child: np.ndarray, weight: np.ndarray, m: int) -> np.ndarray:
+    """Boolean keep-mask of edges inserted greedily, strongest first, skipping any that closes a cycle.
+
+    Edges between different strongly connected components of the whole graph can never close a
+    cycle and are kept at once; only edges inside a component are inserted one by one (a
+    reachability search per edge, on that component).
+
+    Parameters
+    ----------
+    parent, child, weight
+        ``(E,)`` edge lists (``parent → child``, strength ≥ 0).
+    m
+        Number of nodes.
+
+    Returns
+    -------
+    np.ndarray
+        ``(E,)`` bool; the kept edges form a DAG.
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    e = parent.size
+    keep = np.ones(e, dtype=bool)
+    self_loop = parent == child
+    keep[self_loop] = False
+    if e == 0:
+        return keep
+    g = sp.csr_array((np.ones(e), (parent, child)), shape=(m, m))
+    _, labels = connected_components(g, directed=True, connection="strong")
+    inside = (labels[parent] == labels[child]) & ~self_loop
+    if not inside.any():
+        return keep
+    keep[inside] = False
+    order = np.flatnonzero(inside)[np.argsort(-weight[inside], kind="stable")]
+    out: dict[int, list[int]] = {}
+    for i in order.tolist():  # only edges inside a cycle-bearing component: few
+        p, c = int(parent[i]), int(child[i])
+        # does c already reach p? then p → c would close a cycle
+        stack, seen, hit = [c], {c}, False
+        while stack:
+            u = stack.pop()
+            if u == p:
+                hit = True
+                break
+            for w in out.get(u, ()):
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        if not hit:
+            out.setdefault(p, []).append(c)
+            keep[i] = True
+    return keep

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, sdcd_sem, simulated_counts
 from cape_pipeline.errors import CapeConfigError, CapeFileError
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "sachs",
     "synthetic_mlp",
     "synthetic_sem",
+    "sdcd_sem",
+    "simulated_counts",
     "norman",
     "hpancreas",
     "altumage",
@@ -36,8 +39,6 @@ __all__ = [
     "TRUE_DAG_KEY",
 ]
 
-TRUE_DAG_KEY = "true_dag"
-"""``adata.varp`` key of a known ground-truth graph: sparse (M, M), ``[m, n] != 0`` ⇔ m → n."""
 
 
 def pbmc68k_reduced() -> ad.AnnData:

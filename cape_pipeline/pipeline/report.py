@@ -17,6 +17,7 @@ import numpy as np
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
+from cape_pipeline.pipeline._report_sections import dag_lines, embedding_lines
 
 
 # ------------------------------------------------------------------------------------ report
@@ -295,6 +296,10 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "method": (graph.params.get("method") if graph is not None else None),
             "n_edges": graph.n_edges if graph is not None else 0,
             "n_cycle_edges_dropped": graph.n_cycle_edges_dropped if graph is not None else 0,
+            "support": graph.params.get("support") if graph is not None else None,
+            "n_isolated": graph.params.get("n_isolated") if graph is not None else None,
+            "isolated_share": graph.params.get("isolated_share") if graph is not None else None,
+            "warnings": list(graph.params.get("warnings", [])) if graph is not None else [],
             "metrics_vs_truth": encode.provenance.get("metrics_vs_truth"),
         },
         "embedding": {
@@ -327,42 +332,6 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
     comparison = doc["comparison"]
     primary = [row for row in comparison["differences"] if _is_primary(row)]
     return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap))
-
-
-def _fmt(v: Any, spec: str = ".3f") -> str:
-    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, spec)
-
-
-def _embedding_lines(e: dict[str, Any]) -> list[str]:
-    """Report lines on Step II training and the properties of :mod:`cape_pipeline.hyperbolic.quality`."""
-    lines = []
-    if e.get("epochs_run") is not None:
-        state = "converged (loss plateau)" if e.get("converged") else "**not converged** (hit max_epochs)"
-        curv = "" if e.get("curvature") is None else f"; learned curvature −{_fmt(e['curvature'], '.3g')}"
-        lines.append(f"- training: {e['epochs_run']} epochs, {state}{curv}")
-    if e.get("n_isolated"):
-        lines.append(
-            f"- {e['n_isolated']} feature(s) without any edge: isolated rule `{e.get('isolated')}`"
-            + (" (placed at the origin: angle 0, no rotation)" if e.get("isolated") == "origin" else "")
-        )
-    q = e.get("quality") or {}
-    if q:
-        lines.append(
-            f"- edge reconstruction from distances (Nickel & Kiela): mAP {_fmt(q.get('map'))}, mean rank "
-            f"{_fmt(q.get('mean_rank'), '.2f')}"
-            + (f" (among connected features only: mAP {_fmt(q.get('map_connected'))}, mean rank "
-               f"{_fmt(q.get('mean_rank_connected'), '.2f')})" if e.get("n_isolated") else "")
-            + f"; distortion {_fmt(q.get('distortion'))}; over the "
-            f"{q.get('n_connected')} connected features Spearman(‖e‖, −PageRank) "
-            f"{_fmt(q.get('spearman_norm_vs_neg_pagerank'))}, Spearman(‖e‖, depth) {_fmt(q.get('spearman_norm_vs_depth'))}"
-        )
-    aq = e.get("angle_quantiles") or {}
-    if aq.get("max") is not None:
-        lines.append(
-            f"- |φ| over features off the origin: median {_fmt(aq['q50'])}, 90 % {_fmt(aq['q90'])}, "
-            f"99 % {_fmt(aq['q99'])}, max {_fmt(aq['max'])} rad"
-        )
-    return lines
 
 
 def _comparison(train: Any) -> dict[str, Any]:
@@ -409,18 +378,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- preprocessing: {'; '.join(d['preprocess_steps']) or 'none'}",
         f"- data fingerprint: `{d['fingerprint']}`",
         "",
-        "## Causal DAG (Step I)",
-        f"- method {g['method']}: {g['n_edges']} edges; {g['n_cycle_edges_dropped']} edge(s) dropped to break cycles",
     ]
-    if g["n_edges"] == 0:
-        lines.append(
-            "- **The DAG is empty**: no edge passed the threshold, so the CAPE angles carry no causal "
-            "structure and `cape` cannot differ from `none` for a reason the paper intends. Lower "
-            "`discover.threshold` (see the warning of the discover stage)."
-        )
-    if g.get("metrics_vs_truth"):
-        m = g["metrics_vs_truth"]
-        lines.append("- against the known graph: " + ", ".join(f"{k} {v:.3g}" for k, v in m.items()))
+    lines += dag_lines(g, d["n_vars"])
     lines += [
         "",
         "## Embedding (Steps II–III)",
@@ -429,7 +388,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         " over features off the origin (positive: causally general features sit nearer the origin; nan: no "
         "variation, e.g. a graph without edges)",
     ]
-    lines += _embedding_lines(e)
+    lines += embedding_lines(e)
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
         lines.append(
             f"- **The angles are nearly zero** (max |φ| = {e['max_abs_angle']:.3g} rad < {SMALL_ANGLE} rad): the "

@@ -329,7 +329,8 @@ def plot_training_curves(embed_loss: Sequence[float], discover_history: Sequence
         Loss per epoch of :func:`cape_pipeline.hyperbolic.embed` (``loss_history``).
     discover_history
         ``CausalGraph.history`` of Step I: one mapping per outer step with ``h`` (and
-        ``neg_elbo`` for method ``cape``).
+        ``neg_elbo`` for method ``cape``), or per epoch with ``stage``, ``val_nll`` and ``h``
+        (support ``"learned"``: validation NLL per stage and ρ(A) on a second axis).
     """
     fig = Figure(figsize=(11, 4), layout="constrained")
     FigureCanvasAgg(fig)
@@ -340,7 +341,26 @@ def plot_training_curves(embed_loss: Sequence[float], discover_history: Sequence
         _no_curve(ax_embed, "no Step II loss recorded")
     ax_embed.set_title("Step II: hyperboloid embedding")
     steps = [h for h in discover_history if "h" in h]
-    if steps:
+    if steps and all("stage" in h and "val_nll" in h for h in steps):
+        # support="learned": validation NLL per epoch, stages side by side, and ρ(A) in stage 2
+        x = np.arange(1, len(steps) + 1)
+        stage = np.array([int(h["stage"]) for h in steps])
+        val = np.array([float(h["val_nll"]) for h in steps])
+        names = {1: "stage 1: learned screen", 2: "stage 2: acyclic fit", 3: "stage 3: refit on the DAG"}
+        for k in np.unique(stage):
+            ax_disc.plot(x[stage == k], val[stage == k], label=f"validation NLL, {names.get(int(k), k)}")
+        ax_disc.set_xlabel("epoch (all stages)")
+        ax_disc.set_ylabel("held-out Gaussian NLL (nats per row)")
+        two = stage == 2
+        if two.any():
+            ax_h = ax_disc.twinx()
+            ax_h.plot(x[two], [max(float(h["h"]), 1e-16) for h, t in zip(steps, two, strict=True) if t],
+                      color="0.3", ls="--", label="ρ(A), stage 2")
+            ax_h.set_yscale("log")
+            ax_h.set_ylabel("spectral radius ρ(A) (log scale)")
+            ax_h.legend(loc="upper center")
+        ax_disc.legend(loc="upper right", fontsize=8)
+    elif steps:
         x = np.arange(1, len(steps) + 1)
         if all("neg_elbo" in h for h in steps):
             ax_disc.plot(x, [float(h["neg_elbo"]) for h in steps], marker="o", label="−ELBO")

@@ -175,7 +175,7 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="cape_pipeline.pipeline.stages"):
         r = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over)
     assert r.output("discover").n_edges == 0
-    assert "no edge has |weight| above threshold 50" in caplog.text and "--set discover.threshold=" in caplog.text
+    assert "no edge at all passed threshold 50" in caplog.text and "--set discover.threshold=" in caplog.text
     from cape_pipeline.pipeline.report import render_markdown
 
     doc = {"data": {"source": "x", "n_obs": 1, "n_vars": 1, "modality": "m", "input_state": "s", "preprocess_steps": [],

@@ -46,17 +46,20 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
             # ingest lets NaN through only where the modality marks missing values with it
             # (methylation, proteomics): structure learning imputes feature means (logged there)
             cfg = dataclasses.replace(cfg, missing="mean")
-        graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
+        import warnings
+
+        from cape_pipeline.errors import CapeWarning
+
+        with warnings.catch_warnings():
+            # the library warns (CapeWarning) and records the message in params["warnings"];
+            # the stage logs it once, so a batch log carries it
+            warnings.simplefilter("ignore", CapeWarning)
+            graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
         if graph.n_edges == 0:
             top = float(np.abs(scores).max()) if scores is not None else float("nan")
             graph.params["empty_graph_max_abs_weight"] = top
-            log.warning(
-                "discover: no edge has |weight| above threshold %.3g (largest |A_ij| = %.3g), so the DAG is "
-                "empty and the CAPE angles carry no causal structure; lower it, e.g. --set discover.threshold=%.2g",
-                cfg.threshold,
-                top,
-                max(top / 3, 1e-3) if np.isfinite(top) else cfg.threshold / 4,
-            )
+        for msg in graph.params.get("warnings", []):
+            log.warning("%s", msg)
     if truth is not None:
         from cape_pipeline.causal.metrics import dag_metrics
 
@@ -66,6 +69,9 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
+    for key in ("support", "n_isolated", "isolated_share"):
+        if key in graph.params:
+            out[key] = graph.params[key]
     m = graph.params.get("metrics_vs_truth")
     if m:
         out.update({f"{k}_vs_truth": round(m[k], 4) for k in ("shd", "f1") if k in m})
