@@ -81,6 +81,11 @@ _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
 #: cape options that support "learned" does not use (per-feature MLPs, SDCD-style schedule)
 _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
                 "lambda_sparse", "dag_threshold")
+#: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
+_UNUSED_BY_SUPPORT = {
+    "screened": (_NOT_SCREENED, (None, "mean"), "exact sparse ‖A‖₁, spectral acyclicity, posterior 'mean'"),
+    "learned": (_NOT_LEARNED, (None,), "per-feature MLPs, spectral acyclicity, early stopping"),
+}
 #: the method_options a baseline takes, where checked here (gcastle and dagma check their own)
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
@@ -156,9 +161,10 @@ class DiscoverConfig:
         ``"cape"`` with ``epochs=None``: the epochs are raised to at least this many AdamW
         steps (5000); 0 gives exactly 100 epochs.
     support
-        ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features, else
-        ``"learned"``; the rule and its measurements are in
-        ``benchmarks/discover/RESULTS_learned.md``; the choice is ``params["support_used"]``),
+        ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features or N < 50 rows,
+        else ``"learned"``; the rule and its measurements are in
+        ``benchmarks/discover/RESULTS_learned.md``; the choice is ``params["support"]``, the
+        request ``params["support_requested"]``),
         ``"learned"`` (per-feature MLPs on a learned screen, after SDCD: see
         :func:`~cape_pipeline.causal.learned.fit_learned`; τ is the learned screen's cut on
         the strength ``‖W₁‖₂`` and the output keeps strength > τ/2, SDCD's 0.2 and 0.1;
@@ -300,29 +306,19 @@ class DiscoverConfig:
             raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {self.n_candidates!r}")
         if self.l1 not in L1_MODES:
             raise CapeConfigError(f"l1: expected one of {', '.join(L1_MODES)}, got {self.l1!r}")
-        if self.support == "learned":
+        unused = _UNUSED_BY_SUPPORT.get(self.support)
+        if unused is not None:
+            names, posteriors, what = unused
             default = _defaults()
-            bad = [k for k in _NOT_LEARNED if getattr(self, k) != getattr(default, k)]
-            if self.posterior is not None:
+            bad = [k for k in names if getattr(self, k) != getattr(default, k)]
+            if self.posterior not in posteriors:
                 bad.append("posterior")
             if self.acyclicity != "spectral":
                 bad.append("acyclicity")
             if bad:
                 raise CapeConfigError(
-                    f"{', '.join(bad)}: not used with support='learned' (per-feature MLPs, spectral "
-                    "acyclicity, early stopping); drop them or use support='low-rank'"
-                )
-        if self.support == "screened":
-            default = _defaults()
-            bad = [k for k in _NOT_SCREENED if getattr(self, k) != getattr(default, k)]
-            if self.posterior not in (None, "mean"):
-                bad.append("posterior")
-            if self.acyclicity != "spectral":
-                bad.append("acyclicity")
-            if bad:
-                raise CapeConfigError(
-                    f"{', '.join(bad)}: not used with support='screened' (exact sparse ‖A‖₁, "
-                    "spectral acyclicity, posterior 'mean'); drop them or use support='low-rank'"
+                    f"{', '.join(bad)}: not used with support={self.support!r} ({what}); drop them or use "
+                    "support='low-rank'"
                 )
         if not _is_int(self.min_steps, 0):
             raise CapeConfigError(f"min_steps: expected an integer >= 0, got {self.min_steps!r}")
