@@ -156,3 +156,23 @@ def test_mostly_isolated_graph_warns_with_the_fix_and_records_it() -> None:
         warnings.simplefilter("error", CapeWarning)
         g2 = discover(a, method="correlation", threshold=0.1, device="cpu")
     assert g2.params["warnings"] == [] and g2.params["n_isolated"] == 0
+
+
+def test_report_and_stage_summary_say_edges_isolated_share_and_the_warning() -> None:
+    from cape_pipeline.pipeline._report_sections import dag_lines
+    from cape_pipeline.pipeline.stages.discover import STAGE
+
+    a = sdcd_sem(25, 800, seed=2)
+    with pytest.warns(CapeWarning):
+        g = discover(a, method="correlation", threshold=0.9, device="cpu")
+    summary = STAGE.summary(g)
+    assert summary["n_edges"] == g.n_edges and summary["n_isolated"] == g.params["n_isolated"]
+    assert summary["isolated_share"] > 0.5
+    doc = {"method": "correlation", "n_edges": g.n_edges, "n_cycle_edges_dropped": 0, "support": None,
+           "n_isolated": g.params["n_isolated"], "isolated_share": g.params["isolated_share"],
+           "warnings": g.params["warnings"], "metrics_vs_truth": None}
+    text = "\n".join(dag_lines(doc, 25))
+    assert g.n_edges == 8 and f"{g.params['n_isolated']} of 25 features (84 %) have no edge" in text
+    assert "**Warning**" in text and "--set discover.threshold=" in text
+    empty = "\n".join(dag_lines({**doc, "n_edges": 0}, 25))
+    assert "The DAG is empty" in empty and "**Warning**" not in empty
