@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--not-finished-seconds", type=float, default=None,
                     help="record the fit as killed at the hard stop after this many seconds")
+    ap.add_argument("--note", default=None, help="free-text note stored with the record")
     a = ap.parse_args()
     true = np.load(DATA / f"sdcd_gen_d{a.d}_s{a.seed}.npz")["true"].astype(np.int8)
     rec = {
@@ -67,6 +68,8 @@ def main() -> None:
     }
     if a.not_finished_seconds is not None:
         rec.update(status="not finished", limit_seconds=a.not_finished_seconds)
+        if a.note:
+            rec["note"] = a.note
     else:
         p = np.load(DATA / f"pred_d{a.d}_s{a.seed}.npz")
         meta = json.loads((DATA / f"pred_d{a.d}_s{a.seed}.json").read_text())
