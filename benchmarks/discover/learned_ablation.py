@@ -52,8 +52,8 @@ def main() -> None:
     sec = time.perf_counter() - t0
     pred = (fit.adjacency.toarray() != 0).astype(int)
     met = dag_metrics(pred, true, scores=fit.scores(a.d))
-    t_edges = set(zip(*np.nonzero(true)))
-    stage2 = set(zip(fit.parent.tolist(), fit.child.tolist()))
+    t_edges = set(zip(*np.nonzero(true), strict=True))
+    stage2 = set(zip(fit.parent.tolist(), fit.child.tolist(), strict=True))
     rec = {
         "label": a.label, "options": kwargs, "d": a.d, "n": a.n, "seed": a.seed,
         "data": f"sdcd_sem({a.d}, {a.n}, {a.seed})",
