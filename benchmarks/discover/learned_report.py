@@ -6,7 +6,8 @@ Reads what the other scripts measured (nothing is run here):
   ``--support low-rank`` (tag ``seeds``), ``screened`` and ``learned``;
 - ``suite.jsonl`` from ``suite.py`` (M = 200–5000; cape = low rank, cape-screened,
   cape-learned, dagma, correlation and its oracle-best threshold);
-- ``user_counts.jsonl`` from ``user_counts.py`` and ``sdcd/results.jsonl`` (SDCD itself, its
+- ``learned_ablation.jsonl`` from ``learned_ablation.py``, ``user_counts.jsonl`` from
+  ``user_counts.py`` and ``sdcd/results.jsonl`` (SDCD itself, its
   own virtual environment) when present.
 
 For every row it prints the mean over the seeds each method has there, and whether the
@@ -125,7 +126,8 @@ def extra(name: str, title: str) -> list[str]:
 def main() -> None:
     print("<!-- made by: " + common.command() + " -->")
     print()
-    for block in (small_sets(), suite_rows(), extra("user_counts.jsonl", "User-sized counts, `cape run` defaults"),
+    for block in (small_sets(), suite_rows(), extra("learned_ablation.jsonl", "Single learned-support fits"),
+                  extra("user_counts.jsonl", "User-sized counts, `cape run` defaults"),
                   extra("sdcd/results.jsonl", "SDCD itself (its own virtual environment, `sdcd/`)")):
         if block:
             print("\n".join(block))
