@@ -9,14 +9,18 @@ writes one line every ``CAPE_PROGRESS_INTERVAL`` seconds (default 30) and one at
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["LogProgress", "progress"]
+__all__ = ["LogProgress", "progress", "progress_task", "active"]
+
+_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("cape_progress", default=None)
 
 #: seconds between two progress lines outside a terminal (env ``CAPE_PROGRESS_INTERVAL``)
 DEFAULT_INTERVAL = 30.0
@@ -71,13 +75,13 @@ class LogProgress:
     def stop(self) -> None:
         """Write the final line of every task that advanced since its last line."""
         for i, t in enumerate(self._tasks):
-            if t["completed"] != t["logged"]:
+            if t["completed"] == t["completed"] and t["completed"] != t["logged"]:
                 self._write(i)
 
-    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
-        """Register a task; returns its id."""
+    def add_task(self, description: str, total: float | None = None, *, unit: str | None = None, **fields: Any) -> int:
+        """Register a task (``unit``: its own unit word, default the bar's); returns its id."""
         now = self._clock()
-        self._tasks.append({"description": description, "total": total, "completed": 0.0,
+        self._tasks.append({"description": description, "total": total, "completed": 0.0, "unit": unit or self.unit,
                             "fields": dict(fields), "start": now, "last": now, "logged": 0.0})
         return len(self._tasks) - 1
 
@@ -93,6 +97,14 @@ class LogProgress:
 
     def advance(self, task: int, advance: float = 1.0) -> None:  # noqa: D102
         self.update(task, advance=advance)
+
+    def remove_task(self, task: int) -> None:
+        """End a task: write its last line if it advanced since the last one (the id stays
+        reserved; the task writes no more)."""
+        t = self._tasks[task]
+        if t["completed"] != t["logged"]:
+            self._write(task)
+        t["logged"] = t["completed"] = float("nan")
 
     def __enter__(self) -> LogProgress:
         self.start()
@@ -113,10 +125,10 @@ class LogProgress:
         if t["total"]:
             pct = 100.0 * done / t["total"]
             eta = elapsed / done * (t["total"] - done) if done else float("nan")
-            counts = f"{done:g}/{t['total']:g} {self.unit} ({pct:.0f}%)"
+            counts = f"{done:g}/{t['total']:g} {t['unit']} ({pct:.0f}%)"
             tail = f", elapsed {_hms(elapsed)}, ETA {_hms(eta) if eta == eta else '?'}"
         else:
-            counts, tail = f"{done:g} {self.unit}", f", elapsed {_hms(elapsed)}"
+            counts, tail = f"{done:g} {t['unit']}", f", elapsed {_hms(elapsed)}"
         stamp = time.strftime("%H:%M:%S")
         stream = self._stream if self._stream is not None else sys.stderr
         print(f"[{stamp}] {head}: {counts}{tail}", file=stream, flush=True)
@@ -142,3 +154,59 @@ def progress(build: Callable[[], Any], unit: str = "steps", prefix: str = "") ->
         Words before each log line's description.
     """
     return build() if _interactive() else LogProgress(unit=unit, prefix=prefix)
+
+
+@contextlib.contextmanager
+def active(bar: Any) -> Iterator[Any]:
+    """Make ``bar`` (a rich ``Progress`` or :class:`LogProgress`) the one that nested loops add
+    their tasks to (:func:`progress_task`), inside the block."""
+    token = _ACTIVE.set(bar)
+    try:
+        yield bar
+    finally:
+        _ACTIVE.reset(token)
+
+
+class _TaskHandle:
+    """What :func:`progress_task` yields: ``update(advance=0, **fields)``; fields (e.g.
+    ``loss="loss 0.41"``) are shown after the description."""
+
+    def __init__(self, bar: Any, task: Any, desc: str) -> None:
+        self._bar, self._task, self._desc, self._fields = bar, task, desc, {}
+
+    def update(self, advance: float = 0.0, **fields: Any) -> None:
+        if self._bar is None:
+            return
+        if isinstance(self._bar, LogProgress):
+            self._bar.update(self._task, advance=advance, **fields)
+            return
+        self._fields.update(fields)
+        info = " ".join(str(v) for v in self._fields.values() if v)
+        self._bar.update(self._task, advance=advance, description=f"{self._desc} {info}".strip())
+
+
+@contextlib.contextmanager
+def progress_task(desc: str, total: float | None, *, unit: str = "steps", show: bool = True) -> Iterator[_TaskHandle]:
+    """A progress task for a loop of ``total`` items: on the active bar (:func:`active`) when
+    an outer loop shows one, else on a bar of its own (:func:`progress`); removed at the end.
+
+    Outside a terminal this writes a line at least every ``$CAPE_PROGRESS_INTERVAL`` seconds
+    (30) with the items done, the fields given to ``update`` (loss…), elapsed time and ETA.
+    With ``show=False`` the handle does nothing.
+    """
+    if not show:
+        yield _TaskHandle(None, None, desc)
+        return
+    outer = _ACTIVE.get()
+    if outer is not None:
+        task = outer.add_task(desc, total=total, **({"unit": unit} if isinstance(outer, LogProgress) else {}))
+        try:
+            yield _TaskHandle(outer, task, desc)
+        finally:
+            outer.remove_task(task)
+        return
+    from rich.progress import Progress
+
+    with progress(lambda: Progress(transient=True), unit=unit) as bar, active(bar):
+        task = bar.add_task(desc, total=total)
+        yield _TaskHandle(bar, task, desc)

@@ -123,6 +123,7 @@ def _setup_logging(verbose: bool) -> None:
         handlers=[RichHandler(console=console, show_time=False, show_path=False)],
         force=True,
     )
+    logging.getLogger("cape_pipeline.plan").setLevel(logging.INFO)  # the train plan, always shown
 
 
 def _report(stage: str, rec: Any, event: str) -> None:
@@ -150,9 +151,10 @@ def _run(
     verbose: bool,
     compare: str | None = None,
     threads: int | None = None,
+    dry_run: bool = False,
 ) -> None:
     from cape_pipeline.pipeline.config import merge, parse_assignments, read_config_file
-    from cape_pipeline.pipeline.runner import run_pipeline
+    from cape_pipeline.pipeline.runner import plan_pipeline, run_pipeline
 
     _setup_logging(verbose)
     if workdir.exists() and not workdir.is_dir():
@@ -181,6 +183,12 @@ def _run(
             names = [pe if a == "dot" else f"{pe}@{a}" for a in names]
         overrides.setdefault("train", {})["pe"] = names[0]
         overrides["train"]["compare"] = names[1:]
+    if dry_run:
+        if until is not None:
+            raise CapeInputError("--dry-run plans the whole job; leave out --until")
+        for line in plan_pipeline(source, workdir=workdir, overrides=overrides, seed=seed, device=device):
+            out_console.print(line, highlight=False, markup=False)
+        return
     result = run_pipeline(
         source,
         until=until,
@@ -231,11 +239,16 @@ def run_cmd(
     seed: SeedOpt = None,
     compare: CompareOpt = None,
     threads: ThreadsOpt = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the plan (runs × tasks, cells, tokens, width) and a time estimate "
+                     "measured on this machine; run nothing but ingest and preprocess."),
+    ] = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run every stage (or up to --until) on SOURCE, reusing cached results."""
-    _run(source, until, workdir, out, config, set_, device, seed, verbose, compare, threads)
+    _run(source, until, workdir, out, config, set_, device, seed, verbose, compare, threads, dry_run)
 
 
 def _stage_command(stage: str) -> None:

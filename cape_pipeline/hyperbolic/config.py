@@ -32,6 +32,10 @@ class EmbedConfig(FromOptions):
     ----------
     dim
         Manifold dimension d (points live in R^{d+1}); use D/2 for a D-dimensional transformer.
+        Default 32: the main job's one width rule is D = 2d, so the default transformer is
+        D = 64, the bundled backbones' CPU width. d = 64 (D = 128) measured 2.15× slower per
+        training step (300 tokens, 1 thread) and took the main job on 3,000 cells past two
+        hours on 2 cores (``benchmarks/scale/RESULTS.md``); set it for a larger model.
     k_hop
         Positives are nodes joined by a directed path of length ≤ ``k_hop`` in either
         direction, weighted by the strongest path (max product of |A|; see
@@ -109,7 +113,7 @@ class EmbedConfig(FromOptions):
 
     _method: ClassVar[str] = "embed"
 
-    dim: int = 64
+    dim: int = 32
     k_hop: int = 2
     lambda_g: float = 0.1
     restart: float = 0.15

@@ -116,8 +116,14 @@ def train_epochs(
     patience: int | None = None,
     progress: bool = False,
     desc: str = "train",
+    max_steps: int | None = None,
 ) -> TrainLog:
     """Run AdamW with warmup + cosine decay over shuffled mini-batches of ``n`` observations.
+
+    The run is ``epochs`` passes over the data or ``max_steps`` optimizer steps, whichever is
+    fewer; the warmup and cosine schedule span that budget, so a large dataset is subsampled
+    by its step budget (each observation seen at most once per epoch, in a seeded order) rather
+    than trained for the same number of epochs as a small one.
 
     With ``validate``, the score is computed after every epoch (modules in eval mode, higher is
     better), training stops once it has not improved for ``patience`` epochs, and the weights
@@ -151,16 +157,32 @@ def train_epochs(
     patience
         Epochs without improvement before stopping (``None`` = never stop early).
     progress
-        Log the loss per epoch (``logging`` INFO).
+        Show progress: a bar in a terminal, else a line at least every
+        ``$CAPE_PROGRESS_INTERVAL`` seconds (30) with steps done, the running loss and the ETA
+        (:mod:`cape_pipeline._progress`); also logs the loss per epoch (``logging`` INFO).
+    desc
+        Name of the run in progress lines and logs.
+    max_steps
+        Most optimizer steps (``None`` or 0: no cap). Validation still runs at the end of each
+        (possibly partial, the last) epoch.
 
     Returns
     -------
     TrainLog
+
+    Raises
+    ------
+    ValueError
+        ``max_steps`` < 0.
     """
     import logging
 
+    from cape_pipeline._progress import progress_task
+
     log = logging.getLogger(__name__)
     out = TrainLog()
+    if max_steps is not None and max_steps < 0:
+        raise ValueError(f"train_epochs: max_steps must be >= 0 or None, got {max_steps}")
     if epochs <= 0 or n == 0:
         return out
     modules = modules or []
@@ -169,52 +191,61 @@ def train_epochs(
         broadcast_parameters(modules)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     per_epoch = -(-n // batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(epochs * per_epoch, warmup))
+    total = epochs * per_epoch if not max_steps else min(epochs * per_epoch, max_steps)
+    epochs = -(-total // per_epoch)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, warmup))
     best_score, best_state, since_best = -math.inf, None, 0
     t0 = time.perf_counter()
-    for ep in range(epochs):
-        for m in modules:
-            m.train()
-        order = torch.randperm(n, generator=generator)
-        tot, cnt = 0.0, 0
-        for s in range(0, n, batch_size):
-            bi = order[s : s + batch_size]
-            opt.zero_grad(set_to_none=True)
-            if size > 1:
-                loss_value = _distributed_backward(step, bi, params, rank, size)
-            else:
-                loss = step(bi)
-                loss = loss[0] if isinstance(loss, tuple) else loss
-                loss.backward()
-                loss_value = float(loss.detach())
-            if clip:
-                torch.nn.utils.clip_grad_norm_(params, clip)
-            opt.step()
-            sched.step()
-            tot += loss_value * bi.numel()
-            cnt += bi.numel()
-        out.losses.append(tot / max(cnt, 1))
-        out.n_seen += cnt
-        msg = f"{desc} epoch {ep + 1}/{epochs} loss {out.losses[-1]:.4f}"
-        if validate is not None:
+    done = 0
+    with progress_task(desc, total, unit="steps", show=progress) as bar:
+        for ep in range(epochs):
             for m in modules:
-                m.eval()
-            with torch.no_grad():
-                score = float(validate())
-            out.val_scores.append(score)
-            msg += f" val {score:.4f}"
-            if score > best_score:
-                best_score, since_best, out.best_epoch = score, 0, ep + 1
-                best_state = [copy.deepcopy(m.state_dict()) for m in modules]
-            else:
-                since_best += 1
-                if patience is not None and since_best >= patience and ep + 1 < epochs:
-                    out.stopped_early = True
-                    if progress:
-                        log.info(msg)
+                m.train()
+            order = torch.randperm(n, generator=generator)
+            tot, cnt = 0.0, 0
+            for s in range(0, n, batch_size):
+                if done >= total:
                     break
-        if progress:
-            log.info(msg)
+                done += 1
+                bi = order[s : s + batch_size]
+                opt.zero_grad(set_to_none=True)
+                if size > 1:
+                    loss_value = _distributed_backward(step, bi, params, rank, size)
+                else:
+                    loss = step(bi)
+                    loss = loss[0] if isinstance(loss, tuple) else loss
+                    loss.backward()
+                    loss_value = float(loss.detach())
+                if clip:
+                    torch.nn.utils.clip_grad_norm_(params, clip)
+                opt.step()
+                sched.step()
+                tot += loss_value * bi.numel()
+                cnt += bi.numel()
+                bar.update(advance=1, loss=f"loss {tot / cnt:.4f}", epoch=f"epoch {ep + 1}/{epochs}")
+            out.losses.append(tot / max(cnt, 1))
+            out.n_seen += cnt
+            msg = f"{desc} epoch {ep + 1}/{epochs} loss {out.losses[-1]:.4f}"
+            if validate is not None:
+                for m in modules:
+                    m.eval()
+                with torch.no_grad():
+                    score = float(validate())
+                out.val_scores.append(score)
+                msg += f" val {score:.4f}"
+                bar.update(val=f"val {score:.4f}")
+                if score > best_score:
+                    best_score, since_best, out.best_epoch = score, 0, ep + 1
+                    best_state = [copy.deepcopy(m.state_dict()) for m in modules]
+                else:
+                    since_best += 1
+                    if patience is not None and since_best >= patience and ep + 1 < epochs:
+                        out.stopped_early = True
+                        if progress:
+                            log.info(msg + " (early stop)")
+                        break
+            if progress:
+                log.info(msg)
     if best_state is not None:
         for m, sd in zip(modules, best_state, strict=True):
             m.load_state_dict(sd)
@@ -248,6 +279,8 @@ def masked_pretrain(
     weight_decay: float = 0.01,
     warmup: float = 0.1,
     progress: bool = False,
+    max_steps: int | None = None,
+    desc: str = "pretrain",
 ) -> tuple[ValueDecoder, TrainLog]:
     """Masked value reconstruction (scGPT/scBERT/MethylGPT-style self-supervision).
 
@@ -287,7 +320,8 @@ def masked_pretrain(
     log = train_epochs(
         list(model.parameters()) + list(dec.parameters()), step, x.shape[0],
         epochs=epochs, batch_size=batch_size, lr=lr, generator=generator,
-        weight_decay=weight_decay, warmup=warmup, modules=[model, dec], progress=progress, desc="pretrain",
+        weight_decay=weight_decay, warmup=warmup, modules=[model, dec], progress=progress, desc=desc,
+        max_steps=max_steps,
     )
     return dec, log
 

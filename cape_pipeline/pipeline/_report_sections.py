@@ -7,7 +7,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dag_lines", "embedding_lines", "fmt"]
+__all__ = ["dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN"]
+
+ZERO_ANGLE_WARN = 0.9
+"""Share of features at angle 0 above which the report says the comparison cannot be informative."""
 
 
 def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
@@ -65,5 +68,64 @@ def embedding_lines(e: dict[str, Any]) -> list[str]:
         lines.append(
             f"- |φ| over features off the origin: median {fmt(aq['q50'])}, 90 % {fmt(aq['q90'])}, "
             f"99 % {fmt(aq['q99'])}, max {fmt(aq['max'])} rad"
+        )
+    return lines
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
+
+
+def run_lines(doc: dict[str, Any]) -> list[str]:
+    """Report lines "What this run did": cells and features before and after preprocessing,
+    edges, features without an edge, features at angle 0, tokens per cell, width, what the step
+    budgets subsampled, the plan's estimate against the time taken, and the warning when the
+    comparison cannot be informative (more than :data:`ZERO_ANGLE_WARN` of features at angle 0)."""
+    d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
+    shape_in = d.get("shape_in")
+    lines = ["## What this run did"]
+    before = f" (of {shape_in[1]:,} before preprocessing)" if shape_in and shape_in[1] != d["n_vars"] else ""
+    lines.append(f"- data: {d['n_obs']:,} cells × {d['n_vars']:,} features{before}")
+    iso = g.get("isolated_share")
+    lines.append(f"- Step I: {g['n_edges']:,} edges" + (f"; {100 * iso:.0f} % of features have no edge" if iso is not None else ""))
+    zero = e.get("zero_angle_share")
+    if zero is not None:
+        lines.append(f"- Steps II–III: {100 * zero:.0f} % of features sit at the origin (angle 0: CAPE leaves them unrotated)")
+    plan = t.get("plan")
+    if plan:
+        capped = plan.get("share_capped") or 0.0
+        lines.append(
+            f"- transformers: width D = {plan['d_model']}, {plan['n_layers']} layers, {plan['n_heads']} heads; "
+            f"tokens per cell median {plan['tokens_median']:.0f} (95th percentile {plan['tokens_p95']:.0f}; "
+            f"cap {plan['max_tokens'] or 'none'}, reached by {100 * capped:.0f} % of cells, which keep their "
+            "top expressed features)"
+        )
+        if plan.get("pretrain_subsampled"):
+            lines.append(
+                f"- subsampled: each pretraining ran its budget of {plan['pretrain_steps']} steps "
+                f"({plan['pretrain_cells']:,} cells seen, a seeded subsample) instead of full epochs over "
+                f"{d['n_obs']:,} cells"
+            )
+        else:
+            lines.append("- subsampled: nothing (every pretraining ran its full epochs over all cells)")
+        lines.append(
+            f"- runs: {plan['runs']} ({len(plan['arms'])} arms × {len(plan['seeds'])} seeds), tasks "
+            f"{', '.join(plan['tasks']) or 'none'}"
+        )
+        secs = doc.get("timings_s", {}).get("train")
+        if plan.get("seconds_max") and secs is not None:
+            lines.append(
+                f"- train stage: {_hms(secs)}, against an estimate of at most {_hms(plan['seconds_max'])} "
+                f"from {1000 * plan['step_seconds']:.0f} ms per measured step"
+            )
+    total = sum(doc.get("timings_s", {}).values())
+    if total:
+        lines.append(f"- time: {_hms(total)} over all stages (per stage at the end of this report)")
+    if zero is not None and zero > ZERO_ANGLE_WARN and t.get("runs"):
+        lines.append(
+            f"- **Warning**: {100 * zero:.0f} % of features are at angle 0, so `cape` rotates almost nothing and "
+            "cannot differ much from `default`: the comparison below cannot be informative. Step I found too few "
+            "edges on this data (see its warnings; a lower `discover.threshold` keeps more)."
         )
     return lines

@@ -17,7 +17,7 @@ import numpy as np
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
-from cape_pipeline.pipeline._report_sections import dag_lines, embedding_lines
+from cape_pipeline.pipeline._report_sections import ZERO_ANGLE_WARN, dag_lines, embedding_lines, run_lines
 
 
 # ------------------------------------------------------------------------------------ report
@@ -290,6 +290,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "modality": prep.get("modality"),
             "input_state": prep.get("input_state"),
             "preprocess_steps": prep.get("steps", []),
+            "shape_in": prep.get("shape_in"),
             "fingerprint": encode.provenance.get("data_fingerprint"),
         },
         "dag": {
@@ -308,6 +309,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
             "scale": float(enc.scale),
             "max_norm_e": float(norms.max()),
             "max_abs_angle": float(np.abs(np.asarray(enc.angles)).max()),
+            "zero_angle_share": float((np.abs(np.asarray(enc.angles)).max(axis=1) < 1e-8).mean()),
             "angle_quantiles": angle_quantiles(enc.angles, norms > 0),
             "spearman_norm_vs_neg_pagerank": rho,
             "final_loss": encode.embed_loss[-1] if encode.embed_loss else None,
@@ -320,7 +322,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
         },
         "training": {
             "tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results),
-            "init": getattr(train, "init", None),
+            "init": getattr(train, "init", None), "plan": getattr(train, "plan", None),
         },
         "comparison": _comparison(train),
         "metrics": aggregate_metrics(train.results),
@@ -379,6 +381,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- data fingerprint: `{d['fingerprint']}`",
         "",
     ]
+    lines += run_lines(doc)
+    lines += [""]
     lines += dag_lines(g, d["n_vars"])
     lines += [
         "",
@@ -399,6 +403,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["", "## Tasks"]
     if comp and comp.get("differences"):
         lines += ["", f"**{comp['verdict']}**", ""]
+        if (e.get("zero_angle_share") or 0.0) > ZERO_ANGLE_WARN:
+            lines += [
+                f"Warning: {100 * e['zero_angle_share']:.0f} % of features are at angle 0 (no edge in Step I), so "
+                "this comparison cannot be informative about CAPE (see What this run did).",
+                "",
+            ]
         if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
             lines += [
                 f"Note: the CAPE angles are nearly zero (max |φ| = {e['max_abs_angle']:.3g} rad), so `cape` and "

@@ -258,3 +258,53 @@ def _needed(stages: list[str], inputs: Mapping[str, tuple[str, ...]]) -> set[str
             need.add(s)
             todo.extend(inputs[s])
     return need
+
+
+def plan_pipeline(
+    source: str,
+    *,
+    workdir: str | os.PathLike[str] = "cape_work",
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+) -> list[str]:
+    """What ``cape run`` would do on ``source``, and how long it should take (``--dry-run``).
+
+    Runs the cheap stages (ingest, preprocess; cached like any run), then counts the train
+    stage's work and times a few training steps of its model on this machine
+    (:func:`cape_pipeline.pipeline.stages.train.train_plan`); Step I's time is a rough
+    formula (:func:`cape_pipeline.pipeline.plan.discover_estimate`). Nothing else runs.
+
+    Returns
+    -------
+    list of str
+        The lines to print.
+
+    Raises
+    ------
+    CapeInputError
+        As :func:`run_pipeline` for the stages it runs and the configs it checks.
+    """
+    from cape_pipeline.pipeline.plan import _hms, discover_estimate, plan_lines
+    from cape_pipeline.pipeline.stages.train import _resolve_tasks, train_plan
+
+    configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device)
+    res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
+    adata = _resolve(res.outputs, "preprocess")
+    cfg = configs["train"]
+    ctx = StageContext(source=source)
+    tasks = _resolve_tasks(cfg, ctx, adata)
+    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    d_model = cfg.d_model if cfg.d_model is not None else 2 * int(configs["embed"].dim)
+    lines = [f"dry run on {source}: ingest and preprocess done ({adata.n_obs:,} cells × {adata.n_vars:,} features)"]
+    skip = cfg.encodings is not None
+    if not skip:
+        support = configs["discover"].support_for(adata.n_vars, adata.n_obs)
+        est = discover_estimate(adata.n_obs, adata.n_vars) if support == "learned" else float("nan")
+        lines.append(f"Step I (discover, support={support}): roughly {_hms(est)} (a formula fitted to benchmarks/scale, "
+                     "not measured here)")
+    if cfg.checkpoint:
+        lines.append("train starts from a scGPT checkpoint: its sizes set the model; no calibration in a dry run")
+    plan = train_plan(adata, cfg, tasks, arms, d_model, calibrate=not cfg.checkpoint)
+    lines += plan_lines(plan)
+    return lines

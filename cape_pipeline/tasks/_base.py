@@ -148,6 +148,14 @@ class TaskConfig:
         checkpoint choice); 0 disables both (the last epoch is kept).
     patience
         Fine-tuning epochs without a better validation score before stopping.
+    pretrain_max_steps
+        Most optimizer steps of pretraining (0: no cap). With ``batch_size`` 32 the default
+        600 (19,200 cells) leaves 5 epochs untouched up to 3,840 cells; a larger dataset is
+        pretrained on a seeded subsample of its cells by this step budget instead of 5 full
+        epochs, so its cost stops growing with N (``benchmarks/scale/RESULTS.md``).
+    finetune_max_steps
+        Most optimizer steps of fine-tuning (0: no cap); early stopping may end it sooner.
+        The default 1,000 leaves ``finetune_epochs`` untouched up to 800 fine-tuning cells.
     init
         A released scGPT checkpoint directory (``args.json``, ``vocab.json``,
         ``best_model.pt``) the ``scgpt`` backbone starts from instead of a random
@@ -168,6 +176,8 @@ class TaskConfig:
     warmup: float = 0.1
     val_fraction: float = 0.15
     patience: int = 8
+    pretrain_max_steps: int = 600
+    finetune_max_steps: int = 1000
     init: str | None = None
 
     def __post_init__(self) -> None:
@@ -177,6 +187,8 @@ class TaskConfig:
             raise CapeConfigError(f"task.warmup: expected in [0, 1), got {self.warmup}")
         if not 0.0 <= self.val_fraction < 0.9:
             raise CapeConfigError(f"task.val_fraction: expected in [0, 0.9), got {self.val_fraction}")
+        if self.pretrain_max_steps < 0 or self.finetune_max_steps < 0:
+            raise CapeConfigError("task: pretrain_max_steps and finetune_max_steps must be >= 0 (0: no cap)")
         if self.patience < 1:
             raise CapeConfigError(f"task.patience: expected >= 1, got {self.patience}")
         if self.batch_size < 1:

@@ -77,7 +77,7 @@ def pretrain_key(
     mcfg = model_config(backbone, cfg, overrides)
     return {
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
-        "pretrain_epochs": cfg.pretrain_epochs, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
+        "pretrain_epochs": cfg.pretrain_epochs, "pretrain_max_steps": cfg.pretrain_max_steps, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
         "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup, "init": cfg.init,
         "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
         "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
@@ -125,7 +125,7 @@ def pretrain(
         _, log = masked_pretrain(
             model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.pretrain_lr,
             mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
-            progress=progress,
+            progress=progress, max_steps=cfg.pretrain_max_steps, desc=f"pretrain {pe} seed {seed}",
         )
     model.eval()
     return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x, angles, overrides))
@@ -180,7 +180,8 @@ def finetune(
     """Fine-tune backbone + head end to end with the recipe of ``cfg``
     (:func:`~cape_pipeline.models.training.train_epochs` over ``n`` observations: AdamW with
     ``cfg.lr``, ``cfg.weight_decay``, ``cfg.warmup``, ``cfg.finetune_epochs``, ``cfg.batch_size``
-    and early stopping after ``cfg.patience`` epochs without a better ``validate()`` score).
+    and early stopping after ``cfg.patience`` epochs without a better ``validate()`` score, at
+    most ``cfg.finetune_max_steps`` optimizer steps).
 
     ``step(batch_index (b,) long) -> scalar loss``. Both modules are left in eval mode with the
     weights of the best validation epoch (the last one without ``validate``).
@@ -189,7 +190,7 @@ def finetune(
         list(model.parameters()) + list(head.parameters()), step, n,
         epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=generator,
         weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
-        validate=validate, patience=cfg.patience, progress=progress, desc=desc,
+        validate=validate, patience=cfg.patience, progress=progress, desc=desc, max_steps=cfg.finetune_max_steps,
     )
 
 

@@ -133,7 +133,7 @@ def predict_age(
     head, flog, emb, out = finetune_pooled_head(
         model, lambda: RegressionHead(model.config.d_model), xt, yz, fit=fit, val=val, test=te,
         loss=lambda p, t: ((p - t) ** 2).mean(), cfg=cfg, pooling=cfg.pooling, seed=seed, device=device,
-        progress=progress, desc="age",
+        progress=progress, desc=f"age {pe} seed {seed}",
     )
     pred = out.cpu().numpy() * sd + mu
     metrics = regression_metrics(age[te], pred)

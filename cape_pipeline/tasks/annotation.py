@@ -204,7 +204,7 @@ def annotate(
     head, flog, emb, out = finetune_pooled_head(
         model, lambda: ClassifierHead(model.config.d_model, names.size), xt, yt, fit=fit, val=val, test=te,
         loss=F.cross_entropy, cfg=cfg, pooling=cfg.pooling, seed=seed, device=device, progress=progress,
-        desc="finetune", val_batch=256,
+        desc=f"finetune {pe} seed {seed}", val_batch=256,
     )
     pred = out.argmax(1).cpu().numpy()
     metrics = classification_metrics(y[te], pred)

@@ -237,7 +237,7 @@ def predict_perturbation(
 
         flog = finetune(
             model, head, step, n_pert + n_ctrl_pairs, cfg=cfg, generator=gen,
-            validate=validate if val_conds else None, progress=progress, desc="perturb",
+            validate=validate if val_conds else None, progress=progress, desc=f"perturb {pe} seed {seed}",
         )
         lin = None
         if m <= LINEAR_REFERENCE_MAX_GENES:

@@ -36,6 +36,9 @@ class TrainOutput:
     init
         With a scGPT checkpoint as the start (``train.init``): ``checkpoint``, ``n_genes_used``,
         ``n_genes_dropped`` (genes not in its vocabulary) and ``dropped_examples``; else None.
+    plan
+        What the stage planned and estimated before training
+        (:meth:`cape_pipeline.pipeline.plan.TrainPlan.to_dict`), or None.
     """
 
     results: list[Any]
@@ -44,6 +47,7 @@ class TrainOutput:
     d_model: int
     encodings_dir: str | None = None
     init: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
 
     def save(self, d: Path) -> None:
         """Store in directory ``d``: ``results.json`` (metrics, curves, timings, params per run),
@@ -80,7 +84,7 @@ class TrainOutput:
             with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
         doc = {"tasks": self.tasks, "pes": self.pes, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
-               "init": self.init, "runs": runs}
+               "init": self.init, "plan": self.plan, "runs": runs}
         with atomic_path(d / RESULTS) as tmp:
             tmp.write_text(json.dumps(doc, indent=1, default=str))
 
@@ -111,5 +115,5 @@ class TrainOutput:
             )
         return cls(
             results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
-            init=doc.get("init"),
+            init=doc.get("init"), plan=doc.get("plan"),
         )

@@ -118,6 +118,12 @@ def test_train_and_evaluate_report(tmp_path):
     assert set(rep["timings_s"]) >= {"ingest", "preprocess", "discover", "embed", "encode", "train"}
     md = (out / "report.md").read_text()
     assert "| annotation | cape | accuracy |" in md and comp["verdict"] in md
+    # what the run did (issue 28): sizes, edges, tokens per cell, width, subsampling, time
+    plan = rep["training"]["plan"]
+    assert plan["runs"] == 6 and plan["d_model"] == 8 and plan["n_obs"] == r.output("preprocess").n_obs
+    assert plan["step_seconds"] > 0 and plan["seconds_max"] > 0  # calibrated on this machine
+    assert "## What this run did" in md and "tokens per cell median" in md and "width D = 8" in md
+    assert "subsampled: nothing" in md and "against an estimate of at most" in md
     assert (out / "encodings.parquet").is_file()  # the export keeps the encodings
     assert any(p.name.startswith("umap_") for p in (out / "figures").iterdir())
     assert any(p.name.startswith("confusion_") for p in (out / "figures").iterdir())

@@ -19,6 +19,7 @@ from cape_pipeline.pipeline.stages._base import (
     _copy_atomic,
     _torch_device,
 )
+from cape_pipeline.pipeline.plan import TrainPlan, plan_lines
 from cape_pipeline.pipeline.stages.encode import EncodeOutput
 from cape_pipeline.tasks import TASKS
 from cape_pipeline.tasks.results import TrainOutput
@@ -27,6 +28,8 @@ from cape_pipeline.tasks.results import TrainOutput
 
 
 log = logging.getLogger(__name__)
+plan_log = logging.getLogger("cape_pipeline.plan")
+"""The train plan's lines (INFO); the CLI shows this logger at INFO without ``--verbose``."""
 
 NO_IDENTITY = "/no-id"
 """Arm suffix: the backbone without its native feature identity (literal reading of Eq. F.109)."""
@@ -113,6 +116,10 @@ class TrainConfig:
         Training budget: masked-value pretraining epochs, most fine-tuning epochs, mini-batch
         size, fine-tuning and pretraining peak learning rates; ``None`` keeps each task's
         default (see :class:`cape_pipeline.tasks.TaskConfig`).
+    pretrain_max_steps, finetune_max_steps
+        Step budgets of pretraining and fine-tuning (0: none); ``None`` keeps each task's
+        default (600 and 1,000 steps: they cut in above ~3,800 cells, where a larger dataset is
+        pretrained on a seeded subsample by steps instead of full epochs).
     label_key
         ``obs`` column with labels; ``None`` takes the task's default.
     save_models
@@ -152,6 +159,8 @@ class TrainConfig:
     max_tokens: int | None = None
     pretrain_epochs: int | None = None
     finetune_epochs: int | None = None
+    pretrain_max_steps: int | None = None
+    finetune_max_steps: int | None = None
     batch_size: int | None = None
     lr: float | None = None
     pretrain_lr: float | None = None
@@ -264,13 +273,16 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
 
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
     device = init_from_env(_torch_device(cfg.device))
+    plan = train_plan(adata, cfg, tasks, arms, d_model, calibrate=init is None)
+    for line in plan_lines(plan):
+        plan_log.info(line)
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both
     share = "annotation" in tasks and "clustering" in tasks
     x_all = dense_x(adata) if share else None
     results = []
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
-    for seed, arm in _progress(jobs, ctx.progress, "train"):
+    for seed, arm in _progress(jobs, ctx.progress, "run", label=lambda j: f"{j[1]} seed {j[0]}"):
         pe, identity = parse_arm(arm)
         task_cfg = {**_task_settings(cfg, d_model, identity), "attention": arm_attention(arm)}
         # only what this arm's PE and attention use, so a shared pretraining is keyed by it
@@ -303,8 +315,55 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                 res.model.meta.update({"arm": arm, "source": ctx.source})
             results.append(res)
     return TrainOutput(
-        results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init
+        results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
+        plan=plan.to_dict(),
     )
+
+
+def train_plan(
+    adata: ad.AnnData, cfg: TrainConfig, tasks: list[str], arms: list[str], d_model: int, *, calibrate: bool = True
+) -> TrainPlan:
+    """The train stage's plan on ``adata`` (:func:`cape_pipeline.pipeline.plan.plan_train`) and,
+    with ``calibrate``, its time estimate from a few measured training steps of the planned
+    model (``pe=cape`` with zero angles: the cost does not depend on their values) on a batch
+    of the data, on the CPU (the estimate is for this machine's CPU).
+
+    Parameters
+    ----------
+    adata
+        The preprocessed data.
+    cfg, tasks, arms
+        The stage config, its resolved tasks and arms.
+    d_model
+        Model width D.
+
+    Returns
+    -------
+    TrainPlan
+    """
+    import torch
+
+    from cape_pipeline.models.training import seeded
+    from cape_pipeline.pipeline.plan import calibrate as measure_step
+    from cape_pipeline.pipeline.plan import estimate, plan_train
+    from cape_pipeline.tasks import TASK_CONFIGS
+    from cape_pipeline.tasks._base import build_model, dense_x, model_config, resolve_config
+
+    settings = _task_settings(cfg, d_model, True)
+    task_cfgs = {t: resolve_config(TASK_CONFIGS[t], settings) for t in tasks}
+    base = resolve_config(TASK_CONFIGS["annotation"], settings)
+    mcfg = model_config(cfg.backbone, base)
+    x = dense_x(adata, allow_nan="age" in tasks)
+    seeds = list(range(cfg.seed, cfg.seed + cfg.n_seeds))
+    plan = plan_train(x, tasks=tasks, arms=arms, seeds=seeds, task_cfgs=task_cfgs, model_cfg=mcfg)
+    if "perturbation" in tasks:
+        plan.notes.append("the perturbation task tokenizes every gene (its own model settings); its cost is not in the estimate")
+    if calibrate and tasks:
+        zero = np.zeros((adata.n_vars, mcfg.d_model // 2), dtype=np.float32)
+        with seeded(cfg.seed), torch.inference_mode(False):
+            model = build_model(cfg.backbone, base, n_features=adata.n_vars, pe="cape", angles=zero, x_train=x[:256])
+            estimate(plan, measure_step(model, x, batch_size=base.batch_size, seed=cfg.seed))
+    return plan
 
 
 def _vocabulary_subset(adata: ad.AnnData, checkpoint: str) -> tuple[ad.AnnData, dict[str, Any]]:
@@ -341,7 +400,8 @@ def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, 
             model[k] = getattr(cfg, k)
     budget = {
         k: getattr(cfg, k)
-        for k in ("pretrain_epochs", "finetune_epochs", "batch_size", "lr", "pretrain_lr")
+        for k in ("pretrain_epochs", "finetune_epochs", "pretrain_max_steps", "finetune_max_steps", "batch_size", "lr",
+                  "pretrain_lr")
         if getattr(cfg, k) is not None
     }
     return {"model": model, **budget, **({"init": cfg.checkpoint} if cfg.checkpoint else {})}
@@ -404,18 +464,22 @@ def _train_check(configs: Mapping[str, Any]) -> None:
         raise CapeConfigError(msg + hint) from None
 
 
-def _progress(items: list[Any], show: bool, desc: str) -> Any:
-    """Iterate ``items`` with a rich progress bar when ``show``."""
+def _progress(items: list[Any], show: bool, desc: str, label: Any = None) -> Any:
+    """Iterate ``items`` with a progress bar when ``show`` (outside a terminal: a line per
+    ``$CAPE_PROGRESS_INTERVAL`` seconds); ``label(item)`` names the item being run, and the
+    training loops inside add their own step counts to the same bar."""
     if not show:
         yield from items
         return
     from rich.progress import Progress
 
-    from cape_pipeline._progress import progress
+    from cape_pipeline._progress import active, progress
 
-    with progress(lambda: Progress(transient=True), unit="runs", prefix="train") as bar:
+    with progress(lambda: Progress(transient=True), unit="runs", prefix="train") as bar, active(bar):
         t = bar.add_task(desc, total=len(items))
-        for it in items:
+        for i, it in enumerate(items):
+            if label is not None:
+                bar.update(t, description=f"{desc} {i + 1}/{len(items)}: {label(it)}")
             yield it
             bar.advance(t)
 

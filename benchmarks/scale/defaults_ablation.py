@@ -1,0 +1,111 @@
+"""Does a cheaper train-stage setting lower the metrics beyond the seed noise? (issue 28 item 2)
+
+Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Steps I–III cached in
+the work directory, so every setting trains on the same angles) with the arms ``cape`` and
+``default`` over seeds 0–2, once per setting, and appends one JSON line per (dataset, setting)
+to ``defaults_ablation.jsonl``: per task, metric and arm the values per seed, the wall time of
+the train stage and the load average. ``defaults_report.py`` turns them into tables.
+
+Datasets: ``pbmc68k_reduced`` (bundled, 700 cells, its workflow config) and ``sim3k`` (our
+``simulated_counts``: 3,000 cells × 15,000 genes, 8 cell types → 2,000 HVGs).
+
+Usage::
+
+    python benchmarks/scale/defaults_ablation.py --data pbmc68k_reduced --setting max_tokens=128 [--setting ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "defaults_ablation.jsonl"
+ROOT = HERE.parents[1]
+
+
+def source(name: str, work: Path) -> tuple[str, dict]:
+    """The source path/name and the overrides of a benchmark dataset."""
+    from cape_pipeline.pipeline.config import read_config_file
+
+    if name == "pbmc68k_reduced":
+        return name, read_config_file(ROOT / "workflows" / "pbmc68k_reduced.yaml")
+    if name.startswith("sim"):
+        n = {"sim1k": 1000, "sim3k": 3000, "sim10k": 10_000, "sim20k": 20_000}[name]
+        path = work / f"{name}.h5ad"
+        if not path.is_file():
+            from cape_pipeline.datasets import simulated_counts
+
+            genes = 15_000 if n <= 3000 else 20_000
+            simulated_counts(n, genes, seed=0).write_h5ad(path)
+        return str(path), {"ingest": {"label_columns": ["cell_type"]}, "embed": {"dim": 32}}
+    raise SystemExit(f"unknown dataset {name}")
+
+
+def parse_setting(text: str) -> dict:
+    """``"max_tokens=128,finetune_max_steps=0"`` → train overrides (ints where they parse)."""
+    out: dict = {}
+    for part in filter(None, text.split(",")):
+        k, _, v = part.partition("=")
+        out[k.strip()] = int(v) if v.strip().lstrip("-").isdigit() else v.strip()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--setting", action="append", required=True, help="train overrides, e.g. max_tokens=128")
+    ap.add_argument("--work", default="/tmp/cape_scale_work")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--source", default=None, help="an existing .h5ad of the dataset (its work dir: --workdir)")
+    ap.add_argument("--workdir", default=None, help="the cache directory (default WORK/DATA)")
+    a = ap.parse_args()
+    import torch
+
+    from cape_pipeline.pipeline.config import merge
+    from cape_pipeline.pipeline.runner import run_pipeline
+
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if a.source is None:
+        src, base = source(a.data, work)
+    else:  # a simulated-counts file made beforehand
+        src, base = a.source, {"ingest": {"label_columns": ["cell_type"]}, "embed": {"dim": 32}}
+    cache = Path(a.workdir) if a.workdir else work / a.data
+    for setting in a.setting:
+        train = {"compare": ["default"], "n_seeds": a.seeds, "save_models": False, **parse_setting(setting)}
+        overrides = merge(base, {"train": train})
+        load0 = os.getloadavg()
+        t0 = time.perf_counter()
+        res = run_pipeline(src, workdir=cache, overrides=overrides, until="train")
+        wall = time.perf_counter() - t0
+        rec_train = next(r for r in res.records if r.stage == "train")
+        out = res.outputs["train"]
+        out = out.load() if hasattr(out, "load") else out
+        metrics: dict = {}
+        for r in out.results:
+            for k, v in r.metrics.items():
+                metrics.setdefault(r.task, {}).setdefault(k, {}).setdefault(r.params["pe"], []).append(round(float(v), 5))
+        rec = {
+            "data": a.data, "setting": setting or "default", "seeds": a.seeds,
+            "train_seconds": round(rec_train.seconds, 1), "cached": rec_train.cached, "wall_seconds": round(wall, 1),
+            "plan": out.plan, "metrics": metrics,
+            "best_epochs": [r.params.get("best_epoch") for r in out.results if r.task == "annotation"],
+            "load_before": [round(v, 2) for v in load0], "load_after": [round(v, 2) for v in os.getloadavg()],
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} threads {torch.get_num_threads()}",
+            "command": "python " + " ".join(shlex.quote(x) for x in sys.argv),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+        }
+        with OUT.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(json.dumps({k: rec[k] for k in ("data", "setting", "train_seconds", "load_before")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

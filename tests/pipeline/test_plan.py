@@ -1,0 +1,119 @@
+"""The main job on user-sized data (issue 28): step budgets, progress inside a training run,
+the plan and its calibrated estimate, --dry-run, and what the report says the run did."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cape_pipeline.models.training import train_epochs
+from cape_pipeline.pipeline.plan import TrainPlan, estimate, plan_lines, plan_train
+from cape_pipeline.tasks import TASK_CONFIGS
+from cape_pipeline.tasks._base import model_config, resolve_config
+
+
+def _quadratic(n: int = 100):
+    w = torch.nn.Parameter(torch.zeros(3))
+    target = torch.ones(3)
+    return [w], (lambda bi: ((w - target) ** 2).sum() + 0.0 * bi.float().sum())
+
+
+def test_max_steps_caps_optimizer_steps_and_spans_the_schedule() -> None:
+    params, step = _quadratic()
+    calls = []
+
+    def counted(bi: torch.Tensor) -> torch.Tensor:
+        calls.append(bi.numel())
+        return step(bi)
+
+    log = train_epochs(params, counted, 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
+                       max_steps=12)
+    assert len(calls) == 12 and sum(calls) == log.n_seen == 120
+    assert len(log.losses) == 2  # one full epoch and the partial second
+    uncapped = train_epochs(*_quadratic(), 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0))
+    assert uncapped.n_seen == 500 and len(uncapped.losses) == 5
+    with pytest.raises(ValueError, match="max_steps"):
+        train_epochs(*_quadratic(), 10, epochs=1, batch_size=5, lr=0.1, generator=torch.Generator(), max_steps=-1)
+
+
+def test_a_training_run_writes_progress_lines_with_loss_and_eta(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("CAPE_PROGRESS_INTERVAL", "0")
+    train_epochs(*_quadratic(), 40, epochs=2, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
+                 progress=True, desc="pretrain cape seed 0")
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pretrain cape seed 0" in ln]
+    assert len(lines) >= 8
+    assert "8/8 steps (100%)" in lines[-1] and "loss" in lines[-1] and "ETA" in lines[-1]
+
+
+def test_progress_of_a_run_joins_the_outer_bar(monkeypatch) -> None:
+    import io
+
+    from cape_pipeline._progress import LogProgress, active
+
+    out = io.StringIO()
+    bar = LogProgress(interval=0, stream=out, prefix="train", unit="runs")
+    with bar, active(bar):
+        t = bar.add_task("run 1/1", total=1)
+        train_epochs(*_quadratic(), 20, epochs=1, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
+                     progress=True, desc="finetune cape seed 0")
+        bar.advance(t)
+    text = out.getvalue()
+    assert "train finetune cape seed 0" in text and "2/2 runs" not in text and "1/1 runs" in text
+
+
+def _plan(n: int, m: int = 50, **task) -> TrainPlan:
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random((n, m)) < 0.3, rng.gamma(2.0, 1.0, (n, m)), 0.0).astype(np.float32)
+    cfgs = {t: resolve_config(TASK_CONFIGS[t], {"model": {"d_model": 32, "max_tokens": 8}, **task})
+            for t in ("annotation", "clustering")}
+    return plan_train(x, tasks=["annotation", "clustering"], arms=["cape", "default"], seeds=[0, 1, 2],
+                      task_cfgs=cfgs, model_cfg=model_config("scgpt", cfgs["annotation"]))
+
+
+def test_plan_counts_the_work_and_says_when_the_budget_subsamples() -> None:
+    small = _plan(200)
+    assert small.runs == 6 and small.d_model == 32 and small.max_tokens == 8
+    assert small.pretrain_steps == 5 * 7 and not small.pretrain_subsampled  # shared by both tasks: once
+    assert small.tokens_median == 8 and small.share_capped > 0.9  # ~15 of 50 expressed, capped at 8
+    big = _plan(5000)
+    assert big.pretrain_steps == 600 and big.pretrain_cells == 600 * 32 and big.pretrain_subsampled
+    assert big.finetune_max_steps == 1000
+    no_cap = _plan(5000, pretrain_max_steps=0, finetune_max_steps=0)
+    assert no_cap.pretrain_steps == 5 * 157 and not no_cap.pretrain_subsampled
+    est = estimate(big, 0.1)
+    assert est.seconds_max == pytest.approx(6 * ((600 + 1000) * 0.1 + est.forward_cells * 0.1 / 32 / 3))
+    text = "\n".join(plan_lines(est))
+    assert "2 arms (cape, default) × 3 seeds = 6 runs" in text and "subsampled" in text and "at most" in text
+
+
+def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
+    from cape_pipeline.pipeline._report_sections import run_lines
+
+    plan = estimate(_plan(5000), 0.05).to_dict()
+    doc = {
+        "data": {"n_obs": 5000, "n_vars": 50, "shape_in": [5000, 15000]},
+        "dag": {"n_edges": 3, "isolated_share": 0.94},
+        "embedding": {"zero_angle_share": 0.94},
+        "training": {"plan": plan, "runs": 6},
+        "timings_s": {"discover": 100.0, "train": 500.0},
+    }
+    text = "\n".join(run_lines(doc))
+    assert "5,000 cells × 50 features (of 15,000 before preprocessing)" in text
+    assert "3 edges; 94 % of features have no edge" in text and "94 % of features sit at the origin" in text
+    assert "each pretraining ran its budget of 600 steps (19,200 cells seen" in text
+    assert "**Warning**" in text and "cannot be informative" in text
+    doc["embedding"]["zero_angle_share"] = 0.5
+    assert "**Warning**" not in "\n".join(run_lines(doc))
+
+
+def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
+    from cape_pipeline.cli import main
+
+    code = main(["run", "krumsiek11", "--dry-run", "--workdir", str(tmp_path / "w"), "--set", "train.n_heads=2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "Step I (discover" in out and "train plan: 3 arms (cape, default, none/no-id) × 3 seeds = 9 runs" in out
+    assert "estimate:" in out and "ms per step measured here" in out
+    assert sorted(p.name for p in (tmp_path / "w").iterdir() if not p.name.startswith(".")) == ["ingest", "preprocess"]
+    assert main(["run", "krumsiek11", "--dry-run", "--until", "train", "--workdir", str(tmp_path / "w")]) == 2
