@@ -59,8 +59,8 @@ def main() -> None:
     sims = [r for r in recs if r["data"].startswith("sim")]
     if len(sims) >= 2:
         n = np.log([r["cells"] for r in sims])
-        print("\nLog-log slopes of seconds against cells (simulated sizes "
-              f"{', '.join(f'{r['cells']:,}' for r in sims)}):\n")
+        sizes = ", ".join(f"{r['cells']:,}" for r in sims)
+        print(f"\nLog-log slopes of seconds against cells (simulated sizes {sizes}):\n")
         for s in (*STAGES, "total"):
             t = [r["total_seconds"] if s == "total" else r["stages"].get(s, {}).get("seconds") for r in sims]
             if all(v for v in t):

@@ -17,7 +17,12 @@ import numpy as np
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
-from cape_pipeline.pipeline._report_sections import ZERO_ANGLE_WARN, dag_lines, embedding_lines, run_lines
+from cape_pipeline.pipeline._report_sections import (
+    ZERO_ANGLE_WARN,
+    dag_lines,
+    embedding_lines,
+    run_lines,
+)
 
 
 # ------------------------------------------------------------------------------------ report
@@ -251,7 +256,10 @@ def aggregate_metrics(results: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: dict[str, float], umap: bool = True) -> Report:
+def build_report(
+    *, train: Any, adata: Any, encode: Any, source: str, timings: dict[str, float], umap: bool = True,
+    progress: bool = False,
+) -> Report:
     """Assemble the report of a run (see the module docstring).
 
     Parameters
@@ -268,6 +276,8 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
         Seconds per stage.
     umap
         Draw UMAPs of the cell embeddings (scanpy).
+    progress
+        Show progress over the UMAPs.
     """
     enc = encode.encodings
     norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
@@ -333,7 +343,7 @@ def build_report(*, train: Any, adata: Any, encode: Any, source: str, timings: d
 
     comparison = doc["comparison"]
     primary = [row for row in comparison["differences"] if _is_primary(row)]
-    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap))
+    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap, progress=progress))
 
 
 def _comparison(train: Any) -> dict[str, Any]:

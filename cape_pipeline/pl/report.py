@@ -8,7 +8,8 @@ import numpy as np
 
 
 def report_figures(
-    train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True
+    train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """The report's figures by file name: ``cape_vs_default.png`` (:func:`plot_differences`),
     ``curves_<task>.png`` (training and validation loss per epoch, first seed of each arm),
@@ -25,6 +26,8 @@ def report_figures(
         The report's comparison (``arm``, ``baseline``, ``differences``).
     primary
         The rows of ``comparison["differences"]`` to draw in ``cape_vs_default.png``.
+    progress
+        Show progress over the UMAPs (the slow part on tens of thousands of cells).
     """
     import matplotlib
 
@@ -74,7 +77,7 @@ def report_figures(
         figs[f"confusion_{task}_{pe.replace('/', '-')}.png"] = fig
     # UMAP of cell embeddings, colored by label
     if umap:
-        figs.update(_umaps(first, adata))
+        figs.update(_umaps(first, adata, progress=progress))
     return figs
 
 
@@ -102,36 +105,45 @@ def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]
     return fig
 
 
-def _umaps(first: dict[tuple[str, str], Any], adata: Any) -> dict[str, Any]:
+def _umaps(first: dict[tuple[str, str], Any], adata: Any, *, progress: bool = False) -> dict[str, Any]:
+    from cape_pipeline._progress import progress_task
+
+    figs = {}
+    todo = [(pe, r) for (task, pe), r in first.items()
+            if task == "clustering" and r.embeddings is not None and r.embeddings.shape[0] == adata.n_obs]
+    with progress_task("UMAP of the cell embeddings", len(todo), unit="arms", show=progress and bool(todo)) as bar:
+        for pe, r in todo:
+            figs[f"umap_{pe.replace('/', '-')}.png"] = _umap_figure(pe, r, adata)
+            bar.update(advance=1)
+    return figs
+
+
+def _umap_figure(pe: str, r: Any, adata: Any) -> Any:
+    """One arm's UMAP figure (scanpy neighbors + UMAP of its clustering embeddings, colored by label)."""
     import warnings
 
     import anndata as ad
     import matplotlib.pyplot as plt
     import scanpy as sc
 
-    figs = {}
-    for (task, pe), r in first.items():
-        if task != "clustering" or r.embeddings is None or r.embeddings.shape[0] != adata.n_obs:
-            continue
-        label = r.params.get("label_key")
-        emb = ad.AnnData(X=np.zeros((adata.n_obs, 1), dtype=np.float32), obs=adata.obs.copy())
-        emb.obsm["X_cape"] = r.embeddings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sc.pp.neighbors(emb, use_rep="X_cape", random_state=0)
-            sc.tl.umap(emb, random_state=0)
-        xy = emb.obsm["X_umap"]
-        fig, ax = plt.subplots(figsize=(6, 5))
-        if label in emb.obs:
-            cats = emb.obs[label].astype("category")
-            for i, c in enumerate(cats.cat.categories):
-                m = (cats == c).to_numpy()
-                ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
-            ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
-        else:
-            ax.scatter(xy[:, 0], xy[:, 1], s=6)
-        ax.set_title(f"UMAP of cell embeddings, pe={pe}")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        figs[f"umap_{pe.replace('/', '-')}.png"] = fig
-    return figs
+    label = r.params.get("label_key")
+    emb = ad.AnnData(X=np.zeros((adata.n_obs, 1), dtype=np.float32), obs=adata.obs.copy())
+    emb.obsm["X_cape"] = r.embeddings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sc.pp.neighbors(emb, use_rep="X_cape", random_state=0)
+        sc.tl.umap(emb, random_state=0)
+    xy = emb.obsm["X_umap"]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    if label in emb.obs:
+        cats = emb.obs[label].astype("category")
+        for i, c in enumerate(cats.cat.categories):
+            m = (cats == c).to_numpy()
+            ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
+        ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
+    else:
+        ax.scatter(xy[:, 0], xy[:, 1], s=6)
+    ax.set_title(f"UMAP of cell embeddings, pe={pe}")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return fig

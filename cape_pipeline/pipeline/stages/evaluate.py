@@ -38,6 +38,7 @@ def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageCont
         source=ctx.source,
         timings=dict(ctx.timings),
         umap=cfg.umap,
+        progress=ctx.progress,
     )
 
 

@@ -13,13 +13,13 @@ import numpy as np
 
 from cape_pipeline._utils import check_device, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
+from cape_pipeline.pipeline.plan import TrainPlan, plan_lines
 from cape_pipeline.pipeline.stages._base import (
     Stage,
     StageContext,
     _copy_atomic,
     _torch_device,
 )
-from cape_pipeline.pipeline.plan import TrainPlan, plan_lines
 from cape_pipeline.pipeline.stages.encode import EncodeOutput
 from cape_pipeline.tasks import TASKS
 from cape_pipeline.tasks.results import TrainOutput
@@ -109,17 +109,27 @@ class TrainConfig:
         one seed) and the paired differences against ``default`` get a 95 % t-interval.
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
-    n_layers, n_heads, max_tokens
-        Transformer blocks, attention heads per block, and the most feature tokens per
-        observation; ``None`` keeps the backbone's CPU defaults.
+    n_layers
+        Transformer blocks; ``None`` keeps the backbone's CPU default (2).
+    n_heads
+        Attention heads per block; ``None`` keeps the backbone's CPU default (4).
+    max_tokens
+        Most feature tokens per cell: each cell keeps its ``max_tokens`` highest expressed
+        features (0: every expressed feature; ``None``: the backbone's 512). Default 128:
+        attention costs O(T²), and on pbmc68k_reduced (median 243 expressed genes) and a
+        simulated 1,000-cell count set, 128 tokens changed no metric by more than one seed sd
+        against 512, at 2.8× less training time (``benchmarks/scale/RESULTS.md``).
     pretrain_epochs, finetune_epochs, batch_size, lr, pretrain_lr
         Training budget: masked-value pretraining epochs, most fine-tuning epochs, mini-batch
         size, fine-tuning and pretraining peak learning rates; ``None`` keeps each task's
         default (see :class:`cape_pipeline.tasks.TaskConfig`).
-    pretrain_max_steps, finetune_max_steps
-        Step budgets of pretraining and fine-tuning (0: none); ``None`` keeps each task's
-        default (600 and 1,000 steps: they cut in above ~3,800 cells, where a larger dataset is
-        pretrained on a seeded subsample by steps instead of full epochs).
+    pretrain_max_steps
+        Most optimizer steps of each pretraining (0: no cap); ``None`` keeps the tasks' default
+        600, which cuts in above 3,840 cells: a larger dataset is pretrained on a seeded
+        subsample by this step budget instead of full epochs.
+    finetune_max_steps
+        Most optimizer steps of each fine-tuning (0: no cap); ``None`` keeps the tasks' default
+        1,000 (early stopping usually ends fine-tuning sooner).
     label_key
         ``obs`` column with labels; ``None`` takes the task's default.
     save_models
@@ -156,7 +166,7 @@ class TrainConfig:
     d_model: int | None = None
     n_layers: int | None = None
     n_heads: int | None = None
-    max_tokens: int | None = None
+    max_tokens: int | None = 128
     pretrain_epochs: int | None = None
     finetune_epochs: int | None = None
     pretrain_max_steps: int | None = None
