@@ -68,6 +68,11 @@ class TrainedModel:
         The regressor predicts ``(y - mean) / sd`` (age).
     meta
         Free-form provenance (seed, PE, data fingerprint, ...), saved as JSON.
+    preprocess
+        What :func:`cape_pipeline.pp.preprocess` did to the training data
+        (``uns["cape_preprocess"]``: modality, config, input state, steps), or ``None``. With
+        it, an AnnData given to :meth:`embed` / :meth:`predict` that was not preprocessed by
+        cape_pipeline gets the same per-cell transform first (:meth:`prepare`).
     """
 
     backbone: nn.Module
@@ -80,6 +85,22 @@ class TrainedModel:
     target_mean: float | None = None
     target_sd: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    preprocess: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------------------- module-like
+    def to(self, device: str | torch.device) -> TrainedModel:
+        """Move the backbone and head to ``device`` (in place); returns ``self``, as ``nn.Module.to``."""
+        self.backbone.to(device)
+        if self.head is not None:
+            self.head.to(device)
+        return self
+
+    def eval(self) -> TrainedModel:
+        """Put the backbone and head in eval mode (they load in it); returns ``self``."""
+        self.backbone.eval()
+        if self.head is not None:
+            self.head.eval()
+        return self
 
     # ------------------------------------------------------------------------------- io
     def _config(self) -> dict[str, Any]:
@@ -115,6 +136,7 @@ class TrainedModel:
             "target_sd": self.target_sd,
             "var_names": list(map(str, self.var_names)),
             "meta": self.meta,
+            "preprocess": self.preprocess,
         }
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -224,7 +246,7 @@ class TrainedModel:
         return cls(
             backbone=backbone, backbone_name=cfg["backbone"], var_names=cfg["var_names"], task=cfg["task"], head=head,
             pooling=cfg["pooling"], classes=cfg["classes"], target_mean=cfg["target_mean"],
-            target_sd=cfg["target_sd"], meta=cfg.get("meta", {}),
+            target_sd=cfg["target_sd"], meta=cfg.get("meta", {}), preprocess=cfg.get("preprocess"),
         )
 
     # ------------------------------------------------------------------------------- use
@@ -253,6 +275,8 @@ class TrainedModel:
         """
         import scipy.sparse as sp
 
+        if hasattr(data, "var_names") and hasattr(data, "X"):
+            data = self.prepare(data)
         if missing is None:
             missing = "nan" if self.backbone_name == "methylgpt" else "zero"
         if missing not in ("zero", "nan", "error"):
@@ -289,6 +313,53 @@ class TrainedModel:
         out[:, pos >= 0] = x[:, pos[pos >= 0]]
         if n_missing:
             log.info("align: %d of %d model features absent from the data, filled with %s", n_missing, len(pos), fill)
+        return out
+
+    def prepare(self, adata: Any) -> Any:
+        """``adata`` transformed the way the training data was, when it was not preprocessed by
+        cape_pipeline (no ``uns["cape_preprocess"]``); else ``adata`` as it is.
+
+        For a model trained on scRNA data preprocessed by :func:`cape_pipeline.pp.preprocess`:
+        the same call with the training config, but keeping every cell and gene (no QC filter,
+        no HVG selection): ``.raw`` when ``X`` holds scaled values, ``normalize_total`` +
+        ``log1p`` for counts, ``log1p`` for normalized values; the alignment by name then
+        picks the model's genes. Other modalities and models without a record pass through.
+
+        Raises
+        ------
+        CapeDataError
+            ``X`` holds scaled (z-scored) values and there is no ``.raw`` to undo it; or the
+            data was preprocessed for another modality or with another normalization than the
+            model's (one line saying what to do).
+        """
+        rec = self.preprocess
+        if not rec or rec.get("modality") != "scrna":
+            return adata
+        mine = rec.get("config", {})
+        theirs = adata.uns.get("cape_preprocess") if hasattr(adata, "uns") else None
+        if theirs:
+            other = theirs.get("config", {})
+            diff = [k for k in ("target_sum", "transform") if k in mine and other.get(k) != mine.get(k)]
+            if theirs.get("modality") != "scrna" or diff:
+                raise CapeDataError(
+                    f"predict: the data was preprocessed with {({k: other.get(k) for k in diff}) or theirs.get('modality')}, "
+                    f"the model's training data with {({k: mine.get(k) for k in diff}) or 'scrna'}; preprocess the raw "
+                    f"data with cape_pipeline.pp.preprocess(adata, target_sum={mine.get('target_sum')}) or pass raw counts"
+                )
+            return adata
+        from cape_pipeline.pp._preprocess import PreprocessConfig, detect_input_state
+        from cape_pipeline.pp._preprocess import preprocess as run_pp
+
+        if detect_input_state(adata.X) == "scaled" and (adata.raw is None or detect_input_state(adata.raw.X) == "scaled"):
+            raise CapeDataError(
+                "predict: the data's X holds scaled values (negatives, e.g. after sc.pp.scale) and there is no .raw "
+                "with counts or log-normalized values; the model was trained on log-normalized expression: pass the "
+                "counts (or log1p(normalize_total)) instead"
+            )
+        keep = {k: v for k, v in mine.items() if k in ("target_sum", "use_raw")}
+        cfg = PreprocessConfig(modality="scrna", min_genes=0, min_cells=0, n_top_features=max(int(adata.n_vars), 1), **keep)
+        out = run_pp(adata, cfg)
+        log.info("predict: applied the model's preprocessing to the input: %s", "; ".join(out.uns["cape_preprocess"]["steps"]))
         return out
 
     @torch.no_grad()
@@ -333,6 +404,36 @@ class TrainedModel:
             assert self.classes is not None
             return np.asarray(self.classes, dtype=object)[out.argmax(1).numpy()]
         return out.double().numpy() * float(self.target_sd or 1.0) + float(self.target_mean or 0.0)
+
+    @torch.no_grad()
+    def predict_proba(
+        self, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128
+    ) -> pd.DataFrame:
+        """Class probabilities (softmax of the classifier) for new data, as scikit-learn's
+        ``predict_proba``.
+
+        Returns
+        -------
+        DataFrame
+            ``(n_obs, n_classes)`` float64, columns the class names (rows: ``obs_names`` of an
+            AnnData, else 0…n−1); each row sums to 1.
+
+        Raises
+        ------
+        CapeConfigError
+            The model has no classifier head.
+        CapeDataError
+            See :meth:`align`.
+        """
+        from cape_pipeline.models.heads import ClassifierHead
+
+        if not isinstance(self.head, ClassifierHead):
+            raise CapeConfigError(f"predict_proba: a model of task {self.task!r} has no classifier head")
+        emb = torch.as_tensor(self.embed(data, var_names=var_names, missing=missing, batch_size=batch_size))
+        self.head.eval()
+        p = torch.softmax(self.head(emb.to(next(self.head.parameters()).device)).double(), dim=1).cpu().numpy()
+        index = list(map(str, data.obs_names)) if hasattr(data, "obs_names") else None
+        return pd.DataFrame(p, columns=list(self.classes or []), index=index)
 
 
 def load(path: str | Path, *, device: str | torch.device = "cpu") -> TrainedModel:

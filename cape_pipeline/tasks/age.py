@@ -162,5 +162,6 @@ def predict_age(
         model=TrainedModel(
             backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="age", head=head,
             pooling=cfg.pooling, target_mean=float(mu), target_sd=float(sd), meta={"pe": pe, "seed": seed, "label_key": key},
+            preprocess=adata.uns.get("cape_preprocess"),
         ),
     )

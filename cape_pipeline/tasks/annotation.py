@@ -219,7 +219,7 @@ def annotate(
     trained = TrainedModel(
         backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="annotation",
         head=head, pooling=cfg.pooling, classes=[str(c) for c in names],
-        meta={"pe": pe, "seed": seed, "label_key": key},
+        meta={"pe": pe, "seed": seed, "label_key": key}, preprocess=adata.uns.get("cape_preprocess"),
     )
     return TaskResult(
         task="annotation",

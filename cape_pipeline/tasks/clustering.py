@@ -127,6 +127,6 @@ def cluster(
         params=params,
         model=TrainedModel(
             backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="clustering",
-            pooling=cfg.pooling, meta={"pe": pe, "seed": seed},
+            pooling=cfg.pooling, meta={"pe": pe, "seed": seed}, preprocess=adata.uns.get("cape_preprocess"),
         ),
     )
