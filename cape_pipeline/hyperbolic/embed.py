@@ -144,7 +144,10 @@ def embed(
     training stops at the first epoch where :func:`has_plateaued` holds — the mean loss of the
     last ``window`` epochs is less than a fraction ``tol`` below the mean of the ``window``
     before — or at ``max_epochs``. ``params["converged"]`` records which. ``window=None`` uses
-    :func:`plateau_window` (≥ 10 epochs and ≥ 200 optimizer steps per window).
+    :func:`plateau_window` (≥ 10 epochs and ≥ 200 optimizer steps per window). A graph with
+    no edge (fewer than two features with one) has nothing to train: every point stays at the
+    origin, ``params["trained"]`` and ``params["converged"]`` are False, and a
+    :class:`~cape_pipeline.errors.CapeWarning` says so and names the discover threshold.
 
     **Negatives.** ``negatives=K`` draws K nodes uniformly per step, shared by the batch's
     anchors (for each anchor, the anchor itself and its positives are dropped from them), and
@@ -328,7 +331,18 @@ def embed(
         if bar is not None:
             bar.stop()
     if not train:
-        converged = True
+        import warnings
+
+        from cape_pipeline.errors import CapeWarning
+
+        warnings.warn(
+            f"embed: the graph has {int(adj.nnz)} edge(s) among {m} features, so there is nothing to train: "
+            "every feature sits at the origin and every CAPE angle is 0 (CAPE cannot differ from no PE). "
+            "Step I kept too few edges; lower the discover threshold (tl.discover(threshold=...), "
+            "--set discover.threshold=...)",
+            CapeWarning,
+            stacklevel=2,
+        )
     elif not converged and tol > 0:
         log.warning(
             "embed: the loss had not plateaued after max_epochs=%d (tol %g over %d-epoch windows); "
@@ -380,6 +394,7 @@ def embed(
         "epochs_run": len(history),
         "steps": int(steps),
         "converged": bool(converged),
+        "trained": bool(train),
         "n_positive_pairs": int(positives.nnz // 2),
         "train_s": round(time.perf_counter() - t0, 3),
     }

@@ -49,7 +49,7 @@ def test_every_field_is_documented_in_attributes(cls):
 def test_embed_config_fields_and_defaults():
     cfg = EmbedConfig()
     assert tuple(f.name for f in dataclasses.fields(EmbedConfig)) == EMBED_FIELDS
-    assert (cfg.dim, cfg.k_hop, cfg.negatives, cfg.device, cfg.seed) == (64, 2, 512, "cpu", 0)
+    assert (cfg.dim, cfg.k_hop, cfg.negatives, cfg.device, cfg.seed) == (32, 2, 512, "cpu", 0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.dim = 3  # type: ignore[misc]
     assert EncodeConfig().scale == DEFAULT_SCALE == math.pi / 4
