@@ -81,7 +81,9 @@ def plot_dag(
     Parameters
     ----------
     graph
-        The DAG; ``adjacency[m, n] ≠ 0`` ⇔ m → n.
+        The DAG (``adjacency[m, n] ≠ 0`` ⇔ m → n), or an AnnData after
+        :func:`cape_pipeline.tl.discover` (its ``varp["cape_dag"]``; nodes colored by
+        ``var["cape_pagerank"]`` when :func:`~cape_pipeline.tl.embed` ran).
     max_edges
         Larger graphs show only their ``max_edges`` strongest edges (by |weight|) and, if that
         splits the graph, the largest weakly connected component.
@@ -112,8 +114,16 @@ def plot_dag(
     """
     import networkx as nx
 
+    if hasattr(graph, "varp") and hasattr(graph, "var_names"):  # an AnnData after tl.discover
+        from cape_pipeline import _keys
+
+        if _keys.DAG not in graph.varp:
+            raise ValueError(f"plot_dag: adata.varp[{_keys.DAG!r}] not found; run cape_pipeline.tl.discover(adata) first")
+        if pagerank is None and _keys.PAGERANK in graph.var:
+            pagerank = np.asarray(graph.var[_keys.PAGERANK], dtype=np.float64)
+        graph = CausalGraph.from_adjacency(graph.varp[_keys.DAG], graph.var_names)
     if not isinstance(graph, CausalGraph):
-        raise TypeError(f"graph: expected a CausalGraph, got {type(graph).__name__}")
+        raise TypeError(f"graph: expected a CausalGraph or an AnnData after tl.discover, got {type(graph).__name__}")
     fig, ax = new_axes(ax, (7, 6))
     g, caption = _subgraph_for_display(graph, max_edges)
     pos = _layout(g, layout, seed)
@@ -264,7 +274,8 @@ def plot_loss(
     Parameters
     ----------
     history
-        A sequence of floats, an object with ``loss_history`` (HyperbolicEmbedding), or a
+        A sequence of floats, an object with ``loss_history`` (HyperbolicEmbedding), an
+        AnnData after :func:`cape_pipeline.tl.embed` (its stored loss curve), or a
         mapping ``{label: sequence}`` of several curves. A mapping is drawn one panel per curve
         (their scales differ, e.g. −ELBO and h(A)), or overlaid when ``ax`` is given; empty
         curves are skipped.
@@ -286,6 +297,14 @@ def plot_loss(
     ValueError
         If there is no loss value to draw.
     """
+    if hasattr(history, "uns") and hasattr(history, "var_names"):  # an AnnData after tl.embed
+        from cape_pipeline import _keys
+
+        stored = (history.uns.get(_keys.UNS) or {}).get("embed", {}).get("loss_history")
+        if stored is None:
+            raise ValueError("plot_loss: adata.uns['cape']['embed']['loss_history'] not found; run "
+                             "cape_pipeline.tl.embed(adata) first")
+        history, label = np.asarray(stored, dtype=np.float64), label or "embed (Eq. 15)"
     if isinstance(history, Mapping):
         curves = {
             str(k): np.asarray(v, dtype=np.float64).ravel() for k, v in history.items() if len(v)

@@ -119,7 +119,8 @@ def embed(
     None or AnnData
         Writes ``varm[key_added]`` (n_vars, d + 1) float64 Lorentz points,
         ``varm["cape_poincare"]`` (n_vars, d) float64, ``var["cape_pagerank"]`` float64 and
-        ``uns["cape"]["embed"]`` (parameters, final loss).
+        ``uns["cape"]["embed"]`` (parameters, final loss, the loss per epoch in ``loss_history``
+        for :func:`cape_pipeline.pl.plot_loss`).
 
     Raises
     ------
@@ -134,7 +135,8 @@ def embed(
     adata.varm[_keys.POINCARE] = np.asarray(emb.poincare, dtype=np.float64)
     adata.var[_keys.PAGERANK] = np.asarray(emb.pagerank, dtype=np.float64)
     final = float(emb.loss_history[-1]) if len(emb.loss_history) else float("nan")
-    _uns(adata)["embed"] = _plain({**emb.params, "geometry": emb.geometry, "final_loss": final, "key_added": key_added})
+    _uns(adata)["embed"] = _plain({**emb.params, "geometry": emb.geometry, "final_loss": final, "key_added": key_added,
+                                   "loss_history": [float(v) for v in emb.loss_history]})
     return adata if copy else None
 
 
