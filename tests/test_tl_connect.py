@@ -45,3 +45,19 @@ def test_plots_take_the_anndata(adata_after_tl):
     assert len(line.get_ydata()) == len(a.uns["cape"]["embed"]["loss_history"]) > 0
     with pytest.raises(ValueError, match="tl.discover"):
         cp.pl.plot_dag(ad.AnnData(X=np.zeros((2, 2), dtype=np.float32)))
+
+
+def test_tl_progress_follows_scanpy_verbosity():
+    import scanpy as sc
+
+    from cape_pipeline.tl import _show_progress
+
+    before = sc.settings.verbosity
+    try:
+        sc.settings.verbosity = 1
+        assert _show_progress(None) is False  # pytest's stderr is no terminal
+        sc.settings.verbosity = 2
+        assert _show_progress(None) is True
+    finally:
+        sc.settings.verbosity = before
+    assert _show_progress(False) is False and _show_progress(True) is True
