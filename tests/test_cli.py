@@ -110,3 +110,18 @@ def test_workdir_at_a_file_is_one_line_exit_2(tmp_path, capsys):
     f.write_text("x")
     code, _, err = _run(["ingest", "sachs", "--workdir", str(f)], capsys)
     assert code == 2 and "--workdir" in err and "not a directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_stage_parameter_has_its_own_help_text():
+    """``cape params`` takes each field's own docstring entry (issue 29, problem 8: discover's
+    batch_size and lr showed the text of epochs)."""
+    from collections import Counter
+
+    from cape_pipeline.pipeline.params import stage_params
+    from cape_pipeline.pipeline.stages import STAGE_ORDER
+
+    for stage in STAGE_ORDER:
+        params = stage_params(stage)
+        assert all(p.help for p in params), [p.name for p in params if not p.help]
+        shared = [h for h, n in Counter(p.help for p in params).items() if n > 1]
+        assert not shared, (stage, [p.name for p in params if p.help in shared])

@@ -135,12 +135,20 @@ class DiscoverConfig:
         only (the imputed value is the feature's mean, so it adds no covariance). The
         pipeline's discover stage uses ``"mean"`` on data whose modality marks missing values
         with NaN (methylation, proteomics; ingest rejects NaN elsewhere).
-    epochs, batch_size, lr
-        AdamW budget over all outer steps (100 epochs, 128 rows, 3e-3; Supp. F.4).
-        ``epochs=None`` (default) means the paper's 100 epochs, raised for small N to at
-        least ``min_steps`` (5000) AdamW steps: ``max(100, ⌈min_steps / ⌈N / batch_size⌉⌉)``
-        (see :func:`~cape_pipeline.causal.api.resolve_epochs`; e.g. N = 600 → 1000 epochs,
-        N = 2000 → 313, N ≥ 6,400 → 100). The value used is ``params["effective_epochs"]``.
+    epochs
+        AdamW epochs over all outer steps of the low-rank model. ``None`` (default) means the
+        paper's 100 (Supp. F.4), raised for small N to at least ``min_steps`` (5000) AdamW
+        steps: ``max(100, ⌈min_steps / ⌈N / batch_size⌉⌉)`` (see
+        :func:`~cape_pipeline.causal.api.resolve_epochs`; e.g. N = 600 → 1000 epochs,
+        N = 2000 → 313, N ≥ 6,400 → 100); the value used is ``params["effective_epochs"]``.
+        With the learned support it caps the epochs of the screen and the refit (default 200,
+        both stop early on validation).
+    batch_size
+        Rows per AdamW step: 128 for the low-rank model (Supp. F.4); the learned support uses
+        its own 256 unless this is set to another value.
+    lr
+        AdamW learning rate: 3e-3 for the low-rank model (Supp. F.4); the learned support uses
+        its own 1e-2 (Adam) unless this is set to another value.
     acyclicity
         ``"spectral"`` (default: ρ(A∘A) by power iteration, NO-BEARS; chosen on the
         benchmarks in ``benchmarks/discover/RESULTS.md``) or ``"majorant"``
@@ -181,9 +189,10 @@ class DiscoverConfig:
     n_candidates
         ``"cape"`` with ``support="screened"``: k, candidate parents per feature and
         screening round (20).
-    h_tol, rho_max
-        ``"cape"``: stopping rule of the augmented Lagrangian, h < ``h_tol`` (1e-8) or
-        ρ > ``rho_max`` (1e16).
+    h_tol
+        ``"cape"``: the augmented Lagrangian stops once the acyclicity h < ``h_tol`` (1e-8).
+    rho_max
+        ``"cape"``: the augmented Lagrangian stops once its penalty ρ > ``rho_max`` (1e16).
     rho_init
         ``"cape"``: initial penalty ρ (1).
     hidden
@@ -203,9 +212,11 @@ class DiscoverConfig:
         ``l1_exact_max``, else an unbiased estimate from ``l1_pairs`` sampled entries),
         ``"exact"``, ``"sampled"`` or ``"surrogate"`` (the factor bound
         ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁``).
-    l1_exact_max, l1_pairs
-        ``"cape"``, low rank: switch point of ``l1="auto"`` (500) and the number S of sampled
-        entries of the estimate (4096).
+    l1_exact_max
+        ``"cape"``, low rank: ``l1="auto"`` computes ‖UVᵀ‖₁ exactly up to this many features
+        (500) and estimates it above.
+    l1_pairs
+        ``"cape"``, low rank: the number S of sampled entries of the ‖UVᵀ‖₁ estimate (4096).
     dag_threshold
         ``"cape"``, low rank: the augmented-Lagrangian penalty stops growing once
         ``|A| > dag_threshold`` (with the ``max_edges_per_row`` cap) is a DAG. None (default):

@@ -96,14 +96,17 @@ class TrainConfig:
         ``label_key`` or an ingest label column is given, else none).
     backbone
         ``scgpt``, ``scbert`` or ``methylgpt``.
-    pe, compare
-        The arm of interest and the arms trained beside it. An arm is a PE name
+    pe
+        The arm of interest (default ``cape``). An arm is a PE name
         (:data:`cape_pipeline.models.PE_NAMES`), applied on top of the backbone's feature
         identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
-        the PE replaces the identity). ``default`` is the identity alone; ``none`` (with the
-        identity) is the same model as ``default``. A suffix ``@ATTENTION`` picks the attention
-        of that arm (``cape@cone-umbral``; default ``dot``; CLI ``--compare
-        attention=dot,cone-umbral``).
+        the PE replaces the identity); a suffix ``@ATTENTION`` picks the attention of that arm
+        (``cape@cone-umbral``; default ``dot``).
+    compare
+        The arms trained beside ``pe``, same budget and seeds (default ``default``, the
+        backbone's identity alone, and ``none/no-id``, no identity and no PE); ``none`` with
+        the identity is the same model as ``default``. CLI: ``--compare pe=cape,default`` or
+        ``--compare attention=dot,cone-umbral``.
     n_seeds
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
         one seed) and the paired differences against ``default`` get a 95 % t-interval.
@@ -119,10 +122,17 @@ class TrainConfig:
         attention costs O(T²), and on pbmc68k_reduced (median 243 expressed genes) and a
         simulated 1,000-cell count set, 128 tokens changed no metric by more than one seed sd
         against 512, at 2.8× less training time (``benchmarks/scale/RESULTS.md``).
-    pretrain_epochs, finetune_epochs, batch_size, lr, pretrain_lr
-        Training budget: masked-value pretraining epochs, most fine-tuning epochs, mini-batch
-        size, fine-tuning and pretraining peak learning rates; ``None`` keeps each task's
-        default (see :class:`cape_pipeline.tasks.TaskConfig`).
+    pretrain_epochs
+        Epochs of masked-value pretraining; ``None`` keeps the tasks' default (5).
+    finetune_epochs
+        Most epochs of fine-tuning (early stopping may end it sooner); ``None`` keeps each
+        task's default (annotation 40, age 60, clustering 0: it uses the pretrained embeddings).
+    batch_size
+        Cells per optimizer step; ``None`` keeps the tasks' default (32).
+    lr
+        Peak AdamW learning rate of fine-tuning; ``None`` keeps the tasks' default (2e-3).
+    pretrain_lr
+        Peak AdamW learning rate of pretraining; ``None`` keeps the tasks' default (1e-3).
     pretrain_max_steps
         Most optimizer steps of each pretraining (0: no cap); ``None`` keeps the tasks' default
         600, which cuts in above 3,840 cells: a larger dataset is pretrained on a seeded
