@@ -61,3 +61,19 @@ def test_tl_progress_follows_scanpy_verbosity():
     finally:
         sc.settings.verbosity = before
     assert _show_progress(False) is False and _show_progress(True) is True
+
+
+def test_width_follows_the_angles_and_a_mismatch_names_the_setting():
+    """Issue 29, problem 4: embed's d and the backbone width did not fit, and the error never
+    named the setting to change."""
+    from cape_pipeline.tasks import run_task
+
+    rng = np.random.default_rng(0)
+    a = ad.AnnData(X=np.abs(rng.normal(size=(60, 10))).astype(np.float32))
+    a.obs["cell_type"] = np.repeat(["a", "b"], 30)
+    angles = rng.normal(size=(10, 16)) * 0.1
+    budget = {"pretrain_epochs": 1, "finetune_epochs": 1, "reference": False}
+    res = run_task("annotation", a, pe="cape", angles=angles, config={**budget, "model": {"n_layers": 1}})
+    assert res.params["model_config"]["d_model"] == 32  # D = 2·d
+    with pytest.raises(cp.errors.CapeDataError, match=r"d_model': 32.*train.d_model=32.*embed.dim=8"):
+        run_task("annotation", a, pe="cape", angles=angles, config={**budget, "model": {"d_model": 16, "n_heads": 2}})

@@ -176,7 +176,9 @@ class CapeRotaryPE(PositionalEncoding):
         if angles.shape[1] != d_model // 2:
             raise CapeDataError(
                 f"pe={self.name!r}: rotary needs d = D/2 = {d_model // 2} angle columns, got "
-                f"{angles.shape[1]}; re-encode with d = D/2 or use pe='cape-additive'"
+                f"{angles.shape[1]}; set the width to D = {2 * angles.shape[1]} (config={{'model': {{'d_model': "
+                f"{2 * angles.shape[1]}}}}}, CLI --set train.d_model={2 * angles.shape[1]}), or embed with dim={d_model // 2} "
+                f"(tl.embed(adata, dim={d_model // 2}), --set embed.dim={d_model // 2}), or use pe='cape-additive'"
             )
         self.register_buffer("angles", angles.clone())
 

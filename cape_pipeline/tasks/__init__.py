@@ -66,6 +66,25 @@ TASKS: tuple[str, ...] = tuple(TASK_CONFIGS)
 _RUNNERS = {"annotation": annotate, "clustering": cluster, "perturbation": predict_perturbation, "age": predict_age}
 
 
+def _width_from_angles(cfg: TaskConfig, config: Any, pe: str, angles: Any) -> TaskConfig:
+    """The rotary's d follows the width and the width the angles: with a rotary PE and no width
+    given (``config.model`` without ``d_model``), the backbone gets D = 2·d of ``angles``."""
+    import dataclasses
+
+    from cape_pipeline.models.pe import ROTARY_PES
+    from cape_pipeline.models.positions import as_positions
+
+    if pe not in ROTARY_PES or angles is None or cfg.init is not None:
+        return cfg
+    model = cfg.model
+    if isinstance(model, dict) and "d_model" in model or model is not None and not isinstance(model, dict):
+        return cfg
+    a = as_positions(angles).angles
+    if a is None or getattr(a, "ndim", 0) != 2:
+        return cfg
+    return dataclasses.replace(cfg, model={**(model or {}), "d_model": 2 * int(a.shape[1])})
+
+
 def run_task(
     task: str,
     adata: ad.AnnData,
@@ -143,7 +162,7 @@ def run_task(
         raise CapeConfigError(f"task {task!r} unknown; expected one of {list(TASKS)}")
     from cape_pipeline.tasks._base import resolve_config
 
-    cfg = resolve_config(TASK_CONFIGS[task], config)
+    cfg = _width_from_angles(resolve_config(TASK_CONFIGS[task], config), config, pe, angles)
     if task == "annotation-logreg":
         return annotate_logreg(adata, label_key=label_key, config=cfg, seed=seed)  # type: ignore[arg-type]
     return _RUNNERS[task](
