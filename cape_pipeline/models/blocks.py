@@ -224,7 +224,7 @@ class TokenTransformer(nn.Module):
 
     def forward(
         self,
-        tokens: TokenBatch,
+        tokens: TokenBatch | torch.Tensor,
         *,
         hide: torch.Tensor | None = None,
         flags: torch.Tensor | None = None,
@@ -234,7 +234,8 @@ class TokenTransformer(nn.Module):
         Parameters
         ----------
         tokens
-            From :meth:`tokenize`; T tokens per observation.
+            From :meth:`tokenize` (T tokens per observation), or a ``(B, M)`` float tensor of
+            values (NaN = missing), which is tokenized here.
         hide
             ``(B, T)`` bool, tokens whose value is replaced by the <mask> embedding
             (masked-value pretraining).
@@ -248,6 +249,8 @@ class TokenTransformer(nn.Module):
             ``(B, 1 + T, D)``; position 0 is the <cls> token. Padding positions hold values
             that must be ignored (``tokens.pad``).
         """
+        if isinstance(tokens, torch.Tensor):
+            tokens = self.tokenize(tokens)
         h = self.embed_values(tokens, hide)  # (B, T, D)
         if self.use_identity:
             h = h + self.embed_identity(tokens.idx)

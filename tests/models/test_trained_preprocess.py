@@ -55,3 +55,15 @@ def test_predict_proba_and_module_like_methods(pbmc_model):
     np.testing.assert_allclose(p.to_numpy().sum(1), 1.0, rtol=1e-9)
     np.testing.assert_array_equal(np.asarray(model.classes, dtype=object)[p.to_numpy().argmax(1)], model.predict(prep))
     assert model.to("cpu") is model and model.eval() is model and not model.backbone.training
+
+
+def test_backbone_takes_a_value_tensor(pbmc_model):
+    """Issue 29, problem 7: ``model.backbone(x)`` failed with an unrelated TypeError."""
+    import torch
+
+    _, prep, model = pbmc_model
+    x = torch.as_tensor(model.align(prep)[:4])
+    with torch.no_grad():
+        out = model.backbone(x)
+        same = model.backbone(model.backbone.tokenize(x))
+    assert out.shape[0] == 4 and torch.equal(out, same)
