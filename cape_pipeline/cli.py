@@ -93,7 +93,7 @@ CompareOpt = Annotated[
         "--compare",
         help="Train several arms side by side, same budget and seeds: pe=cape,default,none/no-id "
         "(a PE on top of the backbone's gene identity; NAME/no-id without the identity), or "
-        "attention=dot,cone-penumbral,cone-umbral (the same PE under each attention)",
+        "attention=dot,cone-penumbral,cone-umbral,riemann (the same PE under each attention)",
     ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
