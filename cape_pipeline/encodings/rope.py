@@ -168,8 +168,13 @@ class RotaryMultiheadAttention(nn.Module):
         """``(..., M, D/2) → (..., H, M, Dh/2)``: split the angle vector into per-head slices."""
         ang = torch.as_tensor(angles, device=ref.device)
         if ang.ndim < 2 or ang.shape[-1] != self.embed_dim // 2:
+            hint = ""
+            if ang.ndim >= 2 and ang.shape[-1] == self.embed_dim:
+                hint = (" (this looks like nn.MultiheadAttention's attn(query, key, value); this module is "
+                        "self-attention: call attn(x, angles) with the rotary angles, e.g. CapeEncodings.angles "
+                        "rows of the tokens' features)")
             raise ValueError(
-                f"angles: expected shape (M, D/2) = (M, {self.embed_dim // 2}), got {tuple(ang.shape)}"
+                f"angles: expected shape (M, D/2) = (M, {self.embed_dim // 2}), got {tuple(ang.shape)}{hint}"
             )
         lead, m = ang.shape[:-2], ang.shape[-2]
         ang = ang.reshape(*lead, m, self.num_heads, self.head_dim // 2)

@@ -183,3 +183,16 @@ def test_gradients_flow_and_dropout_train_mode():
     x = torch.randn(2, 5, 8, requires_grad=True)
     a.train()(x, torch.rand(5, 4)).sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_query_key_value_call_says_how_to_call_it():
+    """Issue 29, problem 8: ``RotaryMultiheadAttention(x, x, x)`` failed with a bare angles error."""
+    import pytest
+    import torch
+
+    from cape_pipeline.encodings.rope import RotaryMultiheadAttention
+
+    attn = RotaryMultiheadAttention(embed_dim=8, num_heads=2)
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match=r"nn.MultiheadAttention.*attn\(x, angles\)"):
+        attn(x, x, x)
