@@ -65,6 +65,24 @@ def _layout(g: Any, layout: str, seed: int) -> dict[Any, np.ndarray]:
     return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes())))
 
 
+HUB_LABELS = 10
+"""Nodes named in a DAG figure too large to name every node: the hubs."""
+
+
+def _spread_labels(xy: np.ndarray, min_gap: float) -> np.ndarray:
+    """Label positions near ``xy`` ``(n, 2)`` that keep at least ``min_gap`` apart vertically
+    when they are closer than ``2·min_gap`` horizontally (a greedy pass in the order given:
+    a label that would overlap one already placed moves down by ``min_gap`` until it fits)."""
+    out = np.array(xy, dtype=np.float64, copy=True)
+    for i in range(len(out)):
+        for _ in range(50):
+            close = [j for j in range(i) if abs(out[j, 0] - out[i, 0]) < 2 * min_gap and abs(out[j, 1] - out[i, 1]) < min_gap]
+            if not close:
+                break
+            out[i, 1] -= min_gap
+    return out
+
+
 def plot_dag(
     graph: CausalGraph,
     *,
@@ -93,7 +111,9 @@ def plot_dag(
     pagerank
         ``(M,)`` values to color nodes by (e.g. ``encodings.pagerank``); default: uniform color.
     labels
-        Draw node names; default only when at most 40 nodes are shown.
+        Draw every node name (``True``), none (``False``), or by default every name when at
+        most 40 nodes are shown and else the :data:`HUB_LABELS` hubs (largest PageRank when
+        given, else degree).
     seed
         Seed of the spring layout.
     ax
@@ -145,6 +165,15 @@ def plot_dag(
     )
     if labels if labels is not None else len(nodes) <= 40:
         nx.draw_networkx_labels(g, pos, font_size=8, ax=ax)
+    elif labels is None:  # larger graphs: name the hubs (top HUB_LABELS by PageRank, else degree)
+        if pagerank is not None:
+            rank = {n: lookup[n] for n in nodes}
+        else:
+            rank = {n: float(g.degree(n)) for n in nodes}
+        hubs = sorted(nodes, key=lambda n: -rank[n])[:HUB_LABELS]
+        nx.draw_networkx_labels(g, pos, labels={n: n for n in hubs}, font_size=8, ax=ax,
+                                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+        caption += f"; the {len(hubs)} hubs by {'PageRank' if pagerank is not None else 'degree'} named"
     if pagerank is not None and drawn is not None:
         fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
     ax.set_title(f"Causal DAG ({caption}); red = negative weight", fontsize=9)
@@ -245,8 +274,11 @@ def plot_poincare(
         if isinstance(annotate, int)
         else np.flatnonzero(np.isin(names, list(annotate)))
     )
-    for i in label_idx:
-        ax.annotate(names[i], xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
+    spots = _spread_labels(xy[label_idx] + 0.02, 0.045)
+    for i, spot in zip(label_idx, spots, strict=True):
+        moved = np.abs(spot - (xy[i] + 0.02)).max() > 1e-9
+        ax.annotate(names[i], xy[i], xytext=spot, fontsize=7, textcoords="data",
+                    arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5} if moved else None)
     ax.set_xlim(-1.05, 1.05)
     ax.set_ylim(-1.05, 1.05)
     ax.set_aspect("equal")
@@ -256,7 +288,9 @@ def plot_poincare(
     else:
         ax.set_xlabel("e₀")
         ax.set_ylabel("e₁" if e.shape[1] == 2 else "")
-    ax.set_title(f"Poincaré ball, M = {len(e)}, d = {e.shape[1]} ({how})", fontsize=9)
+    kappa = (getattr(obj, "params", None) or {}).get("curvature")
+    curv = f", curvature −{kappa:.3g}" if isinstance(kappa, (int, float)) and kappa == kappa else ""
+    ax.set_title(f"Poincaré ball, M = {len(e)}, d = {e.shape[1]}{curv} ({how})", fontsize=9)
     maybe_save(fig, save)
     return fig
 
