@@ -41,3 +41,43 @@ def test_poincare_title_has_the_curvature():
     emb = embed(_graph(20), dim=2, max_epochs=20)
     fig = plot_poincare(emb)
     assert f"curvature −{emb.params['curvature']:.3g}" in fig.axes[0].get_title()
+
+
+def _train_output():
+    import pandas as pd
+
+    from cape_pipeline.tasks import TaskResult
+    from cape_pipeline.tasks.results import TrainOutput
+
+    conf = pd.DataFrame([[8, 2], [1, 9]], index=["a", "b"], columns=["a", "b"])
+    curves = {"pretrain_loss": [1.0, 0.8], "finetune_loss": [0.7, 0.5, 0.4], "val_score": [-0.6, -0.5, -0.45]}
+    res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"pe": pe, "seed": 0})
+           for pe in ("cape", "default")]
+    return TrainOutput(results=res, tasks=["annotation"], pes=["cape", "default"], d_model=8)
+
+
+def test_training_curves_in_panels_and_confusion_with_counts():
+    from cape_pipeline.pl.report import report_figures
+
+    figs = report_figures(_train_output(), None, {"differences": []}, [], umap=False)
+    curves = figs["curves_annotation.png"]
+    assert len(curves.axes) == 3  # pretraining, fine-tuning, validation: one panel each
+    styles = {line.get_linestyle() for line in curves.axes[0].get_lines()}
+    assert len(styles) == 2  # the two arms differ in line style, not only in color
+    texts = {t.get_text() for t in figs["confusion_annotation_cape.png"].axes[0].texts}
+    assert {"8", "2", "1", "9"} <= texts
+
+
+def test_umap_legend_has_a_title():
+    import anndata as ad
+
+    from cape_pipeline.pl.report import _umap_figure
+    from cape_pipeline.tasks import TaskResult
+
+    rng = np.random.default_rng(0)
+    a = ad.AnnData(X=np.zeros((40, 2), dtype=np.float32))
+    a.obs["cell_type"] = np.repeat(["t0", "t1"], 20)
+    r = TaskResult("clustering", {}, embeddings=rng.normal(size=(40, 4)).astype(np.float32),
+                   params={"label_key": "cell_type"})
+    fig = _umap_figure("cape", r, a)
+    assert fig.axes[0].get_legend().get_title().get_text() == "cell_type"

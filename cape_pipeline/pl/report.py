@@ -41,24 +41,34 @@ def report_figures(
     first: dict[tuple[str, str], Any] = {}
     for r in train.results:
         first.setdefault((r.task, r.params.get("pe", "?")), r)
-    # training curves: one panel per task, one line per PE and curve
+    # training curves: per task, masked-value pretraining and fine-tuning in panels of their
+    # own (their losses differ in kind and scale); one color per arm, a line style per arm too
+    # so arms that overlap stay distinguishable
+    styles = ["-", "--", ":", "-."]
     for task in train.tasks:
         runs = [(pe, r) for (t, pe), r in first.items() if t == task and r.curves]
         if not runs:
             continue
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for pe, r in runs:
-            for name, vals in r.curves.items():
-                if not vals:
-                    continue
-                if name == "val_score":  # the score is minus the validation loss
-                    ax.plot(np.arange(1, len(vals) + 1), -np.asarray(vals), ls="--", label=f"{pe}: validation loss")
-                else:
-                    ax.plot(np.arange(1, len(vals) + 1), vals, label=f"{pe}: {name.replace('_', ' ')}")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss")
-        ax.set_title(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)}; identical arms overlap)")
-        ax.legend(fontsize=7)
+        panels = [(k, title) for k, title in (("pretrain_loss", "masked-value pretraining (MSE of hidden values)"),
+                                               ("finetune_loss", "fine-tuning: training loss"),
+                                               ("val_score", "fine-tuning: validation loss"))
+                  if any(r.curves.get(k) for _, r in runs)]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+        for ax, (key, title) in zip(axes[0], panels, strict=True):
+            for i, (pe, r) in enumerate(runs):
+                vals = np.asarray(r.curves.get(key) or [], dtype=float)
+                if vals.size:
+                    vals = -vals if key == "val_score" else vals  # the score is minus the validation loss
+                    ax.plot(np.arange(1, vals.size + 1), vals, ls=styles[i % len(styles)], lw=1.4,
+                            color=plt.cm.tab10(i % 10), label=pe)
+            ax.set_xlabel("epoch")
+            ax.set_ylabel("loss")
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=7, title="arm", title_fontsize=7)
+        fig.suptitle(f"{task}: training curves (seed {train.results[0].params.get('seed', 0)})", fontsize=10)
+        fig.tight_layout()
         figs[f"curves_{task}.png"] = fig
     # confusion matrices (annotation)
     for (task, pe), r in first.items():
@@ -72,8 +82,14 @@ def report_figures(
         ax.set_yticks(range(len(r.confusion.index)), [str(c) for c in r.confusion.index], fontsize=7)
         ax.set_xlabel("predicted")
         ax.set_ylabel("true")
-        ax.set_title(f"{task}, pe={pe}: confusion (row-normalized, test cells)")
-        fig.colorbar(im, ax=ax, fraction=0.046)
+        counts = r.confusion.to_numpy(dtype=float)
+        if cm.shape[0] <= 25:  # the counts in each cell (white on dark)
+            for (i, j), n in np.ndenumerate(counts):
+                if n:
+                    ax.text(j, i, f"{int(n)}", ha="center", va="center", fontsize=6,
+                            color="white" if cm[i, j] > 0.5 else "black")
+        ax.set_title(f"{task}, pe={pe}: confusion (color: row share; numbers: test cells)", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.046, label="share of the true class")
         figs[f"confusion_{task}_{pe.replace('/', '-')}.png"] = fig
     # UMAP of cell embeddings, colored by label
     if umap:
@@ -140,7 +156,8 @@ def _umap_figure(pe: str, r: Any, adata: Any) -> Any:
         for i, c in enumerate(cats.cat.categories):
             m = (cats == c).to_numpy()
             ax.scatter(xy[m, 0], xy[m, 1], s=6, label=str(c), color=plt.cm.tab20(i % 20))
-        ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left")
+        ax.legend(fontsize=6, markerscale=2, bbox_to_anchor=(1.0, 1.0), loc="upper left", title=str(label),
+                  title_fontsize=7)
     else:
         ax.scatter(xy[:, 0], xy[:, 1], s=6)
     ax.set_title(f"UMAP of cell embeddings, pe={pe}")
