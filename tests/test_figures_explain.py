@@ -81,3 +81,14 @@ def test_umap_legend_has_a_title():
                    params={"label_key": "cell_type"})
     fig = _umap_figure("cape", r, a)
     assert fig.axes[0].get_legend().get_title().get_text() == "cell_type"
+
+
+def test_step1_panel_says_the_thresholded_graph_is_acyclic():
+    from cape_pipeline.pl.figures import plot_training_curves
+
+    g = _graph(10)
+    history = [{"h": 0.5, "neg_elbo": 10.0}, {"h": 0.04, "neg_elbo": 8.0}]
+    fig = plot_training_curves([1.0, 0.5], history, graph=g)
+    texts = " ".join(t.get_text() for t in fig.axes[1].texts)
+    assert "h = 0.04 > 0" in texts and "acyclic (checked)" in texts
+    assert not plot_training_curves([1.0], [{"h": 0.0, "neg_elbo": 1.0}], graph=g).axes[1].texts
