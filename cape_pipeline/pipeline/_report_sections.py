@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN"]
+__all__ = ["dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
 
 ZERO_ANGLE_WARN = 0.9
 """Share of features at angle 0 above which the report says the comparison cannot be informative."""
@@ -128,4 +128,64 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
             "cannot differ much from `default`: the comparison below cannot be informative. Step I found too few "
             "edges on this data (see its warnings; a lower `discover.threshold` keeps more)."
         )
+    return lines
+
+
+def hub_rows(enc: Any, k: int = 10, n_children: int = 5) -> list[dict[str, Any]]:
+    """The ``k`` hub features of the encodings: largest causal PageRank among features with an
+    edge, each with its PageRank, ‖e‖ (Poincaré norm: distance from the origin), ‖φ‖ (norm of
+    its rotary angles, radians), out-degree and strongest children (by |weight|).
+
+    Parameters
+    ----------
+    enc
+        :class:`~cape_pipeline.encodings.CapeEncodings` (``graph`` may be None: no children).
+    k, n_children
+        Hubs listed and children named per hub.
+
+    Returns
+    -------
+    list of dict
+        ``feature``, ``pagerank``, ``norm_e``, ``norm_angles``, ``out_degree``, ``children``.
+    """
+    import scipy.sparse as sp
+
+    names = np.asarray(enc.feature_names).astype(str)
+    pr = np.asarray(enc.pagerank, dtype=float)
+    norm_e = np.linalg.norm(np.asarray(enc.poincare, dtype=float), axis=1)
+    norm_phi = np.linalg.norm(np.asarray(enc.angles, dtype=float), axis=1)
+    adj = sp.csr_array(enc.graph.adjacency) if enc.graph is not None else None
+    deg = (np.diff(adj.indptr) + np.diff(adj.tocsc().indptr)) if adj is not None else np.ones(len(names))
+    order = [i for i in np.argsort(-pr, kind="stable") if deg[i] > 0][:k]
+    rows = []
+    for i in order:
+        children: list[str] = []
+        out_degree = 0
+        if adj is not None:
+            lo, hi = adj.indptr[i], adj.indptr[i + 1]
+            cols, w = adj.indices[lo:hi], np.abs(adj.data[lo:hi])
+            out_degree = int(cols.size)
+            children = [str(names[c]) for c in cols[np.argsort(-w, kind="stable")][:n_children]]
+        rows.append({"feature": str(names[i]), "pagerank": float(pr[i]), "norm_e": float(norm_e[i]),
+                     "norm_angles": float(norm_phi[i]), "out_degree": out_degree, "children": children})
+    return rows
+
+
+def hub_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown of :func:`hub_rows`: the hub features, their place in the ball and their children."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"Hub features (the {len(rows)} with the largest causal PageRank among those with an edge; ‖e‖: "
+        "distance from the origin in the Poincaré ball, small for causally general features; ‖φ‖: norm of the "
+        "rotary angles):",
+        "",
+        "| feature | PageRank | ‖e‖ | ‖φ‖ (rad) | children | strongest children |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        kids = ", ".join(r["children"]) + (" …" if r["out_degree"] > len(r["children"]) else "")
+        lines.append(f"| {r['feature']} | {r['pagerank']:.4g} | {r['norm_e']:.3f} | {r['norm_angles']:.3f} | "
+                     f"{r['out_degree']} | {kids or '–'} |")
     return lines

@@ -21,6 +21,8 @@ from cape_pipeline.pipeline._report_sections import (
     ZERO_ANGLE_WARN,
     dag_lines,
     embedding_lines,
+    hub_lines,
+    hub_rows,
     run_lines,
 )
 
@@ -334,6 +336,7 @@ def build_report(
             "tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results),
             "init": getattr(train, "init", None), "plan": getattr(train, "plan", None),
         },
+        "hubs": hub_rows(enc),
         "comparison": _comparison(train),
         "metrics": aggregate_metrics(train.results),
         "throughput_cells_per_s": {pe: _mean_sd(v)[0] for pe, v in throughput.items()},
@@ -403,6 +406,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "variation, e.g. a graph without edges)",
     ]
     lines += embedding_lines(e)
+    lines += hub_lines(doc.get("hubs", []))
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
         lines.append(
             f"- **The angles are nearly zero** (max |φ| = {e['max_abs_angle']:.3g} rad < {SMALL_ANGLE} rad): the "

@@ -130,3 +130,23 @@ def test_train_stage_passes_step_budgets_and_rejects_negative_ones() -> None:
     assert (default.pretrain_max_steps, default.finetune_max_steps) == (600, 1000)
     with pytest.raises(CapeConfigError, match="max_steps"):
         resolve_config(TASK_CONFIGS["annotation"], {"pretrain_max_steps": -1})
+
+
+def test_hub_rows_name_the_hubs_their_children_and_angle_norms() -> None:
+    import scipy.sparse as sp
+
+    from cape_pipeline.causal.graph import CausalGraph
+    from cape_pipeline.encodings import CapeEncodings
+    from cape_pipeline.pipeline._report_sections import hub_lines, hub_rows
+
+    names = np.array(["root", "a", "b", "c", "lonely"])
+    adj = sp.csr_array(np.array([[0, 0.9, 0.5, 0.1, 0], [0, 0, 0, 0.7, 0], [0] * 5, [0] * 5, [0] * 5], dtype=float))
+    e = np.array([[0.1, 0], [0.5, 0], [0.6, 0], [0.8, 0], [0, 0]])
+    enc = CapeEncodings(feature_names=names, angles=np.pi / 4 * e, poincare=e, hyperboloid=np.zeros((5, 3)),
+                        pagerank=np.array([0.4, 0.2, 0.1, 0.05, 0.9]),
+                        graph=CausalGraph(feature_names=names, adjacency=adj))
+    rows = hub_rows(enc, k=2, n_children=2)
+    assert [r["feature"] for r in rows] == ["root", "a"]  # "lonely" has no edge: no hub
+    assert rows[0]["children"] == ["a", "b"] and rows[0]["out_degree"] == 3
+    assert rows[0]["norm_angles"] == pytest.approx(np.pi / 4 * 0.1)
+    assert "| root | 0.4 | 0.100 | 0.079 | 3 | a, b … |" in "\n".join(hub_lines(rows))
