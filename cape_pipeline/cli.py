@@ -123,7 +123,11 @@ def _setup_logging(verbose: bool) -> None:
         handlers=[RichHandler(console=console, show_time=False, show_path=False)],
         force=True,
     )
-    logging.getLogger("cape_pipeline.plan").setLevel(logging.INFO)  # the train plan, always shown
+    plan = logging.getLogger("cape_pipeline.plan")  # the train plan: always shown, one line each, unwrapped
+    plan.setLevel(logging.INFO)
+    plan.handlers = [logging.StreamHandler(sys.stderr)]
+    plan.handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    plan.propagate = False
 
 
 def _report(stage: str, rec: Any, event: str) -> None:
