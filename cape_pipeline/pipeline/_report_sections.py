@@ -12,6 +12,10 @@ __all__ = ["dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN"
 ZERO_ANGLE_WARN = 0.9
 """Share of features at angle 0 above which the report says the comparison cannot be informative."""
 
+CEILING = 0.995
+"""A metric bounded by 1 at or above this for both arms: the comparison cannot separate them."""
+CEILING_METRICS = ("accuracy", "macro_f1", "ari", "nmi")
+
 
 def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
     """Report lines on Step I: method and support, edges, isolated features, warnings, truth."""
@@ -122,6 +126,17 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
     total = sum(doc.get("timings_s", {}).values())
     if total:
         lines.append(f"- time: {_hms(total)} over all stages (per stage at the end of this report)")
+    comp = doc.get("comparison") or {}
+    arm, base = comp.get("arm", "cape"), comp.get("baseline", "default")
+    means = {(r["task"], r["pe"], r["metric"]): r["mean"] for r in doc.get("metrics", [])}
+    at_ceiling = sorted({f"{task} {metric}" for (task, pe, metric), v in means.items()
+                         if pe == arm and metric in CEILING_METRICS and v >= CEILING
+                         and means.get((task, base, metric), 0.0) >= CEILING})
+    if at_ceiling:
+        lines.append(
+            f"- **Warning**: `{arm}` and `{base}` both score ≥ {CEILING} on {', '.join(at_ceiling)}: the task is too "
+            "easy on this data to tell them apart there, so the comparison below cannot be informative for those metrics."
+        )
     if zero is not None and zero > ZERO_ANGLE_WARN and t.get("runs"):
         lines.append(
             f"- **Warning**: {100 * zero:.0f} % of features are at angle 0, so `cape` rotates almost nothing and "

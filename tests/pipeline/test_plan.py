@@ -150,3 +150,17 @@ def test_hub_rows_name_the_hubs_their_children_and_angle_norms() -> None:
     assert rows[0]["children"] == ["a", "b"] and rows[0]["out_degree"] == 3
     assert rows[0]["norm_angles"] == pytest.approx(np.pi / 4 * 0.1)
     assert "| root | 0.4 | 0.100 | 0.079 | 3 | a, b … |" in "\n".join(hub_lines(rows))
+
+
+def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
+    from cape_pipeline.pipeline._report_sections import run_lines
+
+    doc = {
+        "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},
+        "training": {"runs": 6}, "timings_s": {},
+        "comparison": {"arm": "cape", "baseline": "default"},
+        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "default")]
+        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("default", 0.7))],
+    }
+    text = "\n".join(run_lines(doc))
+    assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text
