@@ -92,3 +92,21 @@ def test_step1_panel_says_the_thresholded_graph_is_acyclic():
     texts = " ".join(t.get_text() for t in fig.axes[1].texts)
     assert "h = 0.04 > 0" in texts and "acyclic (checked)" in texts
     assert not plot_training_curves([1.0], [{"h": 0.0, "neg_elbo": 1.0}], graph=g).axes[1].texts
+
+
+def test_umap_of_more_than_4096_cells():
+    """scanpy 1.11's neighbours fail on scipy 1.17 above 4,096 cells (csr_array.getnnz): the
+    report's evaluate stage died on 20,000 cells before the UMAP went to umap-learn directly."""
+    import anndata as ad
+
+    from cape_pipeline.pl.report import _umap_figure
+    from cape_pipeline.tasks import TaskResult
+
+    rng = np.random.default_rng(0)
+    n = 4200
+    a = ad.AnnData(X=np.zeros((n, 1), dtype=np.float32))
+    a.obs["cell_type"] = np.repeat(["t0", "t1", "t2"], n // 3)
+    centers = rng.normal(size=(3, 8)) * 4
+    emb = (centers[np.repeat(np.arange(3), n // 3)] + rng.normal(size=(n, 8))).astype(np.float32)
+    fig = _umap_figure("cape", TaskResult("clustering", {}, embeddings=emb, params={"label_key": "cell_type"}), a)
+    assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == n
