@@ -64,8 +64,9 @@ def discover(
 ) -> ad.AnnData | None:
     """Learn the causal DAG among ``adata``'s features (Step I) and store it.
 
-    Cost: with the default (learned) support above 20 features, about 1 min for 1,000 cells ×
-    2,000 genes and 5 min for 3,000 × 2,000 on 2 CPU cores (``benchmarks/scale/RESULTS.md``);
+    Cost: with the default (learned) support above 20 features, about 4 min for 1,000–3,000
+    cells × 2,000 genes and 5 min for 20,000 × 2,000 on 2 CPU cores
+    (``benchmarks/scale/RESULTS.md``);
     the paper's low-rank model (``support="low-rank"``, the default up to 20 features) runs at
     least 5,000 optimizer steps, about 1–2 min on small data.
 
