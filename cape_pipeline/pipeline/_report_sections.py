@@ -120,7 +120,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         secs = doc.get("timings_s", {}).get("train")
         if plan.get("seconds_max") and secs is not None:
             lines.append(
-                f"- train stage: {_hms(secs)}, against an estimate of at most {_hms(plan['seconds_max'])} "
+                f"- train stage: {_hms(secs)}, against an estimate of about {_hms(plan['seconds_max'])} "
                 f"from {1000 * plan['step_seconds']:.0f} ms per measured step"
             )
     total = sum(doc.get("timings_s", {}).values())

@@ -84,7 +84,7 @@ def test_plan_counts_the_work_and_says_when_the_budget_subsamples() -> None:
     est = estimate(big, 0.1)
     assert est.seconds_max == pytest.approx(6 * ((600 + 1000) * 0.1 + est.forward_cells * 0.1 / 32 / 3))
     text = "\n".join(plan_lines(est))
-    assert "2 arms (cape, default) × 3 seeds = 6 runs" in text and "subsampled" in text and "at most" in text
+    assert "2 arms (cape, default) × 3 seeds = 6 runs" in text and "subsampled" in text and "about" in text
 
 
 def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
