@@ -125,44 +125,12 @@ class CapeEncodings:
 
     @classmethod
     def from_anndata(cls, adata: Any, *, angles_key: str = "cape_angles", graph_key: str = "cape_dag") -> CapeEncodings:
-        """The encodings that :mod:`cape_pipeline.tl` wrote into ``adata`` (``tl.discover`` →
-        ``tl.embed`` → ``tl.encode``), ready for :meth:`save` / :func:`export_encodings`.
+        """The encodings :mod:`cape_pipeline.tl` wrote into ``adata`` (``tl.discover`` →
+        ``tl.embed`` → ``tl.encode``), ready for :meth:`save`; see
+        :func:`cape_pipeline.encodings._anndata.encodings_from_anndata` (keys read, errors)."""
+        from cape_pipeline.encodings._anndata import encodings_from_anndata
 
-        Reads ``varm[angles_key]`` (n_vars, d) angles, ``varm["cape_poincare"]``,
-        ``varm["cape_hyperboloid"]``, ``var["cape_pagerank"]``, the DAG in ``varp[graph_key]``
-        (optional) and the scale and parameters under ``uns["cape"]``.
-
-        Raises
-        ------
-        CapeDataError
-            A key of the steps is missing: names the ``tl`` function to run first.
-        """
-        from cape_pipeline import _keys
-        from cape_pipeline.causal.graph import CausalGraph
-        from cape_pipeline.encodings.config import DEFAULT_SCALE
-        from cape_pipeline.errors import CapeDataError
-
-        need = [("varm", angles_key, "tl.encode"), ("varm", _keys.POINCARE, "tl.embed"),
-                ("varm", _keys.HYPERBOLOID, "tl.embed"), ("var", _keys.PAGERANK, "tl.embed")]
-        for where, key, fn in need:
-            if key not in getattr(adata, where):
-                raise CapeDataError(f"from_anndata: adata.{where}[{key!r}] not found; run cape_pipeline.{fn}(adata) first")
-        uns = adata.uns.get(_keys.UNS, {}) if isinstance(adata.uns.get(_keys.UNS), dict) else {}
-        graph = None
-        if graph_key in adata.varp:
-            graph = CausalGraph.from_adjacency(adata.varp[graph_key], adata.var_names)
-        emb = dict(uns.get("embed", {}))
-        return cls(
-            feature_names=np.asarray(adata.var_names, dtype=str),
-            angles=np.asarray(adata.varm[angles_key], dtype=np.float64),
-            poincare=np.asarray(adata.varm[_keys.POINCARE], dtype=np.float64),
-            hyperboloid=np.asarray(adata.varm[_keys.HYPERBOLOID], dtype=np.float64),
-            pagerank=np.asarray(adata.var[_keys.PAGERANK], dtype=np.float64),
-            scale=float(uns.get("encode", {}).get("scale", DEFAULT_SCALE)),
-            graph=graph,
-            params=emb,
-            geometry=str(emb.get("geometry", "hyperbolic")),
-        )
+        return encodings_from_anndata(cls, adata, angles_key=angles_key, graph_key=graph_key)
 
     @property
     def d(self) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TrainPlan", "plan_train", "calibrate", "plan_lines", "discover_estimate"]
+__all__ = ["TrainPlan", "plan_train", "calibrate", "plan_lines", "discover_estimate", "train_plan"]
 
 #: a forward pass per cell costs this share of a training step per cell (backward ≈ 2 × forward)
 FORWARD_SHARE = 1.0 / 3.0
@@ -266,3 +266,48 @@ def plan_lines(plan: TrainPlan) -> list[str]:
         )
     lines += [f"  note: {n}" for n in plan.notes]
     return lines
+
+
+def train_plan(
+    adata: Any, cfg: Any, tasks: list[str], arms: list[str], settings: dict[str, Any], *, measure: bool = True
+) -> TrainPlan:
+    """The train stage's plan on ``adata`` (:func:`plan_train`) and, with ``measure``, its time
+    estimate from a few measured training steps of the planned
+    model (``pe=cape`` with zero angles: the cost does not depend on their values) on a batch
+    of the data, on the CPU (the estimate is for this machine's CPU).
+
+    Parameters
+    ----------
+    adata
+        The preprocessed data.
+    cfg, tasks, arms
+        The train stage's :class:`~cape_pipeline.pipeline.stages.train.TrainConfig`, its resolved
+        tasks and arms.
+    settings
+        The task-config overrides of the run (``_task_settings`` of the train stage: width,
+        sizes, budget).
+
+    Returns
+    -------
+    TrainPlan
+    """
+    import torch
+
+    from cape_pipeline.models.training import seeded
+    from cape_pipeline.tasks import TASK_CONFIGS
+    from cape_pipeline.tasks._base import build_model, dense_x, model_config, resolve_config
+
+    task_cfgs = {t: resolve_config(TASK_CONFIGS[t], settings) for t in tasks}
+    base = resolve_config(TASK_CONFIGS["annotation"], settings)
+    mcfg = model_config(cfg.backbone, base)
+    x = dense_x(adata, allow_nan="age" in tasks)
+    seeds = list(range(cfg.seed, cfg.seed + cfg.n_seeds))
+    plan = plan_train(x, tasks=tasks, arms=arms, seeds=seeds, task_cfgs=task_cfgs, model_cfg=mcfg)
+    if "perturbation" in tasks:
+        plan.notes.append("the perturbation task tokenizes every gene (its own model settings); its cost is not in the estimate")
+    if measure and tasks:
+        zero = np.zeros((adata.n_vars, mcfg.d_model // 2), dtype=np.float32)
+        with seeded(cfg.seed), torch.inference_mode(False):
+            model = build_model(cfg.backbone, base, n_features=adata.n_vars, pe="cape", angles=zero, x_train=x[:256])
+            estimate(plan, calibrate(model, x, batch_size=base.batch_size, seed=cfg.seed))
+    return plan

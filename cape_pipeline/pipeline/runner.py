@@ -272,7 +272,7 @@ def plan_pipeline(
 
     Runs the cheap stages (ingest, preprocess; cached like any run), then counts the train
     stage's work and times a few training steps of its model on this machine
-    (:func:`cape_pipeline.pipeline.stages.train.train_plan`); Step I's time is a rough
+    (:func:`cape_pipeline.pipeline.plan.train_plan`); Step I's time is a rough
     formula (:func:`cape_pipeline.pipeline.plan.discover_estimate`). Nothing else runs.
 
     Returns
@@ -285,8 +285,8 @@ def plan_pipeline(
     CapeInputError
         As :func:`run_pipeline` for the stages it runs and the configs it checks.
     """
-    from cape_pipeline.pipeline.plan import _hms, discover_estimate, plan_lines
-    from cape_pipeline.pipeline.stages.train import _resolve_tasks, train_plan
+    from cape_pipeline.pipeline.plan import _hms, discover_estimate, plan_lines, train_plan
+    from cape_pipeline.pipeline.stages.train import _resolve_tasks, _task_settings
 
     configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device)
     res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
@@ -305,6 +305,6 @@ def plan_pipeline(
                      "not measured here)")
     if cfg.checkpoint:
         lines.append("train starts from a scGPT checkpoint: its sizes set the model; no calibration in a dry run")
-    plan = train_plan(adata, cfg, tasks, arms, d_model, calibrate=not cfg.checkpoint)
+    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=not cfg.checkpoint)
     lines += plan_lines(plan)
     return lines

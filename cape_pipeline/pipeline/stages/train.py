@@ -13,7 +13,7 @@ import numpy as np
 
 from cape_pipeline._utils import check_device, hash_bytes, hash_file
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
-from cape_pipeline.pipeline.plan import TrainPlan, plan_lines
+from cape_pipeline.pipeline.plan import plan_lines, train_plan
 from cape_pipeline.pipeline.stages._base import (
     Stage,
     StageContext,
@@ -293,7 +293,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
 
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
     device = init_from_env(_torch_device(cfg.device))
-    plan = train_plan(adata, cfg, tasks, arms, d_model, calibrate=init is None)
+    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=init is None)
     for line in plan_lines(plan):
         plan_log.info(line)
     # annotation and clustering both pretrain on all cells with the same settings: one
@@ -338,52 +338,6 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
         plan=plan.to_dict(),
     )
-
-
-def train_plan(
-    adata: ad.AnnData, cfg: TrainConfig, tasks: list[str], arms: list[str], d_model: int, *, calibrate: bool = True
-) -> TrainPlan:
-    """The train stage's plan on ``adata`` (:func:`cape_pipeline.pipeline.plan.plan_train`) and,
-    with ``calibrate``, its time estimate from a few measured training steps of the planned
-    model (``pe=cape`` with zero angles: the cost does not depend on their values) on a batch
-    of the data, on the CPU (the estimate is for this machine's CPU).
-
-    Parameters
-    ----------
-    adata
-        The preprocessed data.
-    cfg, tasks, arms
-        The stage config, its resolved tasks and arms.
-    d_model
-        Model width D.
-
-    Returns
-    -------
-    TrainPlan
-    """
-    import torch
-
-    from cape_pipeline.models.training import seeded
-    from cape_pipeline.pipeline.plan import calibrate as measure_step
-    from cape_pipeline.pipeline.plan import estimate, plan_train
-    from cape_pipeline.tasks import TASK_CONFIGS
-    from cape_pipeline.tasks._base import build_model, dense_x, model_config, resolve_config
-
-    settings = _task_settings(cfg, d_model, True)
-    task_cfgs = {t: resolve_config(TASK_CONFIGS[t], settings) for t in tasks}
-    base = resolve_config(TASK_CONFIGS["annotation"], settings)
-    mcfg = model_config(cfg.backbone, base)
-    x = dense_x(adata, allow_nan="age" in tasks)
-    seeds = list(range(cfg.seed, cfg.seed + cfg.n_seeds))
-    plan = plan_train(x, tasks=tasks, arms=arms, seeds=seeds, task_cfgs=task_cfgs, model_cfg=mcfg)
-    if "perturbation" in tasks:
-        plan.notes.append("the perturbation task tokenizes every gene (its own model settings); its cost is not in the estimate")
-    if calibrate and tasks:
-        zero = np.zeros((adata.n_vars, mcfg.d_model // 2), dtype=np.float32)
-        with seeded(cfg.seed), torch.inference_mode(False):
-            model = build_model(cfg.backbone, base, n_features=adata.n_vars, pe="cape", angles=zero, x_train=x[:256])
-            estimate(plan, measure_step(model, x, batch_size=base.batch_size, seed=cfg.seed))
-    return plan
 
 
 def _vocabulary_subset(adata: ad.AnnData, checkpoint: str) -> tuple[ad.AnnData, dict[str, Any]]:
