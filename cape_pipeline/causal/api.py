@@ -122,11 +122,11 @@ def _isolation(
     """
     import warnings
 
+    from cape_pipeline.causal.graph import degree
     from cape_pipeline.errors import CapeWarning
 
     a = sp.csr_array(adj)
-    degree = np.diff(a.indptr) + np.bincount(a.indices, minlength=m)[:m]
-    n_iso = int((degree == 0).sum())
+    n_iso = int((degree(a) == 0).sum())
     share = n_iso / max(m, 1)
     out: dict[str, Any] = {"n_edges": int(a.nnz), "n_isolated": n_iso, "isolated_share": round(share, 4)}
     msgs: list[str] = []

@@ -24,6 +24,14 @@ EDGE_COLUMNS = ("source", "target", "weight")
 _META_KEY = b"cape.feature_names"
 
 
+def degree(adjacency: Any) -> np.ndarray:
+    """``(M,)`` int64 in-degree + out-degree of each node of an ``(M, M)`` sparse adjacency
+    (stored entries; 0 = a feature without any edge)."""
+    a = sp.csr_array(adjacency)
+    m = a.shape[0]
+    return (np.diff(a.indptr) + np.bincount(a.indices, minlength=m)[:m]).astype(np.int64)
+
+
 def _as_names(feature_names: Iterable[Any]) -> np.ndarray:
     names = np.asarray([str(n) for n in feature_names], dtype=object)
     if names.ndim != 1 or names.size == 0:
@@ -169,6 +177,28 @@ class CausalGraph:
         df = self.to_frame()
         g.add_weighted_edges_from(zip(df["source"], df["target"], df["weight"], strict=True))
         return g
+
+    def degree(self) -> np.ndarray:
+        """``(M,)`` int64 in-degree + out-degree of each feature (0: no edge); :func:`degree`."""
+        return degree(self.adjacency)
+
+    @classmethod
+    def from_anndata(cls, adata: Any, key: str = "cape_dag") -> CausalGraph:
+        """The DAG that :func:`cape_pipeline.tl.discover` stored in ``adata.varp[key]``.
+
+        Raises
+        ------
+        CapeDataError
+            ``adata.varp[key]`` is absent (names the function to run first).
+        """
+        from cape_pipeline.errors import CapeDataError
+
+        if key not in adata.varp:
+            raise CapeDataError(
+                f"adata.varp[{key!r}] not found: run cape_pipeline.tl.discover(adata) first "
+                f"or pass graph_key= (available: {list(adata.varp.keys())})"
+            )
+        return cls.from_adjacency(adata.varp[key], adata.var_names)
 
     def is_dag(self) -> bool:
         """True when the directed graph has no cycle (self-loops count as cycles)."""

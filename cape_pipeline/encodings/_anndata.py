@@ -31,7 +31,7 @@ def encodings_from_anndata(cls: Any, adata: Any, *, angles_key: str = _keys.ANGL
         if key not in getattr(adata, where):
             raise CapeDataError(f"from_anndata: adata.{where}[{key!r}] not found; run cape_pipeline.{fn}(adata) first")
     uns = adata.uns.get(_keys.UNS) if isinstance(adata.uns.get(_keys.UNS), dict) else {}
-    graph = CausalGraph.from_adjacency(adata.varp[graph_key], adata.var_names) if graph_key in adata.varp else None
+    graph = CausalGraph.from_anndata(adata, graph_key) if graph_key in adata.varp else None
     emb = dict(uns.get("embed", {}))
     return cls(
         feature_names=np.asarray(adata.var_names, dtype=str),

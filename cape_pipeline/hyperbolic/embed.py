@@ -233,7 +233,7 @@ def embed(
     positives = k_hop_positives(graph.adjacency, k_hop)
     pr = causal_pagerank(graph, restart=restart)
     adj = sp.csr_array(graph.adjacency)
-    degree = np.diff(adj.indptr) + np.diff(adj.tocsc().indptr)
+    degree = graph.degree()
     if isolated == "origin":
         nodes = np.flatnonzero(degree > 0)
     else:

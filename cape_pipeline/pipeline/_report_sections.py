@@ -170,7 +170,7 @@ def hub_rows(enc: Any, k: int = 10, n_children: int = 5) -> list[dict[str, Any]]
     norm_e = np.linalg.norm(np.asarray(enc.poincare, dtype=float), axis=1)
     norm_phi = np.linalg.norm(np.asarray(enc.angles, dtype=float), axis=1)
     adj = sp.csr_array(enc.graph.adjacency) if enc.graph is not None else None
-    deg = (np.diff(adj.indptr) + np.diff(adj.tocsc().indptr)) if adj is not None else np.ones(len(names))
+    deg = enc.graph.degree() if adj is not None else np.ones(len(names))
     order = [i for i in np.argsort(-pr, kind="stable") if deg[i] > 0][:k]
     rows = []
     for i in order:

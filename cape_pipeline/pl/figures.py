@@ -128,20 +128,20 @@ def plot_dag(
     Raises
     ------
     TypeError
-        If ``graph`` is not a CausalGraph.
+        If ``graph`` is not a CausalGraph or an AnnData.
     ValueError
         For an unknown ``layout``.
+    CapeDataError
+        An AnnData without ``varp["cape_dag"]`` (a ``ValueError``; names ``tl.discover``).
     """
     import networkx as nx
 
     if hasattr(graph, "varp") and hasattr(graph, "var_names"):  # an AnnData after tl.discover
         from cape_pipeline import _keys
 
-        if _keys.DAG not in graph.varp:
-            raise ValueError(f"plot_dag: adata.varp[{_keys.DAG!r}] not found; run cape_pipeline.tl.discover(adata) first")
-        if pagerank is None and _keys.PAGERANK in graph.var:
-            pagerank = np.asarray(graph.var[_keys.PAGERANK], dtype=np.float64)
-        graph = CausalGraph.from_adjacency(graph.varp[_keys.DAG], graph.var_names)
+        adata, graph = graph, CausalGraph.from_anndata(graph, _keys.DAG)
+        if pagerank is None and _keys.PAGERANK in adata.var:
+            pagerank = np.asarray(adata.var[_keys.PAGERANK], dtype=np.float64)
     if not isinstance(graph, CausalGraph):
         raise TypeError(f"graph: expected a CausalGraph or an AnnData after tl.discover, got {type(graph).__name__}")
     fig, ax = new_axes(ax, (7, 6))
@@ -431,24 +431,13 @@ def plot_training_curves(
     else:
         _no_curve(ax_disc, "no Step I history:\nthe graph was given (discover.method=true-dag)\nor came from a baseline")
     last_h = float(steps[-1]["h"]) if steps else 0.0
-    if graph is not None and last_h > 0 and _is_dag(graph):
+    if graph is not None and last_h > 0 and graph.is_dag():
         ax_disc.text(0.02, 0.02, f"the last h = {last_h:.2g} > 0 measures the continuous weights;\n"
                      f"the returned graph ({graph.n_edges} edges above the threshold) is acyclic (checked)",
                      transform=ax_disc.transAxes, fontsize=7, va="bottom",
                      bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9})
     ax_disc.set_title("Step I: causal discovery")
     return fig
-
-
-def _is_dag(graph: CausalGraph) -> bool:
-    """Whether the graph's edges form a DAG (networkx, on the sparse adjacency)."""
-    import networkx as nx
-    import scipy.sparse as sp
-
-    a = sp.coo_array(graph.adjacency)
-    g = nx.DiGraph()
-    g.add_edges_from(zip(a.row.tolist(), a.col.tolist(), strict=True))
-    return nx.is_directed_acyclic_graph(g)
 
 
 def _no_curve(ax: Axes, text: str) -> None:

@@ -110,12 +110,7 @@ def discover(
 def _graph_from(adata: ad.AnnData, graph_key: str) -> Any:
     from cape_pipeline.causal.graph import CausalGraph
 
-    if graph_key not in adata.varp:
-        raise CapeDataError(
-            f"adata.varp[{graph_key!r}] not found: run cape_pipeline.tl.discover(adata) first "
-            f"or pass graph_key= (available: {list(adata.varp.keys())})"
-        )
-    return CausalGraph.from_adjacency(adata.varp[graph_key], adata.var_names)
+    return CausalGraph.from_anndata(adata, graph_key)
 
 
 def embed(
