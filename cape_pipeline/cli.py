@@ -125,9 +125,16 @@ def _setup_logging(verbose: bool) -> None:
     )
     plan = logging.getLogger("cape_pipeline.plan")  # the train plan: always shown, one line each, unwrapped
     plan.setLevel(logging.INFO)
-    plan.handlers = [logging.StreamHandler(sys.stderr)]
-    plan.handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    plan.handlers = [_PlainLines()]
     plan.propagate = False
+
+
+class _PlainLines(logging.Handler):
+    """Log records as plain, unwrapped lines on the CLI's stderr console (resolved at each
+    write, so a handler kept past ``main()`` never writes to a closed stream)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(record.getMessage(), soft_wrap=True, markup=False, highlight=False)
 
 
 def _report(stage: str, rec: Any, event: str) -> None:
