@@ -75,7 +75,7 @@ class LogProgress:
     def stop(self) -> None:
         """Write the final line of every task that advanced since its last line."""
         for i, t in enumerate(self._tasks):
-            if t["completed"] == t["completed"] and t["completed"] != t["logged"]:
+            if not t.get("removed") and t["completed"] != t["logged"]:
                 self._write(i)
 
     def add_task(self, description: str, total: float | None = None, *, unit: str | None = None, **fields: Any) -> int:
@@ -88,6 +88,8 @@ class LogProgress:
     def update(self, task: int, *, advance: float = 0.0, description: str | None = None, **fields: Any) -> None:
         """Advance a task and/or change its description or fields; writes a line when due."""
         t = self._tasks[task]
+        if t.get("removed"):
+            return
         t["completed"] += advance
         if description is not None:
             t["description"] = description
@@ -104,7 +106,7 @@ class LogProgress:
         t = self._tasks[task]
         if t["completed"] != t["logged"]:
             self._write(task)
-        t["logged"] = t["completed"] = float("nan")
+        t["removed"] = True
 
     def __enter__(self) -> LogProgress:
         self.start()

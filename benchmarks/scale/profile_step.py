@@ -18,6 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from cape_pipeline.models import build_backbone
 from cape_pipeline.models.heads import ValueDecoder
+from cape_pipeline.models.training import masked_value_loss
 
 
 def main() -> None:
@@ -41,9 +42,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
 
     def step() -> None:
-        tok = model.tokenize(xb)
-        hide = (torch.rand(tok.idx.shape, generator=gen) < 0.4) & tok.observed
-        loss = ((dec(model(tok, hide=hide)[:, 1:]) - tok.values) ** 2)[hide].mean()
+        loss, _ = masked_value_loss(model, dec, xb, mask_ratio=0.4, generator=gen)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

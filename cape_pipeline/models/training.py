@@ -22,7 +22,10 @@ from cape_pipeline.distributed import allreduce_gradients, broadcast_parameters,
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
-__all__ = ["TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "cell_embeddings", "as_tensor"]
+__all__ = [
+    "TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "masked_value_loss", "cell_embeddings",
+    "as_tensor",
+]
 
 
 @dataclass
@@ -304,18 +307,7 @@ def masked_pretrain(
     dec = ValueDecoder(model.config.d_model).to(x.device)
 
     def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
-        tok = model.tokenize(x[bi])
-        r = torch.rand(tok.idx.shape, generator=generator).to(x.device)  # the whole batch's masks
-        hide = (r < mask_ratio) & tok.observed
-        if rows is not None:  # data parallel: this rank's rows (same padding width as the batch)
-            rows = rows.to(x.device)
-            tok, hide = tok.select(rows), hide[rows]
-        h = model(tok, hide=hide)  # (B, 1+T, D)
-        pred = dec(h[:, 1:])  # (B, T)
-        n_hidden = int(hide.sum())
-        if not n_hidden:
-            return pred.sum() * 0.0, 0.0
-        return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean(), float(n_hidden)
+        return masked_value_loss(model, dec, x[bi], mask_ratio=mask_ratio, generator=generator, rows=rows)
 
     log = train_epochs(
         list(model.parameters()) + list(dec.parameters()), step, x.shape[0],
@@ -324,6 +316,41 @@ def masked_pretrain(
         max_steps=max_steps,
     )
     return dec, log
+
+
+def masked_value_loss(
+    model: TokenTransformer,
+    dec: ValueDecoder,
+    xb: torch.Tensor,
+    *,
+    mask_ratio: float,
+    generator: torch.Generator,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, float]:
+    """One batch of masked-value reconstruction (the loss of :func:`masked_pretrain`).
+
+    Tokenizes ``xb`` ``(B, M)``, hides each observed token with probability ``mask_ratio``
+    (masks drawn for the whole batch from ``generator`` on the CPU), encodes, decodes the token
+    outputs and returns the MSE over hidden tokens and their number. With ``rows`` (data
+    parallel) only those rows of the batch are evaluated, with the batch's padding width.
+
+    Returns
+    -------
+    (Tensor, float)
+        Scalar loss (0 with a gradient path when nothing is hidden) and the hidden-token count.
+    """
+    tok = model.tokenize(xb)
+    r = torch.rand(tok.idx.shape, generator=generator).to(xb.device)  # the whole batch's masks
+    hide = (r < mask_ratio) & tok.observed
+    if rows is not None:  # data parallel: this rank's rows (same padding width as the batch)
+        rows = rows.to(xb.device)
+        tok, hide = tok.select(rows), hide[rows]
+    h = model(tok, hide=hide)  # (B, 1+T, D)
+    pred = dec(h[:, 1:])  # (B, T)
+    n_hidden = int(hide.sum())
+    if not n_hidden:
+        return pred.sum() * 0.0, 0.0
+    return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean(), float(n_hidden)
 
 
 @torch.no_grad()

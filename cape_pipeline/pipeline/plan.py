@@ -173,9 +173,11 @@ def plan_train(
     )
 
 
-def calibrate(model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, seed: int = 0) -> float:
+def calibrate(
+    model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, seed: int = 0, mask_ratio: float = 0.4
+) -> float:
     """Seconds per training step of ``model`` on batches of ``x``: masked-value pretraining
-    steps (tokenize, forward, backward, AdamW) on a seeded random batch, the median of
+    steps (:func:`~cape_pipeline.models.training.masked_value_loss`, backward, AdamW) on a seeded random batch, the median of
     ``steps`` after one warm-up. The model is a throwaway copy the caller builds.
 
     Parameters
@@ -186,6 +188,8 @@ def calibrate(model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, see
         ``(N, M)`` float32 data.
     batch_size, steps, seed
         Batch size, timed steps and the seed of the batch choice.
+    mask_ratio
+        Share of tokens hidden per step (the task config's ``mask_ratio``).
 
     Returns
     -------
@@ -195,6 +199,7 @@ def calibrate(model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, see
     import torch
 
     from cape_pipeline.models.heads import ValueDecoder
+    from cape_pipeline.models.training import masked_value_loss
 
     rng = np.random.default_rng(seed)
     rows = rng.choice(x.shape[0], size=min(batch_size, x.shape[0]), replace=False)
@@ -207,10 +212,7 @@ def calibrate(model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, see
     times = []
     for i in range(steps + 1):
         t0 = time.perf_counter()
-        tok = model.tokenize(xb)
-        hide = (torch.rand(tok.idx.shape, generator=gen) < 0.4) & tok.observed
-        pred = dec(model(tok, hide=hide)[:, 1:])
-        loss = ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean()
+        loss, _ = masked_value_loss(model, dec, xb, mask_ratio=mask_ratio, generator=gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -269,7 +271,14 @@ def plan_lines(plan: TrainPlan) -> list[str]:
 
 
 def train_plan(
-    adata: Any, cfg: Any, tasks: list[str], arms: list[str], settings: dict[str, Any], *, measure: bool = True
+    adata: Any,
+    cfg: Any,
+    tasks: list[str],
+    arms: list[str],
+    settings: dict[str, Any],
+    *,
+    measure: bool = True,
+    x: np.ndarray | None = None,
 ) -> TrainPlan:
     """The train stage's plan on ``adata`` (:func:`plan_train`) and, with ``measure``, its time
     estimate from a few measured training steps of the planned
@@ -286,6 +295,9 @@ def train_plan(
     settings
         The task-config overrides of the run (``_task_settings`` of the train stage: width,
         sizes, budget).
+    x
+        ``dense_x(adata)`` when the caller has it already (the train stage's shared
+        pretraining data), so it is not densified twice.
 
     Returns
     -------
@@ -300,7 +312,8 @@ def train_plan(
     task_cfgs = {t: resolve_config(TASK_CONFIGS[t], settings) for t in tasks}
     base = resolve_config(TASK_CONFIGS["annotation"], settings)
     mcfg = model_config(cfg.backbone, base)
-    x = dense_x(adata, allow_nan="age" in tasks)
+    if x is None:
+        x = dense_x(adata, allow_nan="age" in tasks)
     seeds = list(range(cfg.seed, cfg.seed + cfg.n_seeds))
     plan = plan_train(x, tasks=tasks, arms=arms, seeds=seeds, task_cfgs=task_cfgs, model_cfg=mcfg)
     if "perturbation" in tasks:
@@ -309,5 +322,5 @@ def train_plan(
         zero = np.zeros((adata.n_vars, mcfg.d_model // 2), dtype=np.float32)
         with seeded(cfg.seed), torch.inference_mode(False):
             model = build_model(cfg.backbone, base, n_features=adata.n_vars, pe="cape", angles=zero, x_train=x[:256])
-            estimate(plan, calibrate(model, x, batch_size=base.batch_size, seed=cfg.seed))
+            estimate(plan, calibrate(model, x, batch_size=base.batch_size, seed=cfg.seed, mask_ratio=base.mask_ratio))
     return plan

@@ -293,13 +293,13 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
 
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
     device = init_from_env(_torch_device(cfg.device))
-    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=init is None)
-    for line in plan_lines(plan):
-        plan_log.info(line)
     # annotation and clustering both pretrain on all cells with the same settings: one
     # pretraining per (arm, seed) serves both
     share = "annotation" in tasks and "clustering" in tasks
     x_all = dense_x(adata) if share else None
+    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=init is None, x=x_all)
+    for line in plan_lines(plan):
+        plan_log.info(line)
     results = []
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "run", label=lambda j: f"{j[1]} seed {j[0]}"):
