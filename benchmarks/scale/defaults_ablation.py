@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import append, provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "defaults_ablation.jsonl"
@@ -66,7 +67,6 @@ def main() -> None:
     ap.add_argument("--source", default=None, help="an existing .h5ad of the dataset (its work dir: --workdir)")
     ap.add_argument("--workdir", default=None, help="the cache directory (default WORK/DATA)")
     a = ap.parse_args()
-    import torch
 
     from cape_pipeline.pipeline.config import merge
     from cape_pipeline.pipeline.runner import run_pipeline
@@ -99,13 +99,9 @@ def main() -> None:
             "train_seconds": round(seconds, 1), "cached": rec_train.cached, "wall_seconds": round(wall, 1),
             "plan": out.plan, "metrics": metrics,
             "best_epochs": [r.params.get("best_epoch") for r in out.results if r.task == "annotation"],
-            "load_before": [round(v, 2) for v in load0], "load_after": [round(v, 2) for v in os.getloadavg()],
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} threads {torch.get_num_threads()}",
-            "command": "python " + " ".join(shlex.quote(x) for x in sys.argv),
-            "date": time.strftime("%Y-%m-%d %H:%M"),
+            **provenance(load0),
         }
-        with OUT.open("a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        append(OUT, rec)
         print(json.dumps({k: rec[k] for k in ("data", "setting", "train_seconds", "load_before")}), flush=True)
 
 

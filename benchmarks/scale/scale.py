@@ -22,13 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import append, provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -63,7 +65,6 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/cape_scale")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="extra --set for cape run")
     a = ap.parse_args()
-    import torch
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -108,13 +109,9 @@ def main() -> None:
                        "differences": [{k: d.get(k) for k in ("task", "metric", "mean", "ci_low", "ci_high")}
                                        for d in rep.get("comparison", {}).get("differences", [])]},
         "metrics": rep.get("metrics"),
-        "load_before": [round(v, 2) for v in load0], "load_after": [round(v, 2) for v in os.getloadavg()],
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "command": "python " + " ".join(shlex.quote(x) for x in sys.argv),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
+        **provenance(load0, threads=False),
     }
-    with OUT.open("a") as fh:
-        fh.write(json.dumps(rec) + "\n")
+    append(OUT, rec)
     print(json.dumps({k: rec[k] for k in ("data", "total_seconds", "peak_rss_mb", "load_before")}))
 
 

@@ -1,0 +1,34 @@
+"""What every ``benchmarks/scale`` JSON line records besides its results: the load before and
+after, the machine, the command and the date; and the append to the ``.jsonl`` file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def provenance(load_before: tuple[float, ...], *, threads: bool = True) -> dict[str, Any]:
+    """``load_before``/``load_after`` (1, 5, 15 min), ``machine`` (with this process's torch
+    threads when ``threads``), ``command`` and ``date``."""
+    import torch
+
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+    return {
+        "load_before": [round(v, 2) for v in load_before],
+        "load_after": [round(v, 2) for v in os.getloadavg()],
+        "machine": machine + (f" threads {torch.get_num_threads()}" if threads else ""),
+        "command": "python " + " ".join(shlex.quote(x) for x in sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def append(path: Path, rec: dict[str, Any]) -> None:
+    """Append ``rec`` as one JSON line to ``path``."""
+    with path.open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
