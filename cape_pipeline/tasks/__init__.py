@@ -77,7 +77,7 @@ def _width_from_angles(cfg: TaskConfig, config: Any, pe: str, angles: Any) -> Ta
     if pe not in ROTARY_PES or angles is None or cfg.init is not None:
         return cfg
     model = cfg.model
-    if isinstance(model, dict) and "d_model" in model or model is not None and not isinstance(model, dict):
+    if model is not None and (not isinstance(model, dict) or "d_model" in model):  # the width was given
         return cfg
     a = as_positions(angles).angles
     if a is None or getattr(a, "ndim", 0) != 2:
