@@ -10,7 +10,7 @@ from cape_pipeline.errors import CapeDataError
 
 def _data():
     a = cape.read("synthetic-mlp", n_nodes=6, n_obs=200, seed=2)
-    return cape.pp.preprocess(a)
+    return cape.pp.preprocess(a, copy=True)
 
 
 def test_discover_embed_encode_write_axes():

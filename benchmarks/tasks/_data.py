@@ -12,7 +12,7 @@ from cape_pipeline.tasks import simulate_methylation_age, simulate_perturbation_
 def pbmc():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return cp.pp.preprocess(ds.pbmc68k_reduced())
+        return cp.pp.preprocess(ds.pbmc68k_reduced(), copy=True)
 
 
 def perturbation():

@@ -245,6 +245,6 @@ def preprocess_lazy_scrna(
                         keep=keep, qc_genes=genes, **norm)
     blocks = dask.compute(*out.to_delayed().ravel(), scheduler=_SCHEDULER)
     xs = sp.vstack(blocks, format="csr") if sparse else np.vstack(blocks)
-    obs = adata.obs.iloc[np.flatnonzero(cells)].copy()
-    var = adata.var.iloc[keep][[]].copy()
+    obs = pd.DataFrame({"_cape_pos": np.flatnonzero(cells)}, index=adata.obs_names[cells])
+    var = pd.DataFrame({"_cape_pos": keep}, index=adata.var_names[keep])
     return ad.AnnData(X=xs, obs=obs, var=var), steps

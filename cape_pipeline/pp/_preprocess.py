@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import anndata as ad
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from cape_pipeline._lazy import is_lazy
@@ -167,7 +168,9 @@ def _check_features(adata: ad.AnnData, where: str) -> None:
         )
 
 
-def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwargs: Any) -> ad.AnnData:
+def preprocess(
+    adata: ad.AnnData, config: PreprocessConfig | None = None, *, copy: bool = False, **kwargs: Any
+) -> ad.AnnData | None:
     """Preprocess an AnnData for causal discovery and the transformers, per modality.
 
     scRNA (Supp. F.1): choose ``X`` or ``.raw`` (``use_raw``), recognize counts /
@@ -183,16 +186,26 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
     Parameters
     ----------
     adata
-        ``(N, M)`` AnnData from :func:`cape_pipeline.read`; not modified.
+        ``(N, M)`` AnnData, e.g. from :func:`cape_pipeline.read` or scanpy.
     config
         A :class:`PreprocessConfig`; ``kwargs`` build one when it is omitted.
+    copy
+        As in scanpy: ``False`` (default) changes ``adata`` in place and returns ``None``;
+        ``True`` leaves it untouched and returns the result. A backed or lazy (dask) AnnData
+        needs ``copy=True``.
 
     Returns
     -------
-    AnnData
-        A new ``(N', M')`` AnnData, float32 ``X``; ``obs`` and ``varp["true_dag"]`` follow the
-        kept rows/features; ``uns["cape_preprocess"]`` records the input state, whether
-        ``.raw`` was used, each step and the shapes before and after.
+    AnnData or None
+        ``(N', M')``, float32 ``X`` (the preprocessed values). Everything else of ``adata``
+        follows the kept cells and features: ``obs`` and ``var`` columns (plus scanpy's QC and
+        highly-variable columns), ``obsm``/``obsp`` (e.g. ``X_pca``, ``X_umap``), ``varm``/
+        ``varp`` (e.g. ``varp["true_dag"]``), ``layers``, ``raw`` and ``uns``.
+        ``uns["cape_preprocess"]`` records the input state, whether ``.raw`` was used, each
+        step and the shapes before and after. When ``X`` held scaled values and ``.raw`` is
+        used, the features come from ``.raw``; features of ``.raw`` absent from ``X`` have no
+        ``varm``/``varp``/``layers`` rows, so those are dropped then (logged), and the switch
+        to ``.raw`` is logged at INFO.
 
     Raises
     ------
@@ -200,9 +213,16 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
         Methylation values outside [0, 1]; negative values with ``transform="log1p"``;
         constant or entirely missing features; fewer than 2 cells or no features left after QC.
     CapeConfigError
-        Invalid parameters.
+        Invalid parameters; ``copy=False`` on a backed or lazy AnnData.
     """
     import scanpy as sc
+
+    if not copy and (adata.isbacked or is_lazy(adata.X)):
+        raise CapeConfigError(
+            "preprocess: a backed or lazy (dask) AnnData cannot be changed in place; "
+            "call preprocess(adata, copy=True) and keep the returned AnnData"
+        )
+    source = adata
 
     cfg = config if config is not None else PreprocessConfig(**kwargs)
     modality = cfg.modality or adata.uns.get("cape_ingest", {}).get("modality", "scrna")
@@ -240,14 +260,13 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
         if use_raw:
             raw = adata.raw.to_adata()
             raw.obs = adata.obs.copy()
-            work = ad.AnnData(X=_as_dense_or_csr(raw.X), obs=raw.obs, var=raw.var[[]].copy())
+            work = _work(raw.X, raw.obs, raw.var)
             state = detect_input_state(work.X)
             record["used_raw"] = True
             steps.append("use .raw (X holds scaled values)")
+            log.info("preprocess: X holds scaled values (negatives); using .raw (%s) instead", state)
         else:
-            work = ad.AnnData(X=_as_dense_or_csr(adata.X), obs=adata.obs.copy(), var=adata.var[[]].copy())
-            for key in adata.varp.keys():
-                work.varp[key] = adata.varp[key]
+            work = _work(adata.X, adata.obs, adata.var)
         record["input_state"] = state
         min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
         with warnings.catch_warnings():
@@ -277,9 +296,7 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
                 work = work[:, work.var["highly_variable"].to_numpy()].copy()
                 steps.append(f"highly_variable_genes(n_top_genes={cfg.n_top_features}, flavor='seurat')")
     else:
-        work = ad.AnnData(X=_as_dense_or_csr(adata.X), obs=adata.obs.copy(), var=adata.var[[]].copy())
-        for key in adata.varp.keys():
-            work.varp[key] = adata.varp[key]
+        work = _work(adata.X, adata.obs, adata.var)
         if sp.issparse(work.X):
             work.X = work.X.toarray()
         x = work.X
@@ -312,10 +329,58 @@ def preprocess(adata: ad.AnnData, config: PreprocessConfig | None = None, **kwar
     record["steps"] = steps
     record["shape_in"] = shape_in
     record["shape_out"] = [int(work.n_obs), int(work.n_vars)]
-    work.uns["cape_ingest"] = dict(adata.uns.get("cape_ingest", {}))
-    work.uns["cape_preprocess"] = record
-    for k in ("cape_dataset", "cape_dataset_params"):
-        if k in adata.uns:
-            work.uns[k] = adata.uns[k]
+    out = _carry_over(source, work, record)
     log.info("preprocess %s: %s -> %s (%s)", modality, shape_in, record["shape_out"], "; ".join(steps))
-    return work
+    if copy:
+        return out
+    adata._init_as_actual(
+        out.X, obs=out.obs, var=out.var, uns=out.uns, obsm=out.obsm, varm=out.varm, obsp=out.obsp,
+        varp=out.varp, layers=out.layers, raw=out.raw,
+    )
+    return None
+
+
+_POS = "_cape_pos"
+"""Column of ``work.obs``/``work.var`` holding each row's position in the input (names may repeat)."""
+
+
+def _work(x: Any, obs: Any, var: Any) -> ad.AnnData:
+    """The matrix to preprocess, with each cell's and feature's input position recorded."""
+    return ad.AnnData(
+        X=_as_dense_or_csr(x),
+        obs=pd.DataFrame({_POS: np.arange(len(obs))}, index=obs.index.copy()),
+        var=pd.DataFrame({_POS: np.arange(len(var))}, index=var.index.copy()),
+    )
+
+
+def _carry_over(source: ad.AnnData, work: ad.AnnData, record: dict[str, Any]) -> ad.AnnData:
+    """``work``'s X with everything else of ``source`` subset to ``work``'s cells and features.
+
+    Never reads ``source.X`` (it may be backed or lazy). ``work.obs``/``work.var`` columns
+    (scanpy's QC and highly-variable statistics) are added to ``source``'s.
+    """
+    cells = work.obs[_POS].to_numpy()
+    genes = work.var[_POS].to_numpy()
+    in_x = not bool(record.get("used_raw"))
+    obs = source.obs.iloc[cells].copy()
+    var = (source.var if in_x else source.raw.var).iloc[genes].copy()
+    for frame, new in ((obs, work.obs), (var, work.var)):
+        for col in new.columns.drop(_POS):
+            frame[col] = new[col].values  # .values keeps a categorical a categorical
+    memory = not (source.isbacked or is_lazy(source.X))
+    obsm = {k: v[cells] for k, v in source.obsm.items()}
+    obsp = {k: v[cells][:, cells] for k, v in source.obsp.items()}
+    varm = {k: v[genes] for k, v in source.varm.items()} if in_x else {}
+    varp = {k: v[genes][:, genes] for k, v in source.varp.items()} if in_x else {}
+    layers = {k: v[cells][:, genes] for k, v in source.layers.items()} if in_x and memory else {}
+    dropped = [f"varm[{k!r}]" for k in source.varm if k not in varm] + [f"varp[{k!r}]" for k in source.varp if k not in varp]
+    dropped += [f"layers[{k!r}]" for k in source.layers if k not in layers]
+    if dropped:
+        log.info("preprocess: dropped %s (they do not follow the output's features)", ", ".join(dropped))
+        record["dropped"] = dropped
+    uns = dict(source.uns)
+    uns["cape_ingest"] = dict(source.uns.get("cape_ingest", {}))
+    uns["cape_preprocess"] = record
+    raw = source.raw[cells].to_adata() if memory and source.raw is not None else None
+    return ad.AnnData(X=work.X, obs=obs, var=var, uns=uns, obsm=obsm, varm=varm, obsp=obsp, varp=varp,
+                      layers=layers, raw=raw)

@@ -20,7 +20,7 @@ TINY = {"pretrain_epochs": 1, "finetune_epochs": 2, "model": {"d_model": 8, "n_h
 @pytest.fixture(scope="module")
 def pbmc_model(tmp_path_factory):
     raw = ds.pbmc68k_reduced()  # X scaled (negatives), .raw log-normalized: as scanpy ships it
-    prep = cp.pp.preprocess(raw)
+    prep = cp.pp.preprocess(raw, copy=True)
     res = run_task("annotation", prep, pe="default", config={**TINY, "reference": False}, label_key="bulk_labels", seed=0)
     path = res.model.save(tmp_path_factory.mktemp("m") / "annotation")
     return raw, prep, load(path)
@@ -43,7 +43,7 @@ def test_scaled_input_without_raw_is_refused_in_one_line(pbmc_model):
 
 def test_other_normalization_is_refused(pbmc_model):
     raw, _, model = pbmc_model
-    other = cp.pp.preprocess(raw, target_sum=1e6)
+    other = cp.pp.preprocess(raw, target_sum=1e6, copy=True)
     with pytest.raises(CapeDataError, match="target_sum"):
         model.predict(other)
 

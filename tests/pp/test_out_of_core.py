@@ -72,11 +72,11 @@ _CHILD = textwrap.dedent(
 
     small, big, out = sys.argv[1:4]
     kw = dict(min_genes=200, min_cells=3, n_top_features=100)
-    preprocess(cio.read(small, backed=True, label_columns=["cell_type"]), **kw)  # warm-up: code, not data
+    preprocess(cio.read(small, backed=True, label_columns=["cell_type"]), **kw, copy=True)  # warm-up: code, not data
     base = hwm_mb()
     a = cio.read(big, backed=True, label_columns=["cell_type"])
     lazy = type(a.X).__module__.startswith("dask")
-    res = preprocess(a, **kw)
+    res = preprocess(a, **kw, copy=True)
     peak = hwm_mb()
     np.save(out + ".npy", np.asarray(res.X[:4096]))
     json.dump({"base": base, "peak": peak, "lazy": lazy, "shape": list(res.shape),
@@ -162,7 +162,7 @@ def test_lazy_paths_never_load_x(tmp_path, monkeypatch, sparse):
         a = cio.read(p, backed=True, label_columns=["cell_type"])
         assert isinstance(a.X, da.Array) and a.uns["cape_ingest"]["backed"] is True
         assert reads and max(reads) == 128  # validation read row groups one at a time
-    out = preprocess(a, **kw)
+    out = preprocess(a, **kw, copy=True)
     assert out.shape == (384, 30) and isinstance(out.X, sp.csr_matrix if sparse else np.ndarray)
     assert not sparse or max(reads, default=0) == 0
 
@@ -171,16 +171,16 @@ def test_lazy_parquet_equals_eager(tmp_path):
     p = tmp_path / "t.parquet"
     _write_parquet(p, 4, rows=300)
     kw = dict(min_genes=100, min_cells=3, n_top_features=50)
-    eager = preprocess(cio.read(p, label_columns=["cell_type"]), **kw)
+    eager = preprocess(cio.read(p, label_columns=["cell_type"]), **kw, copy=True)
     lazy = cio.read(p, backed=True, label_columns=["cell_type"])
     assert not isinstance(cio.read(p, label_columns=["cell_type"]).X, type(lazy.X))
-    res = preprocess(lazy, **kw)
+    res = preprocess(lazy, **kw, copy=True)
     assert list(res.var_names) == list(eager.var_names)
     assert list(res.obs_names) == list(eager.obs_names)
     np.testing.assert_allclose(res.X, eager.X, rtol=1e-5, atol=1e-6)
     prot = preprocess(cio.read(p, backed=True, label_columns=["cell_type"], modality="proteomics"),
-                      n_top_features=20)
-    prot_eager = preprocess(cio.read(p, label_columns=["cell_type"], modality="proteomics"), n_top_features=20)
+                      n_top_features=20, copy=True)
+    prot_eager = preprocess(cio.read(p, label_columns=["cell_type"], modality="proteomics"), n_top_features=20, copy=True)
     np.testing.assert_array_equal(prot.X, prot_eager.X)
 
 
@@ -215,4 +215,4 @@ def test_lazy_parquet_messages(tmp_path):
     df = pd.DataFrame({"c": np.ones(20), "v": np.arange(20.0)})
     df.to_parquet(p, index=False, row_group_size=6)
     with pytest.raises(CapeDataError, match=r"feature\(s\) \['c'\] \(1 in all\) are constant"):
-        preprocess(cio.read(p, backed=True, modality="proteomics"), n_top_features=5)
+        preprocess(cio.read(p, backed=True, modality="proteomics"), n_top_features=5, copy=True)

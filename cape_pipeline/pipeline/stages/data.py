@@ -226,7 +226,7 @@ def _ingest_fingerprint(cfg: IngestConfig, ctx: StageContext) -> str:
 
 # ---------------------------------------------------------------------------- preprocess
 def _preprocess_run(inputs: Mapping[str, Any], cfg: PreprocessConfig, ctx: StageContext) -> ad.AnnData:
-    return preprocess(inputs["ingest"], cfg)
+    return preprocess(inputs["ingest"], cfg, copy=True)
 
 
 INGEST_STAGE = Stage(
