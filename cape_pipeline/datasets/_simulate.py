@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from cape_pipeline.errors import CapeConfigError
 
-__all__ = ["TRUE_DAG_KEY", "sdcd_sem", "simulated_counts"]
+__all__ = ["TRUE_DAG_KEY", "sdcd_sem", "simulated_counts", "simulated_grn_counts"]
 
 TRUE_DAG_KEY = "true_dag"
 """``adata.varp`` key of a known ground-truth graph: sparse (M, M), ``[m, n] != 0`` ⇔ m → n."""
@@ -229,3 +229,156 @@ def simulated_counts(
     }
     return adata
 
+
+
+def simulated_grn_counts(
+    n_cells: int = 3000,
+    n_genes: int = 2000,
+    n_types: int = 8,
+    seed: int = 0,
+    *,
+    regulator_share: float = 0.1,
+    regulated_share: float = 0.5,
+    max_parents: int = 3,
+    type_sd: float = 1.0,
+    noise_sd: float = 0.5,
+    log_fold: float = 1.0,
+    dispersion: float = 2.0,
+    target_umis: float = 5000.0,
+) -> ad.AnnData:
+    """Simulate UMI counts driven by a known gene regulatory DAG, with cell types (our generator).
+
+    Unlike :func:`simulated_counts` (co-regulated modules, no graph), the genes' log-activities
+    follow a nonlinear structural equation model over a DAG, so Step I can be scored on counts:
+
+    - the first ``regulator_share`` of a random topological order are regulators (TF-like hubs);
+      each gene is regulated with probability ``regulated_share`` and then gets 1 to
+      ``max_parents`` parents drawn uniformly among the regulators before it;
+    - a gene without parents has activity ``a = μ[type, g] + ε`` with ``μ ~ N(0, type_sd²)`` per
+      cell type and ``ε ~ N(0, noise_sd²)``;
+    - a regulated gene has ``a = Σ_p w_p · tanh(s(a_p)) + ε``, ``s`` standardizing the parent
+      over the cells, ``w_p = ±U[0.5, 1.5]`` (sign uniform), so its cell-type signal comes only
+      through its parents;
+    - counts are negative binomial (gamma–Poisson, shape ``dispersion``) with mean
+      ``base_g · s_c · exp(log_fold · s(a_g))``, base log-normal(0, 1) scaled to
+      ``target_umis`` per cell, library size ``s_c`` log-normal(0, 0.3²).
+
+    Genes are computed one topological generation at a time (vectorized over the genes of a
+    generation, no loop over genes or cells); the counts are drawn in row blocks into CSR.
+
+    Parameters
+    ----------
+    n_cells, n_genes, n_types
+        N (≥ 2), M (≥ 2) and the number of cell types (≥ 1; ``obs["cell_type"]``).
+    seed
+        Seed of a local numpy ``Generator``.
+    regulator_share, regulated_share
+        Share of genes that may regulate others, and share of genes with parents (0–1 each).
+    max_parents
+        Most parents per regulated gene (≥ 1).
+    type_sd, noise_sd
+        SD of the per-type mean and of the per-cell noise of each activity.
+    log_fold
+        Effect of one SD of activity on the log mean count.
+    dispersion
+        Shape of the gamma–Poisson (larger: closer to Poisson).
+    target_umis
+        Mean total UMIs per cell (approximately).
+
+    Returns
+    -------
+    AnnData
+        ``X`` (N, M) CSR float32 raw counts; ``obs["cell_type"]`` categorical ``type0…``;
+        ``var_names`` ``gene0…``; ``var["regulator"]`` bool;
+        ``varp["true_dag"]`` sparse 0/1 ``(M, M)`` with ``[m, n] = 1`` ⇔ m → n;
+        ``uns["cape_dataset"] = "simulated-grn-counts"`` and its parameters.
+
+    Raises
+    ------
+    CapeConfigError
+        If a size is below its minimum or a share is outside [0, 1].
+    """
+    name = "simulated-grn-counts"
+    if (
+        n_cells < 2 or n_genes < 2 or n_types < 1 or max_parents < 1
+        or not (0 <= regulator_share <= 1 and 0 <= regulated_share <= 1)
+        or not (noise_sd > 0 and dispersion > 0 and type_sd >= 0)
+    ):
+        raise CapeConfigError(
+            f"{name}: expected n_cells >= 2, n_genes >= 2, n_types >= 1, max_parents >= 1, shares in "
+            f"[0, 1], noise_sd > 0, dispersion > 0 and type_sd >= 0, got {n_cells}, {n_genes}, {n_types}, "
+            f"{max_parents}, {regulator_share}, {regulated_share}, {noise_sd}, {dispersion}, {type_sd}"
+        )
+    rng = np.random.default_rng(seed)
+    m = int(n_genes)
+    n_reg = max(1, int(round(regulator_share * m)))
+    # parents, by position in the topological order: regulators before the child
+    regulated = rng.random(m) < regulated_share
+    regulated[0] = False
+    pool = np.minimum(np.arange(m), n_reg)  # regulators available before each position
+    k = np.where(regulated, rng.integers(1, max_parents + 1, m), 0)
+    k = np.minimum(k, pool)
+    # parents drawn with replacement among the regulators before the child, repeats dropped
+    child_pos = np.repeat(np.arange(m), k)
+    par_pos = np.floor(rng.random(child_pos.size) * pool[child_pos]).astype(np.int64)
+    pairs = np.unique(np.stack([par_pos, child_pos], 1), axis=0)
+    par_pos, child_pos = pairs[:, 0], pairs[:, 1]
+    has = np.bincount(child_pos, minlength=m) > 0
+    depth = np.zeros(m, dtype=np.int64)
+    for pos in range(1, n_reg):  # regulators may regulate each other: a scalar pass over them
+        ps = par_pos[child_pos == pos]
+        if ps.size:
+            depth[pos] = depth[ps].max() + 1
+    late = child_pos >= n_reg  # the other genes' parents are all regulators, settled above
+    np.maximum.at(depth, child_pos[late], depth[par_pos[late]] + 1)
+    w = rng.uniform(0.5, 1.5, child_pos.size) * rng.choice([-1.0, 1.0], child_pos.size)
+    cell_type = rng.integers(0, n_types, n_cells)
+    mu = rng.normal(0.0, type_sd, (n_types, m))
+    std = np.zeros((n_cells, m))
+    for g in range(int(depth.max(initial=0)) + 1):
+        nodes = np.flatnonzero(depth == g)
+        val = rng.normal(0.0, noise_sd, (n_cells, nodes.size))
+        roots = ~has[nodes]
+        val[:, roots] += mu[cell_type][:, nodes[roots]]
+        sel = np.isin(child_pos, nodes[~roots])
+        if sel.any():
+            # val[:, child] += Σ_p w_p tanh(s(a_p)), as one sparse product over the edges
+            into = sp.csr_matrix(
+                (w[sel], (np.arange(int(sel.sum())), np.searchsorted(nodes, child_pos[sel]))),
+                shape=(int(sel.sum()), nodes.size),
+            )
+            val += np.asarray((into.T @ np.tanh(std[:, par_pos[sel]]).T).T)
+        std[:, nodes] = (val - val.mean(0)) / np.maximum(val.std(0), 1e-12)
+    base = np.exp(rng.normal(0.0, 1.0, m))
+    base *= target_umis / base.sum() / np.exp(log_fold**2 / 2)
+    size = np.exp(rng.normal(0.0, 0.3, n_cells))
+    blocks = []
+    step = max(1, (1 << 23) // m)
+    for s in range(0, n_cells, step):
+        mean = base * size[s : s + step, None] * np.exp(log_fold * std[s : s + step])
+        lam = rng.gamma(dispersion, mean / dispersion)
+        blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
+    x = sp.vstack(blocks, format="csr")
+    order = rng.permutation(m)  # position → gene label
+    x = x[:, np.argsort(order)]  # column j = gene j
+    truth = sp.csr_matrix((np.ones(child_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
+    is_reg = np.zeros(m, dtype=bool)
+    is_reg[order[:n_reg]] = True
+    adata = ad.AnnData(
+        X=sp.csr_matrix(x),
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical([f"type{t}" for t in cell_type])},
+            index=[f"cell{c}" for c in range(n_cells)],
+        ),
+        var=pd.DataFrame({"regulator": is_reg}, index=[f"gene{g}" for g in range(m)]),
+    )
+    adata.varp[TRUE_DAG_KEY] = truth
+    adata.uns["cape_dataset"] = name
+    adata.uns["cape_dataset_params"] = {
+        "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
+        "regulator_share": float(regulator_share), "regulated_share": float(regulated_share),
+        "max_parents": int(max_parents), "type_sd": float(type_sd), "noise_sd": float(noise_sd),
+        "log_fold": float(log_fold), "dispersion": float(dispersion), "target_umis": float(target_umis),
+        "n_true_edges": int(child_pos.size),
+    }
+    return adata
