@@ -6,7 +6,8 @@ per stage) that ``RESULTS.md`` quotes.
 
 Usage::
 
-    python benchmarks/scale/scale_report.py
+    python benchmarks/scale/scale_report.py                 # table, slopes, scale.png
+    python benchmarks/scale/scale_report.py --write-readme  # README.md's cost table from scale.jsonl
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 STAGES = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
 
 
@@ -34,7 +36,55 @@ def fmt_s(v: float | None) -> str:
     return f"{v / 60:.1f} min" if v >= 100 else f"{v:.1f} s"
 
 
+COST_HEADER = (
+    "| data | cells × genes | Step I | train | whole job | peak memory | edges kept | load before |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def cost_table(recs: list[dict]) -> str:
+    """README's cost table ("What it costs on your data"), rendered from ``scale.jsonl`` alone.
+
+    One row per dataset (its newest record): the bundled demo (pbmc68k_reduced with its
+    workflow config, what ``make demo`` runs) first, then the simulated sizes by cells. README.md
+    holds this text between ``<!-- cost: begin -->`` and ``<!-- cost: end -->``;
+    ``tests/test_docs_numbers.py`` checks that it is exactly what this function renders.
+    """
+    rows = [COST_HEADER]
+    for r in recs:
+        d = r.get("dag") or {}
+        iso = d.get("isolated_share")
+        edges = f"{d['n_edges']:,}" if d.get("n_edges") is not None else "–"
+        if iso is not None:
+            edges += f" ({100 * iso:.0f} % of genes without one)"
+        name = "pbmc68k_reduced (`make demo`)" if r["data"] == "pbmc68k_reduced" else "simulated counts"
+        runs = (r.get("plan") or {}).get("runs")
+        st = r["stages"]
+        rows.append(
+            f"| {name} | {r['cells']:,} × {r['genes']:,} | {fmt_s(st.get('discover', {}).get('seconds'))} | "
+            f"{fmt_s(st.get('train', {}).get('seconds'))}{f' ({runs} runs)' if runs else ''} | "
+            f"**{fmt_s(r['total_seconds'])}** | {r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {r['load_before'][0]:.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def write_readme_cost(readme: Path = ROOT / "README.md") -> None:
+    """Replace README's cost block with :func:`cost_table` (atomic write)."""
+    text = readme.read_text()
+    begin, end = "<!-- cost: begin -->\n", "\n<!-- cost: end -->"
+    i, j = text.index(begin) + len(begin), text.index(end)
+    tmp = readme.with_suffix(".md.tmp")
+    tmp.write_text(text[:i] + cost_table(load()) + text[j:])
+    tmp.replace(readme)
+
+
 def main() -> None:
+    import sys
+
+    if "--write-readme" in sys.argv:
+        write_readme_cost()
+        print("wrote the cost table of", ROOT / "README.md")
+        return
     import matplotlib
 
     matplotlib.use("Agg")
