@@ -7,7 +7,9 @@ exit status 2 and no traceback (``--debug`` shows it). Internal errors exit with
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -137,10 +139,42 @@ class _PlainLines(logging.Handler):
         console.print(record.getMessage(), soft_wrap=True, markup=False, highlight=False)
 
 
+_RUN_STATE: dict[str, Any] = {"stage": None, "finished": []}
+"""What the stage reporter last saw, for the one line printed when a signal stops ``cape``."""
+
+
+class _Stopped(BaseException):
+    """Raised in the main thread by the SIGTERM / SIGINT handler (a BaseException, as KeyboardInterrupt,
+    so no ``except Exception`` in a stage swallows it; every temporary artifact is removed on the
+    way out)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+def _stopped_line(signame: str) -> str:
+    """One line: which signal stopped which stage, what is kept, how to resume."""
+    stage = _RUN_STATE["stage"]
+    finished = _RUN_STATE["finished"]
+    where = f"during stage '{stage}'" if stage else "before any stage ran"
+    kept = f"; finished and cached: {', '.join(finished)}" if finished else ""
+    lost = f"; nothing of '{stage}' was stored" if stage else ""
+    return (f"stopped by {signame} {where}{lost}{kept}; rerun the same command to resume from the cache"
+            if stage or finished else f"stopped by {signame}")
+
+
 def _report(stage: str, rec: Any, event: str) -> None:
     if event == "start":
+        _RUN_STATE["stage"] = stage
         console.print(f"[bold]▶ {stage}[/bold] running…")
         return
+    _RUN_STATE["stage"] = None
+    _RUN_STATE["finished"].append(stage)
     s = rec.summary
     shape = f"  {s['n_obs']} obs × {s['n_vars']} features" if "n_obs" in s else ""
     extra = "".join(f"  {k}={v}" for k, v in s.items() if k not in ("n_obs", "n_vars", "data_fingerprint"))
@@ -446,13 +480,31 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``cape`` script; returns the exit status.
 
-    Exit status: 0 success, 2 bad input or usage, 1 internal error.
+    Exit status: 0 success, 2 bad input or usage, 1 internal error, 143 stopped by SIGTERM
+    (e.g. a SLURM time limit), 130 stopped by SIGINT (Ctrl-C); a stop prints one line naming
+    the signal, the stage it interrupted (nothing of which is stored) and the stages finished.
     """
     exit_exc, click_exc, abort_exc = _click_exceptions()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    _RUN_STATE.update(stage=None, finished=[])
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM: SLURM's time limit, torchrun stopping its workers. SIGINT (Ctrl-C) too, unless
+        # it is ignored (a background job, nohup): typer would turn its KeyboardInterrupt into
+        # a silent return value
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_signal)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_signal)
     try:
         app(args=args, standalone_mode=False, prog_name="cape")
+    except _Stopped as stop:
+        name = signal.Signals(stop.signum).name
+        console.print(f"[red]{_stopped_line(name)}[/red]", markup=True, highlight=False)
+        return 128 + int(stop.signum)
+    except KeyboardInterrupt:
+        console.print(f"[red]{_stopped_line('SIGINT')}[/red]", markup=True, highlight=False)
+        return 128 + signal.SIGINT
     except (CapeInputError, CapeFitError) as exc:  # bad input: 2; a fit that diverged: 1
         if debug:
             raise
@@ -463,14 +515,20 @@ def main(argv: list[str] | None = None) -> int:
     except click_exc as exc:
         exc.show()
         return exc.exit_code
-    except abort_exc:
-        console.print("aborted")
-        return 130
+    except abort_exc as exc:  # click turns a KeyboardInterrupt (SIGINT, Ctrl-C) into Abort
+        if isinstance(exc.__context__, KeyboardInterrupt) or _RUN_STATE["stage"] or _RUN_STATE["finished"]:
+            console.print(f"[red]{_stopped_line('SIGINT')}[/red]", markup=True, highlight=False)
+        else:
+            console.print("aborted")
+        return 128 + signal.SIGINT
     except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI
         if debug:
             raise
         console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug for the traceback)")
         return 1
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 

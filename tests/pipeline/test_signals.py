@@ -1,0 +1,60 @@
+"""SIGTERM (a SLURM time limit) and SIGINT (Ctrl-C) during a stage: one line, exit 143 / 130,
+no partial artifact, and a rerun resumes from the last finished stage (issue 30 item 1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+def _cape(*args: str, **kw):
+    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
+    # a background job inherits SIGINT ignored (and Python then keeps it ignored): restore it
+    return subprocess.Popen(
+        [sys.executable, "-m", "cape_pipeline.cli", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw,
+    )
+
+
+def _stop_during(stage: str, workdir: Path, signum: int) -> tuple[int, str]:
+    """Start ``cape run sachs``, send ``signum`` once ``stage`` has started; (exit code, output)."""
+    proc = _cape("run", "sachs", "--until", "embed", "--workdir", str(workdir), "--threads", "1")
+    lines = []
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:  # type: ignore[union-attr]
+        lines.append(line)
+        if f"▶ {stage} running" in line:
+            time.sleep(0.5)  # inside the stage's work, not at its first line
+            proc.send_signal(signum)
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    rest, _ = proc.communicate(timeout=120)
+    return proc.returncode, "".join(lines) + rest
+
+
+@pytest.mark.parametrize("signum, code, name", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+def test_signal_during_a_stage_says_so_and_a_rerun_resumes(tmp_path, signum, code, name):
+    wd = tmp_path / "work"
+    rc, out = _stop_during("discover", wd, signum)
+    assert rc == code, out
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]
+    assert f"stopped by {name} during stage 'discover'" in last, out
+    assert "finished and cached: ingest, preprocess" in last and "rerun the same command" in last
+    assert "Traceback" not in out
+    # nothing partial: no temporary directory and no artifact of the interrupted stage
+    leftovers = [p for p in (wd / "discover").glob("*")] if (wd / "discover").exists() else []
+    assert leftovers == [], leftovers
+    # the rerun takes the finished stages from the cache
+    done = _cape("run", "sachs", "--until", "preprocess", "--workdir", str(wd), "--threads", "1")
+    text, _ = done.communicate(timeout=240)
+    assert done.returncode == 0, text
+    assert "2 stage(s): 0 ran, 2 from cache" in text
