@@ -184,6 +184,25 @@ def _report(stage: str, rec: Any, event: str) -> None:
         console.print(f"[green]✓ {stage}[/green] done in {rec.seconds:.2f} s (key {rec.key[:12]}){shape}{extra}")
 
 
+def _check_writable(flag: str, path: Path) -> None:
+    """Raise a one-line CapeInputError unless files can be created in ``path`` (or, when it does
+    not exist yet, in its nearest existing parent, where it will be created). Checked before any
+    stage runs, so a read-only ``--out`` does not fail after hours of work."""
+    import tempfile
+
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        where = "" if probe == path else f" (it would be created in {probe})"
+        raise CapeInputError(
+            f"{flag} {path}: cannot write there{where}: {exc.strerror or exc}; give a writable directory"
+        ) from None
+
+
 def _run(
     source: str,
     until: str | None,
@@ -206,6 +225,14 @@ def _run(
         raise CapeInputError(f"--workdir {workdir}: exists and is not a directory; give a directory for the cache")
     if out is not None and out.exists() and not out.is_dir():
         raise CapeInputError(f"--out {out}: exists and is not a directory; give a directory for the exported files")
+    if not dry_run:
+        _check_writable("--workdir", workdir)
+        if out is not None:
+            _check_writable("--out", out)
+            if out.resolve() == workdir.resolve() or workdir.resolve() in out.resolve().parents:
+                raise CapeInputError(
+                    f"--out {out}: inside --workdir {workdir} (the cache); give an output directory outside it"
+                )
     if seed is not None and seed < 0:
         raise CapeInputError(f"--seed {seed}: expected an integer >= 0")
     if device is not None and device not in ("cpu", "cuda", "auto"):
@@ -521,6 +548,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             console.print("aborted")
         return 128 + signal.SIGINT
+    except OSError as exc:  # e.g. --out or the workdir removed or made read-only mid-run
+        if debug:
+            raise
+        path = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        console.print(
+            f"[red]error:[/red] {exc.strerror or exc}:{path} (a path was removed or made unwritable during the run?); "
+            "stages that finished are cached: rerun the same command to resume",
+            markup=True, highlight=False,
+        )
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI
         if debug:
             raise

@@ -58,3 +58,49 @@ def test_signal_during_a_stage_says_so_and_a_rerun_resumes(tmp_path, signum, cod
     text, _ = done.communicate(timeout=240)
     assert done.returncode == 0, text
     assert "2 stage(s): 0 ran, 2 from cache" in text
+
+
+def _run_cli(capsys, *args: str) -> tuple[int, str]:
+    from cape_pipeline import cli
+
+    rc = cli.main(list(args))
+    cap = capsys.readouterr()
+    return rc, cap.out + cap.err
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes to read-only directories")
+def test_read_only_out_is_refused_before_any_stage(tmp_path, capsys):
+    """Issue 30 item 3: a read-only --out is a usage error up front, not exit 1 after the stages."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(tmp_path / "w"), "--out", str(ro / "o"))
+    finally:
+        ro.chmod(0o755)
+    assert rc == 2 and "--out" in text and "cannot write there" in text
+    assert "running" not in text  # no stage ran
+
+
+def test_unwritable_out_is_refused_before_any_stage(tmp_path, monkeypatch, capsys):
+    """The same check where the test runs as root (chmod does not bind root): the probe fails."""
+    import tempfile
+
+    real = tempfile.TemporaryFile
+
+    def probe(*a, dir=None, **kw):  # noqa: A002
+        if dir is not None and Path(dir).resolve() == (tmp_path / "ro").resolve():
+            raise PermissionError(13, "Permission denied")
+        return real(*a, dir=dir, **kw)
+
+    (tmp_path / "ro").mkdir()
+    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(tmp_path / "w"),
+                        "--out", str(tmp_path / "ro" / "o"))
+    assert rc == 2 and "--out" in text and "Permission denied" in text and "running" not in text
+
+
+def test_out_inside_the_workdir_is_refused(tmp_path, capsys):
+    rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(tmp_path / "w"),
+                        "--out", str(tmp_path / "w" / "out"))
+    assert rc == 2 and "inside --workdir" in text
