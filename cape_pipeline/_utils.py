@@ -112,9 +112,38 @@ def current_umask() -> int:
     return mask
 
 
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush a file's or a directory's data and metadata to the disk (``fsync``).
+
+    A directory is fsynced so that a rename into it (the publishing step of an artifact) survives
+    a power loss. Where a platform cannot open a directory for it (Windows), nothing happens.
+    """
+    flags = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)) if os.path.isdir(path) else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except (IsADirectoryError, PermissionError):  # a platform that cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not os.path.isdir(path):
+            raise
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike[str]) -> None:
+    """:func:`fsync_path` every file and directory under ``root``, then ``root`` itself."""
+    root = Path(root)
+    for p in sorted(root.rglob("*"), key=lambda q: len(q.parts), reverse=True):
+        fsync_path(p)
+    fsync_path(root)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on clean exit rename it onto ``path``.
+    """Yield a temporary path beside ``path``; on clean exit fsync it, rename it onto ``path``
+    and fsync the directory (so after a power loss ``path`` is the old or the new file, whole).
 
     On an exception the temporary file is removed and ``path`` is left as it was, so readers
     never see a partially written file.
@@ -137,7 +166,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         if tmp_path.exists():  # mkstemp makes it 0600; give it the mode open() would (umask)
             os.chmod(tmp_path, 0o666 & ~current_umask())
+            fsync_path(tmp_path)  # the bytes are on disk before the name points at them
         os.replace(tmp_path, path)
+        fsync_path(path.parent)  # and the rename survives a power loss
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()

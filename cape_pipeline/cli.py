@@ -129,6 +129,10 @@ def _setup_logging(verbose: bool) -> None:
     plan.setLevel(logging.INFO)
     plan.handlers = [_PlainLines()]
     plan.propagate = False
+    cache = logging.getLogger("cape_pipeline.pipeline.cache")  # a corrupt artifact: one unwrapped line
+    cache.setLevel(logging.INFO if verbose else logging.WARNING)
+    cache.handlers = [_PlainLines()]
+    cache.propagate = False
 
 
 class _PlainLines(logging.Handler):
@@ -136,7 +140,8 @@ class _PlainLines(logging.Handler):
     write, so a handler kept past ``main()`` never writes to a closed stream)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        console.print(record.getMessage(), soft_wrap=True, markup=False, highlight=False)
+        prefix = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
+        console.print(prefix + record.getMessage(), soft_wrap=True, markup=False, highlight=False)
 
 
 _RUN_STATE: dict[str, Any] = {"stage": None, "finished": []}
@@ -203,6 +208,23 @@ def _check_writable(flag: str, path: Path) -> None:
         ) from None
 
 
+def _check_out_vs_workdir(out: Path, workdir: Path) -> None:
+    """``--out`` must not be the cache or one of its stage directories (one line, exit 2); elsewhere
+    inside the workdir it works, with a one-line warning (pruning the cache would not touch it,
+    but removing the workdir would)."""
+    from cape_pipeline.pipeline.stages import STAGES
+
+    o, w = out.resolve(), workdir.resolve()
+    if o == w or any(o == w / name or (w / name) in o.parents for name in (*STAGES, ".locks")):
+        raise CapeInputError(
+            f"--out {out}: that is the cache (--workdir {workdir}) or one of its stage directories; "
+            "give an output directory outside them"
+        )
+    if w in o.parents:
+        console.print(f"[yellow]warning:[/yellow] --out {out} is inside --workdir {workdir}: removing the cache "
+                      "removes the outputs too", markup=True, highlight=False)
+
+
 def _run(
     source: str,
     until: str | None,
@@ -229,10 +251,7 @@ def _run(
         _check_writable("--workdir", workdir)
         if out is not None:
             _check_writable("--out", out)
-            if out.resolve() == workdir.resolve() or workdir.resolve() in out.resolve().parents:
-                raise CapeInputError(
-                    f"--out {out}: inside --workdir {workdir} (the cache); give an output directory outside it"
-                )
+            _check_out_vs_workdir(out, workdir)
     if seed is not None and seed < 0:
         raise CapeInputError(f"--seed {seed}: expected an integer >= 0")
     if device is not None and device not in ("cpu", "cuda", "auto"):

@@ -137,7 +137,7 @@ class LearnedFit:
         weight = strength.
     history
         One dict per epoch: ``stage``, ``epoch``, ``train_nll``, ``val_nll``, ``h``, ``gamma``,
-        ``n_support``, ``thresholded_dag``, ``seconds``.
+        ``n_support``, ``thresholded_dag``, ``v_norm`` (mean ‖v‖ of the output layers), ``seconds``.
     n_candidates, n_screened
         Pairs after the pre-screen (M·K, repeats counted once) and after the learned screen.
     screen_seconds
@@ -234,6 +234,7 @@ def fit_learned(
     hidden: int = 10,
     lambda_l1: float = 1e-2,
     weight_decay: float = 2e-4,
+    output_decay: float | None = None,
     lr: float = 1e-2,
     batch_size: int = 256,
     max_epochs_screen: int = 200,
@@ -265,6 +266,8 @@ def fit_learned(
     lambda_l1, weight_decay
         ``λ₁‖W₁‖₁`` (1e-2; stage 1 and 2) and L2 on all weights (2e-4), both per row of data
         (the NLL is summed over features, averaged over rows).
+    output_decay
+        L2 on the output weights ``v`` instead of ``weight_decay`` (None: ``weight_decay``).
     lr, batch_size
         Adam step (1e-2) and rows per step (256).
     max_epochs_screen
@@ -316,6 +319,7 @@ def fit_learned(
             f"the rows are held out for early stopping), got {n} × {m}; use support='low-rank'"
         )
     x = x.to(dev, torch.float32)
+    v_decay = weight_decay if output_decay is None else float(output_decay)
     gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
     cand = candidate_parents(x, n_candidates)
@@ -358,7 +362,7 @@ def fit_learned(
                     if xb.shape[1] < 2:
                         continue
                     nll = model(xb)
-                    loss = nll + lambda_l1 * model.l1() + weight_decay * (model.w1.pow(2).sum() + model.v.pow(2).sum())
+                    loss = nll + lambda_l1 * model.l1() + weight_decay * model.w1.pow(2).sum() + v_decay * model.v.pow(2).sum()
                     if stage == 2 and gamma > 0:
                         # ρ(A) of the strengths (SDCD): h_spectral_sparse takes w with A = w ∘ w
                         h = h_spectral_sparse(model.root_strength(), model.parents, n_iter=power_iters, state=state)
@@ -381,6 +385,7 @@ def fit_learned(
                 history.append({
                     "stage": stage, "epoch": epoch + 1, "train_nll": tot / max(nb, 1), "val_nll": val,
                     "h": h_val, "gamma": gamma, "n_support": n_sup, "thresholded_dag": bool(is_dag),
+                    "v_norm": float(model.v.detach().norm(dim=-1).mean()),
                     "seconds": time.perf_counter() - t_ep,
                 })
                 logger.debug("learned fit epoch %s", history[-1])

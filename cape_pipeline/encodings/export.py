@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cape_pipeline._utils import atomic_path, current_umask, hash_file, write_json_atomic
+from cape_pipeline._utils import atomic_path, current_umask, fsync_path, fsync_tree, hash_file, write_json_atomic
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings.config import DEFAULT_SCALE
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
@@ -317,6 +317,7 @@ class CapeEncodings:
                 **extra,
             }
             write_json_atomic(tmp / MANIFEST_FILE, manifest)
+            fsync_tree(tmp)
             if target.exists():
                 trash = Path(
                     tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
@@ -326,6 +327,7 @@ class CapeEncodings:
                 shutil.rmtree(trash, ignore_errors=True)
             else:
                 os.replace(tmp, target)
+            fsync_path(target.parent)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

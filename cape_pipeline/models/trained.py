@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cape_pipeline._utils import current_umask
+from cape_pipeline._utils import current_umask, fsync_path, fsync_tree
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 
 __all__ = ["TrainedModel", "load", "FORMAT_VERSION"]
@@ -163,6 +163,7 @@ class TrainedModel:
                 "head": None if self.head is None else {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
             }
             torch.save(state, tmp / _WEIGHTS)
+            fsync_tree(tmp)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -172,6 +173,7 @@ class TrainedModel:
             shutil.rmtree(old, ignore_errors=True)
             path.rename(old)
         tmp.rename(path)
+        fsync_path(path.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return path

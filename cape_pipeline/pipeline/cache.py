@@ -28,7 +28,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from cape_pipeline._utils import canonical_json, hash_bytes, hash_file, write_json_atomic
+from cape_pipeline._utils import canonical_json, fsync_path, fsync_tree, hash_bytes, hash_file, write_json_atomic
 from cape_pipeline._version import __version__
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,7 @@ class ArtifactCache:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             write_json_atomic(tmp / MANIFEST, full)
+            fsync_tree(tmp)  # every byte on disk before the rename publishes it
             final = self.path(stage, key)
             # One writer at a time per key (several `cape` processes may share a workdir). The
             # key is content-derived, so a valid artifact stored meanwhile by another process is
@@ -207,6 +208,7 @@ class ArtifactCache:
                     trash = stage_dir / f"{_TMP_PREFIX}{key}-old-{uuid.uuid4().hex[:8]}"
                     os.rename(final, trash)
                 os.rename(tmp, final)
+                fsync_path(stage_dir)
                 if trash is not None:
                     shutil.rmtree(trash, ignore_errors=True)
         except BaseException:

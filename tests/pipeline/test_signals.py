@@ -100,7 +100,11 @@ def test_unwritable_out_is_refused_before_any_stage(tmp_path, monkeypatch, capsy
     assert rc == 2 and "--out" in text and "Permission denied" in text and "running" not in text
 
 
-def test_out_inside_the_workdir_is_refused(tmp_path, capsys):
-    rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(tmp_path / "w"),
-                        "--out", str(tmp_path / "w" / "out"))
-    assert rc == 2 and "inside --workdir" in text
+def test_out_inside_the_workdir(tmp_path, capsys):
+    """--out as the cache or a stage directory of it: refused; elsewhere inside it: a warning."""
+    wd = tmp_path / "w"
+    for bad in (wd, wd / "preprocess", wd / "discover" / "x"):
+        rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(wd), "--out", str(bad))
+        assert rc == 2 and "that is the cache" in text and "running" not in text, text
+    rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(wd), "--out", str(wd / "out"))
+    assert rc == 0 and "warning: --out" in text and "inside --workdir" in text
