@@ -13,6 +13,7 @@ can share a workdir.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -131,9 +132,15 @@ class ArtifactCache:
         return True, ""
 
     def lookup(self, stage: str, key: str) -> Path | None:
-        """Return the artifact directory if present and valid; remove it if corrupt."""
+        """Return the artifact directory if present and valid; remove it if corrupt.
+
+        A hit sets the directory's modification time to now: ``cape cache list`` shows it as
+        "last used" and ``prune`` removes the least recently used first.
+        """
         ok, why = self.verify(stage, key)
         if ok:
+            with contextlib.suppress(OSError):  # a read-only workdir still serves its artifacts
+                os.utime(self.path(stage, key))
             return self.path(stage, key)
         if why != "absent":
             # under the key's lock, and only if still corrupt: another process may have just
@@ -225,3 +232,114 @@ class ArtifactCache:
             with contextlib.suppress(OSError):
                 if now - p.stat().st_mtime > max_age_s:
                     shutil.rmtree(p, ignore_errors=True)
+
+    # ------------------------------------------------------------------ inspection and pruning
+    def entries(self) -> list[CacheEntry]:
+        """Every stored artifact (valid or not), newest use first; never reads the data files."""
+        out: list[CacheEntry] = []
+        if not self.root.is_dir():
+            return out
+        for stage_dir in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for d in sorted(p for p in stage_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                try:
+                    man = json.loads((d / MANIFEST).read_text())
+                except (OSError, ValueError):
+                    man = {}
+                size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+                out.append(CacheEntry(
+                    stage=stage_dir.name, key=d.name, path=d, source=str(man.get("source", "?")),
+                    size_bytes=size, created=str(man.get("created", "?")), last_used=d.stat().st_mtime,
+                    current_code=man.get("code_fingerprint") == code_fingerprint(),
+                ))
+        return sorted(out, key=lambda e: -e.last_used)
+
+    def remove(self, entry: CacheEntry) -> None:
+        """Remove one artifact under its key's lock (renamed aside first, so it vanishes at once)."""
+        with self._lock(entry.stage, entry.key):
+            if not entry.path.exists():
+                return
+            trash = entry.path.parent / f"{_TMP_PREFIX}{entry.key}-pruned-{uuid.uuid4().hex[:8]}"
+            os.rename(entry.path, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def select_prune(
+        self,
+        *,
+        older_than_days: float | None = None,
+        max_bytes: int | None = None,
+        source: str | None = None,
+        stale_code: bool = False,
+    ) -> list[CacheEntry]:
+        """The artifacts ``prune`` would remove: not used for ``older_than_days``, of dataset
+        ``source``, made by other code (``stale_code``: they can never be served again), and then
+        the least recently used until the rest fits in ``max_bytes``. No criterion: nothing."""
+        entries = self.entries()
+        now = time.time()
+        chosen = [
+            e for e in entries
+            if (older_than_days is not None and now - e.last_used > older_than_days * 86400)
+            or (source is not None and e.source == source)
+            or (stale_code and not e.current_code)
+        ]
+        if max_bytes is not None:
+            keep = [e for e in entries if e not in chosen]
+            total = sum(e.size_bytes for e in keep)
+            for e in sorted(keep, key=lambda e: e.last_used):  # least recently used first
+                if total <= max_bytes:
+                    break
+                chosen.append(e)
+                total -= e.size_bytes
+        return chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """One stored artifact: ``<workdir>/<stage>/<key>/``.
+
+    Attributes
+    ----------
+    stage, key, path
+        Where it is.
+    source
+        The dataset it was made from (the manifest's ``source``; ``?`` when unreadable).
+    size_bytes
+        Bytes of its files.
+    created
+        ISO time it was stored (UTC).
+    last_used
+        Epoch seconds of its last store or cache hit (the directory's mtime).
+    current_code
+        Whether this package's code made it (otherwise no key can reach it any more).
+    """
+
+    stage: str
+    key: str
+    path: Path
+    source: str
+    size_bytes: int
+    created: str
+    last_used: float
+    current_code: bool
+
+
+def stale_temporaries(root: str | os.PathLike[str], *, min_age_s: float = 3600.0) -> list[Path]:
+    """Temporary files and directories left under ``root`` by killed writers, older than ``min_age_s``.
+
+    Covers the cache's ``.tmp-*`` directories (``<workdir>/<stage>/``) and ``atomic_path``'s /
+    the exports' ``.<name>.*.tmp`` files and ``.<name>.*.old`` directories (``--out``). Younger
+    ones may belong to a writer still running, so they are left alone.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    now = time.time()
+    found = []
+    for p in root.rglob(".*"):
+        name = p.name
+        if not (name.startswith(_TMP_PREFIX) or (name.endswith((".tmp", ".old")) and name.count(".") >= 2)):
+            continue
+        with contextlib.suppress(OSError):
+            if now - p.lstat().st_mtime > min_age_s:
+                found.append(p)
+    # a directory found holds what is under it: report the outermost only
+    return sorted(p for p in found if not any(q in p.parents for q in found))
