@@ -70,8 +70,8 @@ def library_versions() -> dict[str, str]:
 
 def stage_key(stage: str, params: Mapping[str, Any], upstream: Mapping[str, str], fingerprint: str = "") -> str:
     """Cache key of a stage run: a hash of the stage name, its parameters (canonical JSON), the
-    keys of its upstream stages, an input-data fingerprint, :func:`code_fingerprint` and torch's
-    intra-op thread count.
+    keys of its upstream stages, an input-data fingerprint, :func:`code_fingerprint`, torch's
+    intra-op thread count and, for :data:`WORLD_SIZE_STAGES`, the torchrun world size.
 
     The thread count is in the key because torch's CPU reductions split their sums by thread:
     the same seed with ``--threads 1`` and ``--threads 2`` gave encodings that differ by up to
@@ -85,9 +85,25 @@ def stage_key(stage: str, params: Mapping[str, Any], upstream: Mapping[str, str]
     import torch
 
     threads = f"torch_threads={torch.get_num_threads()}"
-    return hash_bytes(
-        stage, canonical_json(dict(params)), canonical_json(dict(upstream)), fingerprint, code_fingerprint(), threads
-    )
+    parts = [stage, canonical_json(dict(params)), canonical_json(dict(upstream)), fingerprint, code_fingerprint(), threads]
+    if stage in WORLD_SIZE_STAGES:
+        parts.append(f"world_size={_world_size()}")
+    return hash_bytes(*parts)
+
+
+WORLD_SIZE_STAGES = frozenset({"discover", "train"})
+"""Stages that train data-parallel under ``torchrun`` (:mod:`cape_pipeline.distributed`): their
+numbers follow the world size (dropout masks are drawn per rank; sums are split differently),
+so the world size is part of their cache keys. The other stages compute the same on every rank."""
+
+
+def _world_size() -> int:
+    """``WORLD_SIZE`` of a torchrun launch (1 otherwise); read from the environment, which
+    torchrun sets before the process group opens."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 class ArtifactCache:

@@ -262,3 +262,19 @@ def test_lookup_does_not_delete_an_artifact_another_process_just_stored(tmp_path
     monkeypatch.setattr(ArtifactCache, "verify", lambda self, stage, key: next(answers))
     assert cache.lookup("s", "k") == path
     assert (path / "a.txt").read_text() == "new"
+
+
+def test_world_size_is_in_the_key_of_the_data_parallel_stages(monkeypatch):
+    """Issue 30 item 5: a torchrun run with 2 ranks never serves (or is served) a 1-process result
+    of the stages that train data-parallel; the others are shared."""
+    from cape_pipeline.pipeline.cache import WORLD_SIZE_STAGES, stage_key
+
+    keys = {}
+    for ws in ("1", "2"):
+        monkeypatch.setenv("WORLD_SIZE", ws)
+        keys[ws] = {st: stage_key(st, {"a": 1}, {"up": "k"}, "fp") for st in ("preprocess", "discover", "train")}
+    assert WORLD_SIZE_STAGES == {"discover", "train"}
+    assert keys["1"]["preprocess"] == keys["2"]["preprocess"]
+    assert keys["1"]["discover"] != keys["2"]["discover"] and keys["1"]["train"] != keys["2"]["train"]
+    monkeypatch.delenv("WORLD_SIZE")
+    assert stage_key("train", {"a": 1}, {"up": "k"}, "fp") == keys["1"]["train"]
