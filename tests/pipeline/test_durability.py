@@ -88,3 +88,30 @@ def test_a_corrupt_artifact_is_reported_in_one_line_and_recomputed(tmp_path, cap
     lines = [ln for ln in err.splitlines() if "is corrupt" in ln]
     assert len(lines) == 1 and f"checksum mismatch in {victim.name}" in lines[0] and "recomputing" in lines[0], err
     assert "✓ preprocess done" in err  # recomputed, not served
+
+
+def test_a_full_disk_mid_run_is_one_line_and_earlier_stages_stay(tmp_path, capsys, monkeypatch):
+    """ENOSPC while a stage stores its artifact: one line naming it, exit 1, nothing partial; the
+    stages before it stay cached and a rerun (disk freed) resumes."""
+    import errno
+
+    from cape_pipeline import cli
+    from cape_pipeline.pipeline import cache as cache_mod
+
+    wd = tmp_path / "w"
+    real = cache_mod.write_json_atomic
+
+    def full(path, obj):
+        if "preprocess" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, obj)
+
+    monkeypatch.setattr(cache_mod, "write_json_atomic", full)
+    rc = cli.main(["preprocess", "sachs", "--workdir", str(wd)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "No space left on device" in err and "rerun the same command" in err, err
+    assert "Traceback" not in err
+    assert [p.name for p in (wd / "preprocess").iterdir()] == []  # nothing partial
+    monkeypatch.setattr(cache_mod, "write_json_atomic", real)
+    assert cli.main(["preprocess", "sachs", "--workdir", str(wd)]) == 0
+    assert "1 ran, 1 from cache" in capsys.readouterr().err
