@@ -112,10 +112,17 @@ def _cap_rows(adj: sp.csr_array, k: int) -> sp.csr_array:
 ISOLATED_WARN_SHARE = 0.5
 
 
+FEW_ROWS_RATIO = 1.0
+"""The learned support warns when rows / features is below this (see :func:`_isolation`)."""
+
+
 def _isolation(
-    adj: sp.csr_array, m: int, *, threshold: float, method: str, support: str | None, scores: np.ndarray | None
+    adj: sp.csr_array, m: int, *, threshold: float, method: str, support: str | None, scores: np.ndarray | None,
+    n_obs: int | None = None,
 ) -> dict[str, Any]:
-    """Edge count, isolated features and, when most features have no edge, a warning with the fix.
+    """Edge count, isolated features and, when most features have no edge, a warning with the fix;
+    with the learned support on fewer rows than features, a warning that most edges may be false
+    (measured: ``benchmarks/discover/RESULTS_grn_counts.md``).
 
     The warning is issued here (``warnings.warn`` with :class:`~cape_pipeline.errors.CapeWarning`,
     so library callers see it) and recorded in ``params["warnings"]`` (the pipeline reports it).
@@ -142,6 +149,13 @@ def _isolation(
         msgs.append(
             f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed threshold "
             f"{threshold:g}), so they get angle 0 and CAPE leaves them unrotated; to keep more edges, {fix}"
+        )
+    if method == "cape" and support == "learned" and n_obs is not None and n_obs < FEW_ROWS_RATIO * m and a.nnz:
+        msgs.append(
+            f"discover: {n_obs} rows for {m} features: with fewer rows than features the learned support "
+            "over-calls edges (simulated counts with a known graph, 1,000 cells × 2,000 genes: 5 % of its "
+            "edges were true, against 51 % at 3,000 cells and 66 % at 10,000; "
+            "benchmarks/discover/RESULTS_grn_counts.md); treat this graph as exploratory, or give more cells"
         )
     for msg in msgs:
         warnings.warn(msg, CapeWarning, stacklevel=4)
@@ -322,7 +336,9 @@ def discover_scored(
         params["threshold"] = "gcastle default (0.3)"
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
-    params.update(_isolation(adj, m, threshold=float(threshold), method=method, support=support, scores=scores))
+    params.update(
+        _isolation(adj, m, threshold=float(threshold), method=method, support=support, scores=scores, n_obs=n)
+    )
     graph = CausalGraph(
         feature_names=names,
         adjacency=adj,
