@@ -4,6 +4,8 @@ benchmark SEM (:func:`sdcd_sem`) and user-sized UMI counts with cell types
 
 from __future__ import annotations
 
+from typing import Any
+
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -145,6 +147,18 @@ def sdcd_sem(
     return adata
 
 
+def _nb_counts(rng: np.random.Generator, n_cells: int, m: int, mean: Any, *, shape: float) -> sp.csr_matrix:
+    """``(n_cells, m)`` float32 CSR negative-binomial counts (gamma–Poisson with gamma ``shape``),
+    drawn in row blocks of about 8M values; ``mean(start, stop)`` gives a block's ``(b, m)`` means."""
+    blocks = []
+    step = max(1, (1 << 23) // m)
+    for s in range(0, n_cells, step):
+        mu = mean(s, min(s + step, n_cells))
+        lam = rng.gamma(shape, mu / shape)
+        blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
+    return sp.vstack(blocks, format="csr")
+
+
 def simulated_counts(
     n_cells: int = 3000,
     n_genes: int = 15_000,
@@ -204,16 +218,13 @@ def simulated_counts(
     type_mean = rng.normal(0.0, 1.0, (n_types, n_modules))
     cell_type = rng.integers(0, n_types, n_cells)
     size = np.exp(rng.normal(0.0, 0.3, n_cells))
-    blocks = []
-    step = max(1, (1 << 23) // n_genes)
     mod_idx = np.where(module >= 0, module, 0)
-    for s in range(0, n_cells, step):
-        t = cell_type[s : s + step]
-        act = type_mean[t] + rng.normal(0.0, 0.5, (t.size, n_modules))  # (b, modules)
-        mu = base * size[s : s + step, None] * np.exp(loading * act[:, mod_idx])
-        lam = rng.gamma(0.5, mu / 0.5)  # gamma–Poisson: NB with dispersion 0.5
-        blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
-    x = sp.vstack(blocks, format="csr")
+
+    def mean(s: int, e: int) -> np.ndarray:
+        act = type_mean[cell_type[s:e]] + rng.normal(0.0, 0.5, (e - s, n_modules))  # (b, modules)
+        return base * size[s:e, None] * np.exp(loading * act[:, mod_idx])
+
+    x = _nb_counts(rng, n_cells, n_genes, mean, shape=0.5)  # NB with dispersion 0.5
     adata = ad.AnnData(
         X=x,
         obs=pd.DataFrame(
@@ -352,13 +363,7 @@ def simulated_grn_counts(
     base = np.exp(rng.normal(0.0, 1.0, m))
     base *= target_umis / base.sum() / np.exp(log_fold**2 / 2)
     size = np.exp(rng.normal(0.0, 0.3, n_cells))
-    blocks = []
-    step = max(1, (1 << 23) // m)
-    for s in range(0, n_cells, step):
-        mean = base * size[s : s + step, None] * np.exp(log_fold * std[s : s + step])
-        lam = rng.gamma(dispersion, mean / dispersion)
-        blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
-    x = sp.vstack(blocks, format="csr")
+    x = _nb_counts(rng, n_cells, m, lambda s, e: base * size[s:e, None] * np.exp(log_fold * std[s:e]), shape=dispersion)
     order = rng.permutation(m)  # position → gene label
     x = x[:, np.argsort(order)]  # column j = gene j
     truth = sp.csr_matrix((np.ones(child_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
