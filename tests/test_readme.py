@@ -14,6 +14,12 @@ def _quickstart() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+def _block_after(heading_text: str) -> str:
+    text = README.read_text()
+    section = text[text.index(heading_text):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
 def test_quickstart_runs(tmp_path, monkeypatch):
     import matplotlib
 
@@ -24,3 +30,13 @@ def test_quickstart_runs(tmp_path, monkeypatch):
     adata = ns["adata"]
     assert adata.varp["cape_dag"].nnz > 0 and adata.varm["cape_angles"].shape == (adata.n_vars, 32)
     assert (tmp_path / "my_encodings" / "encodings.parquet").is_file()
+    # then the snippet that plugs exported encodings into one's own attention layer, as written,
+    # with x, q, k of the shapes its comments give
+    import torch
+
+    enc = ns["enc"]
+    enc.save(tmp_path / "out" / "pbmc")
+    m, d = adata.n_vars, enc.d
+    ns.update(x=torch.randn(2, m, 2 * d), q=torch.randn(2, 4, m, 2 * d // 4), k=torch.randn(2, 4, m, 2 * d // 4))
+    exec(compile(_block_after("Plugging exported encodings"), "README.md plug-in", "exec"), ns)  # noqa: S102
+    assert ns["y"].shape == (2, m, 2 * d) and ns["q"].shape == (2, 4, m, 2 * d // 4)
