@@ -108,3 +108,31 @@ def test_out_inside_the_workdir(tmp_path, capsys):
         assert rc == 2 and "that is the cache" in text and "running" not in text, text
     rc, text = _run_cli(capsys, "run", "sachs", "--until", "preprocess", "--workdir", str(wd), "--out", str(wd / "out"))
     assert rc == 0 and "warning: --out" in text and "inside --workdir" in text
+
+
+def test_under_torchrun_every_rank_stops_with_the_line(tmp_path):
+    """torchrun forwards SIGTERM to its workers: each rank prints the line and exits."""
+    import shutil
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun not installed")
+    cmd = [torchrun, "--nproc_per_node=2", "--master_port=29541", "-m", "cape_pipeline.cli", "run", "sachs",
+           "--until", "embed", "--workdir", str(tmp_path / "w"), "--threads", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines, started = [], 0
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:  # type: ignore[union-attr]
+        lines.append(line)
+        started += "▶ discover running" in line
+        if started == 2:  # both ranks are in the stage
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGTERM)
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(lines) + rest
+    assert proc.returncode != 0
+    assert out.count("stopped by SIGTERM during stage 'discover'") == 2, out
+    leftovers = list((tmp_path / "w" / "discover").glob("*")) if (tmp_path / "w" / "discover").exists() else []
+    assert leftovers == []
