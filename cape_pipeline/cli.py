@@ -6,7 +6,6 @@ exit status 2 and no traceback (``--debug`` shows it). Internal errors exit with
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
@@ -14,8 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
 
 from cape_pipeline.errors import CapeFitError, CapeInputError
 
@@ -26,8 +23,14 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True, soft_wrap=True)
-out_console = Console(soft_wrap=True)
+from cape_pipeline._cli_common import (  # noqa: E402
+    DebugOpt,
+    VerboseOpt,
+    WorkdirOpt,
+    _setup_logging,
+    console,
+    out_console,
+)
 
 STAGE_NAMES = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
 
@@ -71,7 +74,6 @@ SourceArg = Annotated[
         help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).", autocompletion=_complete_source
     ),
 ]
-WorkdirOpt = Annotated[Path, typer.Option("--workdir", help="Cache directory for stage artifacts.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Copy the exported products of the last stage here.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file {stage: {param: value}}.")]
 SetOpt = Annotated[
@@ -84,7 +86,6 @@ SetOpt = Annotated[
 ]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 ThreadsOpt = Annotated[
     int | None,
     typer.Option("--threads", min=1, help="CPU threads for torch (default: torch's own; 1 is faster on a busy machine)."),
@@ -98,7 +99,6 @@ CompareOpt = Annotated[
         "attention=dot,cone-penumbral,cone-umbral,riemann (the same PE under each attention)",
     ),
 ]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
 
 
 def _version_callback(value: bool) -> None:
@@ -116,32 +116,6 @@ def _root(
     ] = False,
 ) -> None:
     pass
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(message)s",
-        handlers=[RichHandler(console=console, show_time=False, show_path=False)],
-        force=True,
-    )
-    plan = logging.getLogger("cape_pipeline.plan")  # the train plan: always shown, one line each, unwrapped
-    plan.setLevel(logging.INFO)
-    plan.handlers = [_PlainLines()]
-    plan.propagate = False
-    cache = logging.getLogger("cape_pipeline.pipeline.cache")  # a corrupt artifact: one unwrapped line
-    cache.setLevel(logging.INFO if verbose else logging.WARNING)
-    cache.handlers = [_PlainLines()]
-    cache.propagate = False
-
-
-class _PlainLines(logging.Handler):
-    """Log records as plain, unwrapped lines on the CLI's stderr console (resolved at each
-    write, so a handler kept past ``main()`` never writes to a closed stream)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        prefix = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
-        console.print(prefix + record.getMessage(), soft_wrap=True, markup=False, highlight=False)
 
 
 _RUN_STATE: dict[str, Any] = {"stage": None, "finished": []}
@@ -369,134 +343,11 @@ for _stage in STAGE_NAMES:
     _stage_command(_stage)
 
 
-cache_app = typer.Typer(
-    help="See and manage the cache (--workdir): list, verify, prune.", no_args_is_help=True, add_completion=False
-)
+from cape_pipeline._cli_cache import cache_app  # noqa: E402
+from cape_pipeline._cli_reproduce import reproduce_app  # noqa: E402
+
 app.add_typer(cache_app, name="cache")
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
-
-
-def _parse_size(text: str) -> int:
-    import re
-
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)B?\s*", text.upper())
-    if not m:
-        raise CapeInputError(f"--max-size {text!r}: expected a size such as 500M or 20G")
-    return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " "))
-
-
-def _age(seconds: float) -> str:
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} d"
-
-
-@cache_app.command("list")
-def cache_list_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = False) -> None:
-    """Every artifact: stage, key, dataset, size, age, last used, whether this code can still use it."""
-    import time
-
-    from cape_pipeline.pipeline.cache import ArtifactCache, stale_temporaries
-
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    entries = ArtifactCache(workdir).entries()
-    now = time.time()
-    out_console.print(f"cache {workdir}: {len(entries)} artifact(s), {_size(sum(e.size_bytes for e in entries))}",
-                      highlight=False)
-    rows = [("stage", "key", "dataset", "size", "created (UTC)", "last used", "usable")]
-    rows += [
-        (e.stage, e.key[:12], e.source, _size(e.size_bytes), e.created.replace("T", " ").rstrip("Z"),
-         f"{_age(now - e.last_used)} ago", "yes" if e.current_code else "no (other code)")
-        for e in entries
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:  # plain aligned columns: readable in a terminal, a batch log or `| grep`
-        out_console.print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip(), highlight=False, markup=False)
-    stale = stale_temporaries(workdir)
-    if stale:
-        out_console.print(f"{len(stale)} stale temporary file(s) from killed runs: `cape cache prune --yes` removes them")
-
-
-@cache_app.command("verify")
-def cache_verify_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = False) -> None:
-    """Check every artifact's checksums; exit 1 if any is corrupt (one line each)."""
-    from cape_pipeline.pipeline.cache import ArtifactCache
-
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    cache = ArtifactCache(workdir)
-    bad = 0
-    entries = cache.entries()
-    for e in entries:
-        ok, why = cache.verify(e.stage, e.key)
-        if not ok:
-            bad += 1
-            out_console.print(f"corrupt: {e.stage}/{e.key} ({why}); a run recomputes it, `cape cache prune` can remove it",
-                              highlight=False)
-    out_console.print(f"{len(entries) - bad} of {len(entries)} artifact(s) verified", highlight=False)
-    if bad:
-        raise typer.Exit(1)
-
-
-@cache_app.command("prune")
-def cache_prune_cmd(
-    workdir: WorkdirOpt = Path("cape_work"),
-    older_than: Annotated[
-        float | None, typer.Option("--older-than", help="Remove artifacts not used for this many days.")
-    ] = None,
-    max_size: Annotated[
-        str | None, typer.Option("--max-size", help="Then remove the least recently used until the cache fits, e.g. 20G.")
-    ] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Remove the artifacts of this dataset (source).")] = None,
-    stale_code: Annotated[
-        bool, typer.Option("--stale-code", help="Remove artifacts made by other code (no run can use them).")
-    ] = False,
-    out: Annotated[
-        list[Path] | None, typer.Option("--out", help="Also sweep stale temporary files from this output directory.")
-    ] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list what would go (dry run).")] = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Remove artifacts by age, size budget, dataset or code; sweep temporary files of killed runs
-    (older than an hour). A dry run unless --yes."""
-    import shutil
-
-    from cape_pipeline.pipeline.cache import ArtifactCache, stale_temporaries
-
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    cache = ArtifactCache(workdir)
-    chosen = cache.select_prune(
-        older_than_days=older_than, max_bytes=_parse_size(max_size) if max_size else None,
-        source=dataset, stale_code=stale_code,
-    )
-    temps = [p for root in (workdir, *(out or [])) for p in stale_temporaries(root)]
-    verb = "removed" if yes else "would remove"
-    for e in chosen:
-        if yes:
-            cache.remove(e)
-        out_console.print(f"{verb} {e.stage}/{e.key[:12]}  {e.source}  {_size(e.size_bytes)}", highlight=False)
-    for p in temps:
-        if yes:
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-        out_console.print(f"{verb} temporary {p}", highlight=False)
-    freed = sum(e.size_bytes for e in chosen)
-    out_console.print(
-        f"{verb} {len(chosen)} artifact(s) ({_size(freed)}) and {len(temps)} temporary file(s)"
-        + ("" if yes else "; add --yes to remove them"),
-        highlight=False,
-    )
+app.add_typer(reproduce_app, name="reproduce")
 
 
 @app.command("params")
@@ -524,114 +375,6 @@ def params_cmd(
         for p in stage_params(name):
             table.add_row(p.name, repr(p.default) if isinstance(p.default, str) else str(p.default), p.type, p.help)
         out_console.print(table)
-
-
-reproduce_app = typer.Typer(help="Reproduce figures of paper 000 with this package's code.", no_args_is_help=True)
-app.add_typer(reproduce_app, name="reproduce")
-
-
-@reproduce_app.command("fig3")
-def reproduce_fig3_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Directory for the figures, fig3_coordinates.csv and fig3.json.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the graph, the data and Steps I-II.")] = 0,
-    n_samples: Annotated[int, typer.Option("--n-samples", help="N, simulated observations (paper: 5000).")] = 5000,
-    epochs: Annotated[
-        int | None, typer.Option("--epochs", help="Step I epochs (default: the library's rule, >= 5000 steps).")
-    ] = None,
-    verbose: VerboseOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Fig. 3: 10-node BA DAG, MLP SEM data, learned DAG (Step I), its Poincaré ball P^3 (Step II)."""
-    from rich.table import Table
-
-    from cape_pipeline.reproduce import reproduce_fig3
-
-    _setup_logging(verbose)
-    rec = reproduce_fig3(out, n_samples=n_samples, seed=seed, epochs=epochs, progress=True)
-    sp, spc = rec["spearman_norm_vs_neg_pagerank"], rec["spearman_norm_vs_neg_pagerank_connected"]
-    table = Table(title=f"Fig. 3 (seed {rec['seed']}, N = {rec['n_samples']})", show_header=False)
-    for key, value in [
-        ("edges true / learned", f"{rec['n_true_edges']} / {rec['n_learned_edges']}"),
-        ("SHD", str(rec["shd"])),
-        ("F1 / skeleton F1", f"{rec['f1']:.3f} / {rec['skeleton_f1']:.3f}"),
-        ("Spearman(‖e‖, −PageRank)", "n/a" if sp["rho"] is None else f"{sp['rho']:.3f} (p = {sp['p_value']:.3g})"),
-        (
-            f"  same, {spc['n_nodes']} nodes with an edge",
-            "n/a" if spc["rho"] is None else f"{spc['rho']:.3f} (p = {spc['p_value']:.3g})",
-        ),
-        ("runtime", ", ".join(f"{k} {v:.1f} s" for k, v in rec["runtime_s"].items())),
-    ]:
-        table.add_row(key, value)
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
-
-
-@reproduce_app.command("figS2")
-def reproduce_figs2_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Directory for figS2_bound_surface.png, figS2_bound.csv and figS2.json.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of q, k ~ N(0, I_D) and the pair directions.")] = 0,
-    n_distance: Annotated[int, typer.Option("--n-distance", help="Grid points of Poincaré distance in [1, 5].")] = 81,
-    n_norm: Annotated[int, typer.Option("--n-norm", help="Grid points of the norm r in [0.01, 0.99].")] = 99,
-    dim: Annotated[int, typer.Option("--dim", help="D, even (paper: 128, so d = 64).")] = 128,
-    verbose: VerboseOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Fig. S2: upper bound A+ of the attention score over Poincaré distance x norm (Props. 4.1, 4.2)."""
-    from rich.table import Table
-
-    from cape_pipeline.reproduce_theory import reproduce_figS2
-
-    _setup_logging(verbose)
-    rec = reproduce_figS2(out, seed=seed, n_distance=n_distance, n_norm=n_norm, dim=dim)
-    table = Table(title=f"Fig. S2 (seed {rec['seed']}, D = {rec['dim']})", show_header=False)
-    lo, hi = rec["a_plus_range"]
-    table.add_row("A+ range", f"{lo:.4f} .. {hi:.4f} (relative variation {rec['relative_variation']:.2e})")
-    for key, name in [("monotonic_in_distance", "decreasing in distance"), ("monotonic_in_generality", "decreasing in generality")]:
-        rep = rec[key]["all"]
-        table.add_row(name, f"{rep['fraction_decreasing']:.4f} of {rep['n_steps']} steps ({rep['n_not_decreasing']} not)")
-    table.add_row("feasible cells / |A| <= A+", f"{rec['feasible_fraction']:.3f} / {rec['bound_holds']}")
-    table.add_row("runtime", ", ".join(f"{k} {v:.1f} s" for k, v in rec["runtime_s"].items()))
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
-
-
-@reproduce_app.command("figS3")
-def reproduce_figs3_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Directory for figS3_bias.png, figS3_xi.csv, figS3_stats.csv and figS3.json.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of q, k, the pair e_m, e_n and the noise.")] = 0,
-    sigma: Annotated[
-        list[float] | None, typer.Option("--sigma", help="Noise sd, repeatable (default: 0.1 0.2 0.3).")
-    ] = None,
-    n_max: Annotated[int, typer.Option("--n-max", help="Largest N, number of noise pairs (paper: 100).")] = 100,
-    repeats: Annotated[int, typer.Option("--repeats", help="T, repetitions per N (paper: 100).")] = 100,
-    dim: Annotated[int, typer.Option("--dim", help="D, even (paper: 128).")] = 128,
-    noise: Annotated[str, typer.Option("--noise", help="'angle' (noise on φ) or 'position' (noise on e).")] = "angle",
-    verbose: VerboseOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Fig. S3: average attention bias ξ_N against N under Gaussian positional noise (Prop. A.10)."""
-    from rich.table import Table
-
-    from cape_pipeline.reproduce_theory import reproduce_figS3
-
-    _setup_logging(verbose)
-    rec = reproduce_figS3(
-        out, seed=seed, sigma=tuple(sigma) if sigma else (0.1, 0.2, 0.3), n_max=n_max, repeats=repeats, dim=dim, noise=noise
-    )
-    table = Table(title=f"Fig. S3 (seed {rec['seed']}, N <= {rec['n_max']}, T = {rec['repeats']})")
-    for col in ("σ", "sd of ξ_N, first → last tenth of N", "slope of log sd", "shrinks", "pooled mean", "E(ξ_N), Eq. A.101"):
-        table.add_column(col)
-    for p in rec["per_sigma"]:
-        slope = "n/a" if p["sd_slope_loglog"] is None else f"{p['sd_slope_loglog']:.3f}"
-        table.add_row(
-            f"{p['sigma']:g}", f"{p['sd_first']:.3f} → {p['sd_last']:.3f}", slope,
-            str(p["spread_shrinks"]), f"{p['pooled_mean']:.4f}", f"{p['expected_bias']:.4f}",
-        )
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
 
 
 def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:

@@ -21,7 +21,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, sdcd_sem, simulated_counts, simulated_grn_counts
+from cape_pipeline.datasets._simulate import (
+    TRUE_DAG_KEY,
+    sdcd_sem,
+    simulated_counts,
+    simulated_grn_counts,
+)
 from cape_pipeline.errors import CapeConfigError, CapeFileError
 
 __all__ = [

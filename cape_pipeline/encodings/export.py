@@ -27,7 +27,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cape_pipeline._utils import atomic_path, current_umask, fsync_path, fsync_tree, hash_file, write_json_atomic
+from cape_pipeline._utils import (
+    atomic_path,
+    current_umask,
+    fsync_path,
+    fsync_tree,
+    hash_file,
+    write_json_atomic,
+)
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings.config import DEFAULT_SCALE
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError

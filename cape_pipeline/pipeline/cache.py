@@ -29,7 +29,14 @@ from typing import Any
 
 from filelock import FileLock
 
-from cape_pipeline._utils import canonical_json, fsync_path, fsync_tree, hash_bytes, hash_file, write_json_atomic
+from cape_pipeline._utils import (
+    canonical_json,
+    fsync_path,
+    fsync_tree,
+    hash_bytes,
+    hash_file,
+    write_json_atomic,
+)
 from cape_pipeline._version import __version__
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.tasks import run_task
 import cape_pipeline as cp
 from cape_pipeline.datasets import simulated_counts
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.tasks import run_task
 
 TINY = {"pretrain_epochs": 1, "finetune_epochs": 3, "reference": False, "model": {"d_model": 8, "n_heads": 2, "n_layers": 1}}
 

@@ -1,0 +1,83 @@
+"""Ablations of a trained model's positional encoding (issue 31)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from cape_pipeline.errors import CapeConfigError
+
+__all__ = ["angle_ablation"]
+
+
+@torch.no_grad()
+def angle_ablation(
+    model: Any, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128
+) -> dict[str, float]:
+    """How much ``model`` (a :class:`~cape_pipeline.models.TrainedModel`) uses its CAPE angles:
+    its outputs on ``data`` with the angles as trained and with every angle set to 0 (no
+    rotation); the angles are restored afterwards.
+
+    Issue 31's check: in the pbmc demo, zeroing the angles changed the cell embeddings by 3 %
+    and 0.4 % of the predicted labels, so the model barely used them.
+
+    Parameters
+    ----------
+    model
+        A trained model whose PE holds an angle table (``pe="cape"``, ``"cape-input"``).
+    data, var_names, missing, batch_size
+        As :meth:`TrainedModel.embed <cape_pipeline.models.TrainedModel.embed>`.
+
+    Returns
+    -------
+    dict
+        ``embedding_change``: ‖E₀ − E‖_F / ‖E‖_F of the ``(n_obs, D)`` cell embeddings;
+        ``prediction_change``: share of cells whose predicted class changes (classifier), or
+        the mean absolute change of the prediction in data units (regressor); NaN without a
+        head; ``probability_change``: mean over cells of the total-variation distance of the
+        class probabilities (classifier; NaN otherwise); ``angle_abs_median``,
+        ``angle_abs_max`` (radians) and ``zero_angle_share`` (features whose angles are all 0)
+        of the model's angle table.
+
+    Raises
+    ------
+    CapeConfigError
+        The model's PE has no CAPE angle table (e.g. ``default``, ``none``).
+    CapeDataError
+        See :meth:`TrainedModel.align <cape_pipeline.models.TrainedModel.align>`.
+    """
+    from cape_pipeline.models.heads import ClassifierHead, RegressionHead
+
+    angles = getattr(getattr(model.backbone, "pe", None), "angles", None)
+    if not isinstance(angles, torch.Tensor):
+        raise CapeConfigError(
+            f"angle_ablation: the model's PE {getattr(model.backbone.pe, 'name', '?')!r} has no CAPE angles to zero"
+        )
+    kept = angles.detach().clone()
+    emb = model.embed(data, var_names=var_names, missing=missing, batch_size=batch_size)
+    try:
+        angles.zero_()
+        emb0 = model.embed(data, var_names=var_names, missing=missing, batch_size=batch_size)
+    finally:
+        angles.copy_(kept)
+    out = {
+        "embedding_change": float(np.linalg.norm(emb0 - emb) / max(np.linalg.norm(emb), 1e-12)),
+        "prediction_change": float("nan"),
+        "probability_change": float("nan"),
+        "angle_abs_median": float(kept.abs().median()),
+        "angle_abs_max": float(kept.abs().max()),
+        "zero_angle_share": float((kept.abs().amax(dim=1) == 0).float().mean()),
+    }
+    if isinstance(model.head, ClassifierHead | RegressionHead):
+        model.head.eval()
+        dev = next(model.head.parameters()).device
+        a, b = (model.head(torch.as_tensor(e).to(dev)).double().cpu() for e in (emb, emb0))
+        if isinstance(model.head, ClassifierHead):
+            out["prediction_change"] = float((a.argmax(1) != b.argmax(1)).double().mean())
+            pa, pb = torch.softmax(a, 1), torch.softmax(b, 1)
+            out["probability_change"] = float(0.5 * (pa - pb).abs().sum(1).mean())
+        else:
+            out["prediction_change"] = float((a - b).abs().mean() * float(model.target_sd or 1.0))
+    return out
