@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cape_pipeline._cli_common import DebugOpt, WorkdirOpt, out_console
 from cape_pipeline.errors import CapeInputError
 
+if TYPE_CHECKING:
+    from cape_pipeline.pipeline.cache import ArtifactCache
+
 cache_app = typer.Typer(
     help="See and manage the cache (--workdir): list, verify, prune.", no_args_is_help=True, add_completion=False
 )
+
+
+def _open(workdir: Path) -> ArtifactCache:
+    """The cache under ``workdir``, or a one-line error when there is none."""
+    from cape_pipeline.pipeline.cache import ArtifactCache
+
+    if not workdir.is_dir():
+        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
+    return ArtifactCache(workdir)
 
 
 def _size(n: float) -> str:
@@ -43,11 +55,9 @@ def cache_list_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = Fa
     """Every artifact: stage, key, dataset, size, age, last used, whether this code can still use it."""
     import time
 
-    from cape_pipeline.pipeline.cache import ArtifactCache, stale_temporaries
+    from cape_pipeline.pipeline.cache import stale_temporaries
 
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    entries = ArtifactCache(workdir).entries()
+    entries = _open(workdir).entries()
     now = time.time()
     out_console.print(f"cache {workdir}: {len(entries)} artifact(s), {_size(sum(e.size_bytes for e in entries))}",
                       highlight=False)
@@ -68,11 +78,7 @@ def cache_list_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = Fa
 @cache_app.command("verify")
 def cache_verify_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = False) -> None:
     """Check every artifact's checksums; exit 1 if any is corrupt (one line each)."""
-    from cape_pipeline.pipeline.cache import ArtifactCache
-
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    cache = ArtifactCache(workdir)
+    cache = _open(workdir)
     bad = 0
     entries = cache.entries()
     for e in entries:
@@ -109,11 +115,9 @@ def cache_prune_cmd(
     (older than an hour). A dry run unless --yes."""
     import shutil
 
-    from cape_pipeline.pipeline.cache import ArtifactCache, stale_temporaries
+    from cape_pipeline.pipeline.cache import stale_temporaries
 
-    if not workdir.is_dir():
-        raise CapeInputError(f"--workdir {workdir}: no such directory (no cache there yet)")
-    cache = ArtifactCache(workdir)
+    cache = _open(workdir)
     chosen = cache.select_prune(
         older_than_days=older_than, max_bytes=_parse_size(max_size) if max_size else None,
         source=dataset, stale_code=stale_code,

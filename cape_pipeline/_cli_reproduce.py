@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from cape_pipeline._cli_common import DebugOpt, VerboseOpt, _setup_logging, out_console
 
 reproduce_app = typer.Typer(help="Reproduce figures of paper 000 with this package's code.", no_args_is_help=True)
+
+
+def _show(table: Any, rec: dict[str, Any]) -> None:
+    """Print a figure's summary table and the files it wrote."""
+    out_console.print(table)
+    for path in rec["files"].values():
+        out_console.print(f"wrote {path}", highlight=False)
 
 
 @reproduce_app.command("fig3")
@@ -44,9 +51,7 @@ def reproduce_fig3_cmd(
         ("runtime", ", ".join(f"{k} {v:.1f} s" for k, v in rec["runtime_s"].items())),
     ]:
         table.add_row(key, value)
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
+    _show(table, rec)
 
 
 @reproduce_app.command("figS2")
@@ -74,9 +79,7 @@ def reproduce_figs2_cmd(
         table.add_row(name, f"{rep['fraction_decreasing']:.4f} of {rep['n_steps']} steps ({rep['n_not_decreasing']} not)")
     table.add_row("feasible cells / |A| <= A+", f"{rec['feasible_fraction']:.3f} / {rec['bound_holds']}")
     table.add_row("runtime", ", ".join(f"{k} {v:.1f} s" for k, v in rec["runtime_s"].items()))
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
+    _show(table, rec)
 
 
 @reproduce_app.command("figS3")
@@ -111,6 +114,4 @@ def reproduce_figs3_cmd(
             f"{p['sigma']:g}", f"{p['sd_first']:.3f} → {p['sd_last']:.3f}", slope,
             str(p["spread_shrinks"]), f"{p['pooled_mean']:.4f}", f"{p['expected_bias']:.4f}",
         )
-    out_console.print(table)
-    for path in rec["files"].values():
-        out_console.print(f"wrote {path}", highlight=False)
+    _show(table, rec)

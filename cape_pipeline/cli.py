@@ -147,6 +147,12 @@ def _stopped_line(signame: str) -> str:
             if stage or finished else f"stopped by {signame}")
 
 
+def _say_stopped(signum: int) -> int:
+    """Print :func:`_stopped_line` for ``signum``; the exit status 128 + signum."""
+    console.print(f"[red]{_stopped_line(signal.Signals(signum).name)}[/red]", markup=True, highlight=False)
+    return 128 + int(signum)
+
+
 def _report(stage: str, rec: Any, event: str) -> None:
     if event == "start":
         _RUN_STATE["stage"] = stage
@@ -186,10 +192,8 @@ def _check_out_vs_workdir(out: Path, workdir: Path) -> None:
     """``--out`` must not be the cache or one of its stage directories (one line, exit 2); elsewhere
     inside the workdir it works, with a one-line warning (pruning the cache would not touch it,
     but removing the workdir would)."""
-    from cape_pipeline.pipeline.stages import STAGES
-
     o, w = out.resolve(), workdir.resolve()
-    if o == w or any(o == w / name or (w / name) in o.parents for name in (*STAGES, ".locks")):
+    if o == w or any(o == w / name or (w / name) in o.parents for name in (*STAGE_NAMES, ".locks")):
         raise CapeInputError(
             f"--out {out}: that is the cache (--workdir {workdir}) or one of its stage directories; "
             "give an output directory outside them"
@@ -420,12 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int) and code:  # typer returns the code of a typer.Exit(n) raised in a command
             return code
     except _Stopped as stop:
-        name = signal.Signals(stop.signum).name
-        console.print(f"[red]{_stopped_line(name)}[/red]", markup=True, highlight=False)
-        return 128 + int(stop.signum)
+        return _say_stopped(stop.signum)
     except KeyboardInterrupt:
-        console.print(f"[red]{_stopped_line('SIGINT')}[/red]", markup=True, highlight=False)
-        return 128 + signal.SIGINT
+        return _say_stopped(signal.SIGINT)
     except (CapeInputError, CapeFitError) as exc:  # bad input: 2; a fit that diverged: 1
         if debug:
             raise
@@ -438,9 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except abort_exc as exc:  # click turns a KeyboardInterrupt (SIGINT, Ctrl-C) into Abort
         if isinstance(exc.__context__, KeyboardInterrupt) or _RUN_STATE["stage"] or _RUN_STATE["finished"]:
-            console.print(f"[red]{_stopped_line('SIGINT')}[/red]", markup=True, highlight=False)
-        else:
-            console.print("aborted")
+            return _say_stopped(signal.SIGINT)
+        console.print("aborted")
         return 128 + signal.SIGINT
     except OSError as exc:  # e.g. --out or the workdir removed or made read-only mid-run
         if debug:

@@ -336,10 +336,13 @@ def simulated_grn_counts(
     par_pos, child_pos = pairs[:, 0], pairs[:, 1]
     has = np.bincount(child_pos, minlength=m) > 0
     depth = np.zeros(m, dtype=np.int64)
-    for pos in range(1, n_reg):  # regulators may regulate each other: a scalar pass over them
-        ps = par_pos[child_pos == pos]
-        if ps.size:
-            depth[pos] = depth[ps].max() + 1
+    by_child = np.argsort(child_pos, kind="stable")
+    ps_by_child = par_pos[by_child]
+    starts = np.searchsorted(child_pos[by_child], np.arange(n_reg))
+    ends = np.searchsorted(child_pos[by_child], np.arange(n_reg), side="right")
+    for pos in range(1, n_reg):  # regulators may regulate each other: one scalar pass over them, O(n_reg + E)
+        if ends[pos] > starts[pos]:
+            depth[pos] = depth[ps_by_child[starts[pos]:ends[pos]]].max() + 1
     late = child_pos >= n_reg  # the other genes' parents are all regulators, settled above
     np.maximum.at(depth, child_pos[late], depth[par_pos[late]] + 1)
     w = rng.uniform(0.5, 1.5, child_pos.size) * rng.choice([-1.0, 1.0], child_pos.size)
@@ -350,7 +353,7 @@ def simulated_grn_counts(
         nodes = np.flatnonzero(depth == g)
         val = rng.normal(0.0, noise_sd, (n_cells, nodes.size))
         roots = ~has[nodes]
-        val[:, roots] += mu[cell_type][:, nodes[roots]]
+        val[:, roots] += mu[:, nodes[roots]][cell_type]  # (N, roots of this generation), not (N, M)
         sel = np.isin(child_pos, nodes[~roots])
         if sel.any():
             # val[:, child] += Σ_p w_p tanh(s(a_p)), as one sparse product over the edges

@@ -259,8 +259,7 @@ def preprocess(
             raise CapeConfigError("preprocess.use_raw='always' but the data has no .raw")
         if use_raw:
             raw = adata.raw.to_adata()
-            raw.obs = adata.obs.copy()
-            work = _work(raw.X, raw.obs, raw.var)
+            work = _work(raw.X, adata.obs, raw.var)
             state = detect_input_state(work.X)
             record["used_raw"] = True
             steps.append("use .raw (X holds scaled values)")
