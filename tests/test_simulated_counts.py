@@ -45,3 +45,23 @@ def test_grn_counts_bad_parameters_name_them():
         simulated_grn_counts(10, 1)
     with pytest.raises(CapeConfigError, match="shares"):
         simulated_grn_counts(10, 10, regulated_share=1.5)
+
+
+def test_type_effect_sets_how_far_apart_the_cell_types_are():
+    """Smaller ``type_effect`` → cell-type means closer; the draws (and so the labels) stay the same."""
+    far = simulated_counts(600, 400, n_types=3, seed=1)
+    near = simulated_counts(600, 400, n_types=3, seed=1, type_effect=0.2)
+    same = simulated_counts(600, 400, n_types=3, seed=1, type_effect=1.0)
+    assert (far.X != same.X).nnz == 0
+    assert (far.obs["cell_type"] == near.obs["cell_type"]).all()
+    assert near.uns["cape_dataset_params"]["type_effect"] == 0.2
+
+    def spread(a):  # between-type sd of the log-normalized type means, averaged over module genes
+        x = a.X.toarray()
+        x = np.log1p(x / x.sum(1, keepdims=True) * 1e4)[:, a.var["module"].to_numpy() >= 0]
+        means = np.stack([x[(a.obs["cell_type"] == t).to_numpy()].mean(0) for t in a.obs["cell_type"].cat.categories])
+        return float(means.std(0).mean())
+
+    assert spread(near) < 0.5 * spread(far)
+    with pytest.raises(CapeConfigError, match="type_effect"):
+        simulated_counts(10, 10, type_effect=-1.0)
