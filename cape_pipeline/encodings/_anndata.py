@@ -40,6 +40,8 @@ def encodings_from_anndata(cls: Any, adata: Any, *, angles_key: str = _keys.ANGL
         hyperboloid=np.asarray(adata.varm[_keys.HYPERBOLOID], dtype=np.float64),
         pagerank=np.asarray(adata.var[_keys.PAGERANK], dtype=np.float64),
         scale=float(uns.get("encode", {}).get("scale", DEFAULT_SCALE)),
+        frequencies=None if uns.get("encode", {}).get("frequencies") is None
+        else np.asarray(uns["encode"]["frequencies"], dtype=np.float64),
         graph=graph,
         params=emb,
         geometry=str(emb.get("geometry", "hyperbolic")),

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.encodings.config import DEFAULT_SCALE, EncodeConfig
+from cape_pipeline.encodings._checks import _validate_arrays, poincare_from_hyperboloid
+from cape_pipeline.encodings.config import DEFAULT_SCALE, EncodeConfig, pair_frequencies
 from cape_pipeline.encodings.export import (
     DAG_FILE,
     ENCODINGS_FILE,
@@ -22,9 +23,7 @@ from cape_pipeline.encodings.export import (
     FORMAT_VERSION,
     MANIFEST_FILE,
     CapeEncodings,
-    _validate_arrays,
     load_encodings,
-    poincare_from_hyperboloid,
 )
 from cape_pipeline.errors import CapeDataError
 
@@ -49,7 +48,8 @@ def encode(
     graph: CausalGraph | None = None,
     **options: Any,
 ) -> CapeEncodings:
-    """Turn a hyperboloid embedding into rotary angles φ = scale · e (paper 000, Eqs. 25, A.22).
+    """Turn a hyperboloid embedding into rotary angles φ = scale · e (paper 000, Eqs. 25, A.22),
+    or φ_i = scale · ω_i · e_i with ``frequencies="geometric"`` (:class:`EncodeConfig`).
 
     Parameters
     ----------
@@ -63,24 +63,25 @@ def encode(
     graph
         The causal DAG; defaults to ``embedding.graph``. Its feature names must match.
     **options
-        Fields of :class:`~cape_pipeline.encodings.EncodeConfig` (``scale``), replacing those
-        of ``config``.
+        Fields of :class:`~cape_pipeline.encodings.EncodeConfig` (``scale``, ``frequencies``,
+        ``frequency_range``), replacing those of ``config``.
 
     Returns
     -------
     CapeEncodings
         ``angles`` (M, d) float64 radians, ``poincare`` (M, d), ``hyperboloid`` (M, d+1),
-        ``pagerank`` (M,), ``feature_names``, ``graph``.
+        ``pagerank`` (M,), ``feature_names``, ``graph``, ``frequencies`` (d,) or ``None``.
 
     Raises
     ------
     CapeConfigError
-        If an option is unknown or ``scale`` is not a finite positive number.
+        If an option is unknown or invalid (see :class:`EncodeConfig`).
     CapeDataError
         If the arrays are inconsistent, not finite, off the hyperboloid, or the graph's
         feature names differ from the embedding's.
     """
-    scale = EncodeConfig.from_options(config, **options).scale
+    cfg = EncodeConfig.from_options(config, **options)
+    scale = cfg.scale
     try:
         p = np.asarray(embedding.hyperboloid, dtype=np.float64)
         pr = np.asarray(embedding.pagerank, dtype=np.float64)
@@ -99,13 +100,15 @@ def encode(
         if graph.feature_names.astype(str).tolist() != names.astype(str).tolist():
             raise CapeDataError("graph: feature names (or their order) differ from the embedding's")
     e = poincare_from_hyperboloid(p)
+    freq = pair_frequencies(e.shape[1], cfg)
     enc = CapeEncodings(
         feature_names=names,
-        angles=float(scale) * e,
+        angles=float(scale) * e if freq is None else float(scale) * freq * e,
         poincare=e,
         hyperboloid=p.copy(),
         pagerank=pr.copy(),
         scale=float(scale),
+        frequencies=freq,
         graph=graph,
         params=dict(getattr(embedding, "params", {}) or {}),
         geometry=str(getattr(embedding, "geometry", "hyperbolic")),

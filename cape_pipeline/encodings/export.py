@@ -7,7 +7,7 @@ pandas/pyarrow alone)::
                         poincare_0..poincare_{d-1}, hyperboloid_0..hyperboloid_d (float64)
     dag.parquet         the causal DAG as an edge list source, target, weight
                         (CausalGraph.write_parquet; absent when no graph was given)
-    manifest.json       format, package version, d, scale, parameters, data fingerprint
+    manifest.json       format, package version, d, scale, frequencies, parameters, data fingerprint
                         (manifest_extra), BLAKE2b checksum and size of each file
 """
 
@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from cape_pipeline._utils import (
     atomic_path,
@@ -36,9 +35,9 @@ from cape_pipeline._utils import (
     write_json_atomic,
 )
 from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.encodings._checks import _validate_arrays
 from cape_pipeline.encodings.config import DEFAULT_SCALE
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
-from cape_pipeline.hyperbolic import lorentz
 
 __all__ = [
     "CapeEncodings",
@@ -58,9 +57,6 @@ MANIFEST_FILE = "manifest.json"
 FORMAT_NAME = "cape-encodings"
 FORMAT_VERSION = 1
 
-_ANGLE_RTOL = 1e-9
-_ANGLE_ATOL = 1e-12
-_POINCARE_ATOL = 1e-9
 _RESERVED_KEYS = frozenset(
     {
         "format",
@@ -69,25 +65,13 @@ _RESERVED_KEYS = frozenset(
         "n_features",
         "d",
         "scale",
+        "frequencies",
         "geometry",
         "embed_params",
         "files",
         "has_dag",
     }
 )
-
-
-def poincare_from_hyperboloid(p: np.ndarray) -> np.ndarray:
-    """Eq. A.22 for numpy arrays, ``(M, d+1) → (M, d)``: :func:`cape_pipeline.hyperbolic.lorentz.to_poincare`
-    on a float64 view (off the hot path)."""
-    return lorentz.to_poincare(torch.from_numpy(np.asarray(p, dtype=np.float64))).numpy()
-
-
-def _hyperboloid_residual(p: np.ndarray) -> np.ndarray:
-    """``(⟨p, p⟩_l + 1) / max(1, (p⁰)²)``: relative violation of Eq. 11 per row."""
-    p = np.asarray(p, dtype=np.float64)
-    q = lorentz.constraint_residual(torch.from_numpy(p)).numpy()
-    return q / np.maximum(1.0, p[:, 0] ** 2)
 
 
 @dataclass
@@ -99,7 +83,8 @@ class CapeEncodings:
     feature_names
         ``(M,)`` object array of str, unique; row order of every array.
     angles
-        ``(M, d)`` float64 rotary angles φ = scale · e in radians (Sec. 3.5, below Eq. 25); angle i rotates the
+        ``(M, d)`` float64 rotary angles φ = scale · e in radians (Sec. 3.5, below Eq. 25), or
+        φ_i = scale · ω_i · e_i with per-pair ``frequencies`` ω; angle i rotates the
         model dimension pair (2i, 2i+1), see :func:`cape_pipeline.encodings.rope.apply_rotary`.
     poincare
         ``(M, d)`` float64 Poincaré-ball points e (Eq. A.22), ‖e‖ < 1.
@@ -109,6 +94,10 @@ class CapeEncodings:
         ``(M,)`` float64 causal PageRank π (Eq. 18).
     scale
         The constant c of φ = c·e (default π/4).
+    frequencies
+        ``(d,)`` float64 per-pair frequency multipliers ω (the ``geometric`` map of
+        :class:`~cape_pipeline.encodings.EncodeConfig`), or ``None`` for the paper's single
+        frequency (ω_i = 1).
     graph
         The causal DAG the encodings came from, or ``None``.
     params
@@ -125,6 +114,7 @@ class CapeEncodings:
     hyperboloid: np.ndarray
     pagerank: np.ndarray
     scale: float = DEFAULT_SCALE
+    frequencies: np.ndarray | None = None
     graph: CausalGraph | None = None
     params: dict[str, Any] = field(default_factory=dict)
     geometry: str = "hyperbolic"
@@ -152,7 +142,9 @@ class CapeEncodings:
     def __repr__(self) -> str:
         return (
             f"CapeEncodings(n_features={self.n_features}, d={self.d}, scale={self.scale:.6g}, "
-            f"geometry={self.geometry!r}, graph={'yes' if self.graph is not None else 'no'})"
+            + ("" if self.frequencies is None else
+               f"frequencies={self.frequencies[0]:.3g}…{self.frequencies[-1]:.3g}, ")
+            + f"geometry={self.geometry!r}, graph={'yes' if self.graph is not None else 'no'})"
         )
 
     # ------------------------------------------------------------------ tables
@@ -314,6 +306,7 @@ class CapeEncodings:
                 "n_features": self.n_features,
                 "d": self.d,
                 "scale": float(self.scale),
+                "frequencies": None if self.frequencies is None else [float(w) for w in self.frequencies],
                 "geometry": self.geometry,
                 "embed_params": self.params,
                 "has_dag": self.graph is not None,
@@ -343,49 +336,11 @@ class CapeEncodings:
 
 
 # ---------------------------------------------------------------------------------------- load
-def _validate_arrays(enc: CapeEncodings, *, where: str) -> None:
-    """Shapes, finiteness, ‖e‖ < 1, φ = scale·e, e = f_d(p), ⟨p, p⟩_l = −1; raise CapeDataError."""
-    m = enc.feature_names.size
-    d = enc.angles.shape[1] if enc.angles.ndim == 2 else -1
-    shapes = {
-        "angles": (enc.angles.shape, (m, d)),
-        "poincare": (enc.poincare.shape, (m, d)),
-        "hyperboloid": (enc.hyperboloid.shape, (m, d + 1)),
-        "pagerank": (enc.pagerank.shape, (m,)),
-    }
-    for name, (got, want) in shapes.items():
-        if d < 1 or got != want:
-            raise CapeDataError(f"{where}: {name} has shape {got}, expected {want}")
-    names = enc.feature_names.astype(str)
-    if np.unique(names).size != m:
-        raise CapeDataError(f"{where}: feature names are not unique")
-    for name in ("angles", "poincare", "hyperboloid", "pagerank"):
-        if not np.isfinite(getattr(enc, name)).all():
-            raise CapeDataError(f"{where}: {name} contains NaN or inf")
-    norms = np.linalg.norm(enc.poincare, axis=1)
-    if (norms >= 1.0).any():
-        bad = names[norms >= 1.0][:5].tolist()
-        raise CapeDataError(f"{where}: Poincaré points must satisfy ‖e‖ < 1; violated for {bad}")
-    if not np.allclose(enc.angles, enc.scale * enc.poincare, rtol=_ANGLE_RTOL, atol=_ANGLE_ATOL):
-        raise CapeDataError(f"{where}: angles differ from scale · poincare (scale={enc.scale})")
-    res = np.abs(_hyperboloid_residual(enc.hyperboloid))
-    if (res > 1e-8).any() or (enc.hyperboloid[:, 0] <= 0).any():
-        raise CapeDataError(
-            f"{where}: hyperboloid points violate ⟨p, p⟩_l = −1, p⁰ > 0 (max relative error {res.max():.2e})"
-        )
-    if not np.allclose(
-        enc.poincare, poincare_from_hyperboloid(enc.hyperboloid), atol=_POINCARE_ATOL, rtol=0
-    ):
-        raise CapeDataError(
-            f"{where}: poincare differs from p̃ / (p⁰ + 1) of the hyperboloid points"
-        )
-
-
 def load_encodings(dir: str | os.PathLike[str]) -> CapeEncodings:
     """Read and validate an export written by :meth:`CapeEncodings.save`.
 
     Checks that every file exists and matches its manifest checksum, that the columns and
-    shapes agree with the manifest's d, and the invariants (finite, ‖e‖ < 1, φ = scale·e,
+    shapes agree with the manifest's d, and the invariants (finite, ‖e‖ < 1, φ = scale·ω·e,
     e = f_d(p) of Eq. A.22, ⟨p, p⟩_l = −1) and that the DAG's feature names equal the encodings'.
 
     Parameters
@@ -444,6 +399,9 @@ def load_encodings(dir: str | os.PathLike[str]) -> CapeEncodings:
         raise CapeFileError(f"{epath}: not a readable Parquet file ({exc})") from exc
     d = int(manifest.get("d", -1))
     scale = float(manifest.get("scale", DEFAULT_SCALE))
+    freq = manifest.get("frequencies")  # absent from exports made before per-pair frequencies
+    if freq is not None and not (isinstance(freq, list) and all(isinstance(w, (int, float)) for w in freq)):
+        raise CapeFileError(f"{mpath}: frequencies: expected null or a list of {d} numbers")
     want_cols = (
         ["feature", "pagerank"]
         + [f"angle_{i}" for i in range(d)]
@@ -469,6 +427,7 @@ def load_encodings(dir: str | os.PathLike[str]) -> CapeEncodings:
         hyperboloid=block("hyperboloid", d + 1),
         pagerank=df["pagerank"].to_numpy(dtype=np.float64),
         scale=scale,
+        frequencies=None if freq is None else np.asarray(freq, dtype=np.float64),
         graph=graph,
         params=dict(manifest.get("embed_params") or {}),
         geometry=str(manifest.get("geometry", "hyperbolic")),

@@ -24,6 +24,8 @@ name                   what it does                                             
 =====================  ==============================================================  ===========
 ``default``            the backbone's native identity alone (nothing on top)          yes
 ``cape``               rotary on q/k with the CAPE angles φ (Eqs. 24–26)               yes
+``cape-learned-scale`` ``cape`` with a learned per-head factor exp(s_h) on φ, s_h = 0 at   yes
+                       start (ours; :mod:`.pe_cape`)
 ``cape-input``         rotate the token embedding once, R(φ) v (Eq. F.108)             yes
 ``cape-additive``      add Linear(e) (w/o-rotary ablation, any angle width d_e)        yes
 ``static-absolute``    add fixed per-feature vectors (co-expression SVD, gene2vec      yes
@@ -57,6 +59,13 @@ from torch import nn
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models.coexpression import COEXPRESSION_EXACT_MAX, coexpression_embedding
 from cape_pipeline.models.pe_base import PositionalEncoding, ScoreBias
+from cape_pipeline.models.pe_cape import (
+    CapeAdditivePE,
+    CapeInputPE,
+    CapeLearnedScalePE,
+    CapeRotaryPE,
+    check_angles,
+)
 from cape_pipeline.models.positions import FeaturePositions, require
 
 __all__ = [
@@ -69,6 +78,7 @@ __all__ = [
     "CapeRotaryPE",
     "CapeInputPE",
     "CapeAdditivePE",
+    "CapeLearnedScalePE",
     "StaticAbsolutePE",
     "TrainableAbsolutePE",
     "LearnedSmallNormPE",
@@ -83,6 +93,7 @@ __all__ = [
 PE_NAMES: tuple[str, ...] = (
     "default",
     "cape",
+    "cape-learned-scale",
     "cape-input",
     "cape-additive",
     "static-absolute",
@@ -95,47 +106,12 @@ PE_NAMES: tuple[str, ...] = (
 )
 """Every PE name accepted by :func:`build_pe` (and by ``pe=`` of every backbone and task)."""
 
-ANGLE_PES: frozenset[str] = frozenset({"cape", "cape-input", "cape-additive"})
+ANGLE_PES: frozenset[str] = frozenset({"cape", "cape-learned-scale", "cape-input", "cape-additive"})
 """PEs that need CAPE angles (an ``(n_vars, d)`` array)."""
 
-ROTARY_PES: frozenset[str] = frozenset({"cape", "cape-input"})
+ROTARY_PES: frozenset[str] = frozenset({"cape", "cape-learned-scale", "cape-input"})
 """PEs that rotate dimension pairs and so need ``d == D / 2``."""
 
-
-
-def _rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved pairs ``(2i, 2i+1)`` of ``x`` by ``angles[..., i]`` (Eq. 26).
-
-    Delegates to :func:`cape_pipeline.encodings.rope.apply_rotary`; ``angles`` ``(..., T, D/2)``
-    broadcasts against ``x`` ``(..., T, D)``.
-    """
-    from cape_pipeline.encodings.rope import apply_rotary
-
-    return apply_rotary(x, angles)
-
-
-def check_angles(angles: np.ndarray | torch.Tensor | None, n_features: int, *, name: str = "angles") -> torch.Tensor:
-    """Validate CAPE angles and return them as a float32 tensor ``(M, d)``.
-
-    Raises
-    ------
-    CapeDataError
-        If ``angles`` is missing, not 2-D, has the wrong number of rows, or holds NaN/inf.
-    """
-    if angles is None:
-        raise CapeDataError(f"{name}: CAPE angles are required (an (n_vars, d) array), got None")
-    a = torch.as_tensor(np.asarray(angles) if not isinstance(angles, torch.Tensor) else angles)
-    if a.ndim != 2:
-        raise CapeDataError(f"{name}: expected a 2-D (n_vars, d) array, got shape {tuple(a.shape)}")
-    if a.shape[0] != n_features:
-        raise CapeDataError(
-            f"{name}: {a.shape[0]} rows but the data has {n_features} features; align the "
-            "encodings to var_names first (cape_pipeline.encodings)"
-        )
-    a = a.to(torch.float32)
-    if not torch.isfinite(a).all():
-        raise CapeDataError(f"{name}: contains NaN or inf")
-    return a
 
 
 class NoPE(PositionalEncoding):
@@ -148,77 +124,6 @@ class DefaultPE(NoPE):
     """The backbone's native identity alone: nothing on top (the backbone switches it on)."""
 
     name = "default"
-
-
-class CapeRotaryPE(PositionalEncoding):
-    """CAPE rotary PE on q and k (paper 000 Eqs. 24–26).
-
-    ``q_m ← R(φ_m) W_q v_m``, ``k_n ← R(φ_n) W_k v_n``, values untouched, so the score
-    ``q_mᵀ R(φ_n − φ_m) k_n`` depends on the angle difference only (Eq. 25).
-
-    Parameters
-    ----------
-    angles
-        ``(M, D/2)`` float, φ = (π/4)·e (Sec. 3.5, below Eq. 25), stored as a buffer (not trained).
-    d_model
-        Model width D.
-
-    Raises
-    ------
-    CapeDataError
-        If ``angles`` does not have ``D/2`` columns.
-    """
-
-    name = "cape"
-
-    def __init__(self, angles: torch.Tensor, d_model: int) -> None:
-        super().__init__()
-        if angles.shape[1] != d_model // 2:
-            raise CapeDataError(
-                f"pe={self.name!r}: rotary needs d = D/2 = {d_model // 2} angle columns, got "
-                f"{angles.shape[1]}; set the width to D = {2 * angles.shape[1]} (config={{'model': {{'d_model': "
-                f"{2 * angles.shape[1]}}}}}, CLI --set train.d_model={2 * angles.shape[1]}), or embed with dim={d_model // 2} "
-                f"(tl.embed(adata, dim={d_model // 2}), --set embed.dim={d_model // 2}), or use pe='cape-additive'"
-            )
-        self.register_buffer("angles", angles.clone())
-
-    def rotary(self, idx: torch.Tensor) -> torch.Tensor:
-        """Angles of each token's feature: (B, T) → (B, T, D/2)."""
-        return self.angles[idx]
-
-
-class CapeInputPE(CapeRotaryPE):
-    """CAPE input rotation F(v, φ) = R(φ) v, applied once to the token embedding (Eq. F.108)."""
-
-    name = "cape-input"
-
-    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) → (B, T, D): rotate each token's pairs by its feature's angles."""
-        return _rotate(h, self.angles[idx])
-
-    def rotary(self, idx: torch.Tensor) -> None:
-        """No q/k rotation (the input was rotated instead)."""
-        return None
-
-
-class CapeAdditivePE(PositionalEncoding):
-    """CAPE w/o-rotary ablation: add ``Linear(e)`` to the token embedding (Table 3).
-
-    ``e`` is the per-feature CAPE vector ``(M, d_e)`` (angles or Poincaré points; they differ
-    by the constant π/4, which the linear map absorbs). Any ``d_e`` works: a ``Linear(d_e, D)``
-    projects it to the model width.
-    """
-
-    name = "cape-additive"
-
-    def __init__(self, angles: torch.Tensor, d_model: int) -> None:
-        super().__init__()
-        self.register_buffer("e", angles.clone())
-        self.proj = nn.Linear(angles.shape[1], d_model)
-
-    def embed(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) + Linear(e[idx]) (B, T, D)."""
-        return h + self.proj(self.e[idx])
 
 
 class StaticAbsolutePE(PositionalEncoding):
@@ -415,6 +320,8 @@ def build_pe(
             return CapeRotaryPE(a, d_model)
         if name == "cape-input":
             return CapeInputPE(a, d_model)
+        if name == "cape-learned-scale":
+            return CapeLearnedScalePE(a, d_model, n_heads)
         return CapeAdditivePE(a, d_model)
     if name == "static-absolute":
         if static_table is None:

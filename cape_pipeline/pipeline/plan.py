@@ -232,11 +232,17 @@ def estimate(plan: TrainPlan, step_seconds: float) -> TrainPlan:
 
 def discover_estimate(n_obs: int, n_vars: int) -> float:
     """A rough estimate of Step I's seconds with the default (learned) support on this kind of
-    2-core CPU: ``a + b · N · M`` through the main-job runs of ``benchmarks/scale`` (simulated
-    counts, M = 2,000 HVGs: 218 s at N = 1,000, 224 s at 3,000, 310 s at 20,000; its stage 2
-    is a fixed number of steps, so the cost grows slowly with N). An order of magnitude, not a
-    promise: other data stop early at other epochs."""
-    return 210.0 + 2.5e-6 * n_obs * n_vars
+    2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000
+    HVGs): ``max(210 + 2.5e-6 · N · M, 1.0e-5 · N · M)``.
+
+    Up to ~20,000 cells the fixed part dominates (218 s at N = 1,000, 224 s at 3,000, 234 s at
+    10,000, 324 s at 20,000): stage 2 is a fixed number of steps. From there on stage 1's
+    passes over the cells take over and the time grows about linearly in N (50,000 cells:
+    1,050 and 1,095 s, both measured beside other jobs, load 2–3; the formula gives 1,000 s
+    and overestimates 20,000 cells by ~20 %). An order of magnitude, not a promise: other
+    data stop early at other epochs."""
+    nm = float(n_obs) * float(n_vars)
+    return max(210.0 + 2.5e-6 * nm, 1.0e-5 * nm)
 
 
 def _hms(seconds: float) -> str:

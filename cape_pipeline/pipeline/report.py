@@ -19,11 +19,21 @@ from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
 from cape_pipeline.pipeline._report_sections import (
     ZERO_ANGLE_WARN,
+    arm_lines,
     dag_lines,
     embedding_lines,
     hub_lines,
     hub_rows,
     run_lines,
+)
+from cape_pipeline.pipeline.power import (  # noqa: F401  (re-exported: the report's API)
+    LOWER_IS_BETTER,
+    NEGLIGIBLE,
+    _at_level,
+    _mean_sd,
+    arm_differences,
+    higher_is_better,
+    paired_differences,
 )
 
 
@@ -72,19 +82,6 @@ class Report:
         return cls(doc=json.loads((d / "report.json").read_text()))
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float | None]:
-    """Mean and sample sd (``None`` for a single value: one seed gives no spread)."""
-    arr = np.asarray(values, dtype=np.float64)
-    return float(arr.mean()), (float(arr.std(ddof=1)) if arr.size > 1 else None)
-
-
-LOWER_IS_BETTER = ("mse", "medae", "mae")
-"""Metric-name prefixes where smaller is better (everything else: larger is better)."""
-
-NEGLIGIBLE = 1e-3
-"""Mean paired differences smaller than this (in the metric's units) read as ``negligible``
-even when their interval excludes 0: with near-identical arms the spread can be ~0."""
-
 PRIMARY_METRICS = {
     "annotation": ("macro_f1", "accuracy"),
     "clustering": ("ari", "nmi"),
@@ -92,64 +89,6 @@ PRIMARY_METRICS = {
     "age": ("medae",),
 }
 """Metrics the verdict sentence is based on, per task."""
-
-
-def higher_is_better(metric: str) -> bool:
-    """Direction of a task metric (``mse*``, ``medae``, ``mae``: lower is better)."""
-    return not metric.startswith(LOWER_IS_BETTER)
-
-
-def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
-    """Paired differences ``arm − baseline`` per task and metric, over the seeds both ran.
-
-    Runs of the two arms with the same (task, seed) share the data split, so the difference
-    per seed removes the split's variance. The interval is the t-interval of the mean
-    difference, ``mean ± t_{(1+level)/2, n−1} · sd / √n``; ``None`` for n = 1.
-
-    Returns
-    -------
-    list of dict
-        ``{task, metric, n, mean, sd, ci_low, ci_high, higher_is_better, verdict}``; ``verdict``
-        is ``better`` / ``worse`` when the interval excludes 0 (in the metric's direction for
-        ``arm``), ``negligible`` when it does but ``|mean| <`` :data:`NEGLIGIBLE`, else
-        ``unclear``.
-    """
-    runs: dict[tuple[str, str, int], dict[str, float]] = {}
-    for r in results:
-        runs[(r.task, r.params.get("pe", "?"), int(r.params.get("seed", 0)))] = r.metrics
-    rows = []
-    tasks = list(dict.fromkeys(t for t, _, _ in runs))
-    for task in tasks:
-        seeds = sorted(s for t, a, s in runs if t == task and a == arm and (task, baseline, s) in runs)
-        if not seeds:
-            continue
-        metrics = [m for m in runs[(task, arm, seeds[0])] if not m.startswith("reference_")]
-        for metric in metrics:
-            d = np.array([runs[(task, arm, s)][metric] - runs[(task, baseline, s)].get(metric, np.nan) for s in seeds])
-            d = d[np.isfinite(d)]
-            if d.size == 0:
-                continue
-            mean, sd = _mean_sd(list(d))
-            row = {"task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd,
-                   "higher_is_better": higher_is_better(metric)}
-            rows.append(_at_level(row, level))
-    return rows
-
-
-def _at_level(row: dict[str, Any], level: float) -> dict[str, Any]:
-    """``row`` (``n``, ``mean``, ``sd``, ``higher_is_better``) with its t-interval at ``level``
-    (``ci_low``, ``ci_high``; ``None`` for n = 1) and the ``verdict`` it gives."""
-    from scipy import stats
-
-    lo = hi = None
-    verdict = "unclear"
-    n, mean, sd = row["n"], row["mean"], row["sd"]
-    if n > 1 and sd is not None:
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
-        lo, hi = mean - half, mean + half
-        if lo > 0 or hi < 0:
-            verdict = ("better" if (lo > 0) == row["higher_is_better"] else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
-    return {**row, "ci_low": lo, "ci_high": hi, "verdict": verdict}
 
 
 def _is_primary(row: dict[str, Any]) -> bool:
@@ -319,6 +258,7 @@ def build_report(
             "d": int(enc.d),
             "geometry": enc.geometry,
             "scale": float(enc.scale),
+            "frequencies": None if enc.frequencies is None else [float(enc.frequencies[0]), float(enc.frequencies[-1])],
             "max_norm_e": float(norms.max()),
             "max_abs_angle": float(np.abs(np.asarray(enc.angles)).max()),
             "zero_angle_share": float((np.abs(np.asarray(enc.angles)).max(axis=1) < 1e-8).mean()),
@@ -366,6 +306,7 @@ def _comparison(train: Any) -> dict[str, Any]:
         "arm": arm,
         "baseline": base,
         "differences": diffs,
+        "arms": arm_differences(train.results, base),
         "verdict": verdict_sentence(prim, arm, base),
         "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
     }
@@ -400,7 +341,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += [
         "",
         "## Embedding (Steps II–III)",
-        f"- d = {e['d']}, geometry {e['geometry']}, angle scale c = {e['scale']:.4f} rad",
+        f"- d = {e['d']}, geometry {e['geometry']}, angle scale c = {e['scale']:.4f} rad"
+        + ("" if not e.get("frequencies") else
+           f", per-pair frequencies ω geometric from {e['frequencies'][0]:.3g} to {e['frequencies'][1]:.3g} (φ_i = c·ω_i·e_i)"),
         f"- max ‖e‖ = {e['max_norm_e']:.4f}; Spearman(‖e‖, −PageRank) = {e['spearman_norm_vs_neg_pagerank']:.3f}"
         " over features off the origin (positive: causally general features sit nearer the origin; nan: no "
         "variation, e.g. a graph without edges)",
@@ -444,6 +387,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 for r in comp["differences"]
             ],
         )
+        lines += arm_lines(comp)
         if comp.get("references"):
             lines += ["", "Classical references on the same splits (mean over seeds): " + "; ".join(
                 f"{t}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for t, ms in comp["references"].items()) + "."]

@@ -12,6 +12,8 @@ def report_figures(
     progress: bool = False,
 ) -> dict[str, Any]:
     """The report's figures by file name: ``cape_vs_default.png`` (:func:`plot_differences`),
+    ``forest.png`` (every arm against the baseline, :func:`cape_pipeline.pl.forest.forest_plot`,
+    when more than one arm was compared with it),
     ``curves_<task>.png`` (training and validation loss per epoch, first seed of each arm),
     ``confusion_<task>_<arm>.png`` (row-normalized, test cells) and, with ``umap``,
     ``umap_<arm>.png`` (scanpy UMAP of the clustering embeddings colored by label).
@@ -38,6 +40,11 @@ def report_figures(
     fig = plot_differences(train, comparison, primary)
     if fig is not None:
         figs["cape_vs_default.png"] = fig
+    if len({r["arm"] for r in comparison.get("arms") or []}) > 1:  # more than the lead arm: a forest plot
+        from cape_pipeline.pl.forest import forest_plot
+
+        figs["forest.png"] = forest_plot(comparison["arms"], title="Every arm against "
+                                         f"{comparison['baseline']}: paired differences")
     first: dict[tuple[str, str], Any] = {}
     for r in train.results:
         first.setdefault((r.task, r.params.get("pe", "?")), r)

@@ -173,6 +173,8 @@ def encode(
     encodings: Any = None,
     *,
     scale: float | None = None,
+    frequencies: str = "single",
+    frequency_range: float = 100.0,
     missing: str = "error",
     key_added: str = _keys.ANGLES,
     copy: bool = False,
@@ -191,6 +193,10 @@ def encode(
         c in φ = c·e (radians per unit of Poincaré coordinate); used when ``encodings`` is None.
         ``None`` = :data:`cape_pipeline.encodings.DEFAULT_SCALE` (π/4, the default of
         :class:`~cape_pipeline.encodings.EncodeConfig`).
+    frequencies, frequency_range
+        The angle map when ``encodings`` is None: ``"single"`` (the paper's φ = c·e) or
+        ``"geometric"`` (φ_i = c·ω_i·e_i, ω_i = ``frequency_range`` ^ (i/(d−1))); see
+        :class:`~cape_pipeline.encodings.EncodeConfig`.
     missing
         With ``encodings``: ``"error"`` raises on features of ``adata`` that the encodings lack,
         ``"zero"`` gives them angle 0 (no rotation).
@@ -221,16 +227,22 @@ def encode(
                 "or pass encodings= (a CapeEncodings or an encodings directory)"
             )
         from cape_pipeline.encodings import EncodeConfig
+        from cape_pipeline.encodings.config import pair_frequencies
 
-        scale = EncodeConfig.from_options(**({} if scale is None else {"scale": scale})).scale
-        angles = scale * np.asarray(adata.varm[_keys.POINCARE], dtype=np.float64)
-        info: dict[str, Any] = {"scale": scale, "source": f"varm['{_keys.POINCARE}']"}
+        cfg = EncodeConfig.from_options(**({} if scale is None else {"scale": scale}), frequencies=frequencies,
+                                        frequency_range=frequency_range)
+        e = np.asarray(adata.varm[_keys.POINCARE], dtype=np.float64)
+        freq = pair_frequencies(e.shape[1], cfg)
+        angles = cfg.scale * e if freq is None else cfg.scale * freq * e
+        info: dict[str, Any] = {"scale": cfg.scale, "source": f"varm['{_keys.POINCARE}']",
+                                "frequencies": None if freq is None else freq.tolist()}
     else:
         from cape_pipeline.encodings import load_encodings
 
         enc = load_encodings(encodings) if isinstance(encodings, (str, os.PathLike)) else encodings
         angles = np.asarray(enc.align(adata.var_names, missing=missing), dtype=np.float64)
-        info = {"scale": float(enc.scale), "source": str(encodings) if isinstance(encodings, (str, os.PathLike)) else "CapeEncodings", "missing": missing}
+        info = {"scale": float(enc.scale), "source": str(encodings) if isinstance(encodings, (str, os.PathLike)) else "CapeEncodings", "missing": missing,
+                "frequencies": None if enc.frequencies is None else enc.frequencies.tolist()}
     adata.varm[key_added] = angles
     _uns(adata)["encode"] = _plain({**info, "d": int(angles.shape[1]), "key_added": key_added})
     return adata if copy else None

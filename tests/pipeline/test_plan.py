@@ -164,3 +164,11 @@ def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
     }
     text = "\n".join(run_lines(doc))
     assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text
+
+
+def test_discover_estimate_fixed_part_then_linear_in_cells():
+    from cape_pipeline.pipeline.plan import discover_estimate
+
+    assert discover_estimate(3000, 2000) == pytest.approx(225.0)  # measured 224 s
+    assert discover_estimate(50_000, 2000) == pytest.approx(1000.0)  # measured 1,050-1,095 s beside other jobs
+    assert discover_estimate(100_000, 2000) == pytest.approx(2 * discover_estimate(50_000, 2000))

@@ -108,6 +108,8 @@ def _encode_summary(out: EncodeOutput) -> dict[str, Any]:
     enc = out.encodings
     norms = np.linalg.norm(np.asarray(enc.poincare), axis=1)
     summary = {"d": int(enc.d), "scale": round(float(enc.scale), 6), "max_norm_e": round(float(norms.max()), 4)}
+    if enc.frequencies is not None:
+        summary["frequencies"] = f"geometric {enc.frequencies[0]:.3g}…{enc.frequencies[-1]:.3g}"
     spread = (out.provenance or {}).get("angle_spread") or {}
     if spread.get("max") is not None:
         summary["max_abs_angle"] = round(float(spread["max"]), 4)

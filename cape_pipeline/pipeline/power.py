@@ -1,0 +1,243 @@
+"""How much a paired seed comparison can see: minimum detectable effects, seeds needed, and the
+paired difference of every trained arm against the baseline (issue 31, "give the answer
+enough power").
+
+The main job compares arms on the same seeds: a seed fixes the data split and the model's
+initialization, so ``arm − baseline`` per seed removes the split's variance
+(:func:`paired_differences`). For n paired seeds with
+difference sd s, a two-sided paired t-test at level 1 − α detects an effect δ with
+probability ``power`` when
+
+    δ ≥ (t_{1−α/2, n−1} + t_{power, n−1}) · s / √n            (the minimum detectable effect)
+
+(the usual normal-approximation formula with t quantiles for small n; Cohen 1988, Ch. 2;
+Lehr 1992, Stat. Med. 11:1099). :func:`seeds_needed` inverts it for n. Both use the *measured*
+sd of the paired differences, so they are only as good as that estimate (with 3 seeds it is
+rough: report n beside them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from cape_pipeline.errors import CapeConfigError
+
+__all__ = [
+    "minimum_detectable_effect",
+    "seeds_needed",
+    "paired_differences",
+    "arm_differences",
+    "power_table",
+    "higher_is_better",
+    "POWER",
+    "LOWER_IS_BETTER",
+    "NEGLIGIBLE",
+]
+
+POWER = 0.8
+"""Default power of :func:`minimum_detectable_effect` and :func:`seeds_needed`."""
+
+
+def _check(level: float, power: float) -> None:
+    if not (0 < level < 1 and 0 < power < 1):
+        raise CapeConfigError(f"level and power: expected numbers in (0, 1), got {level!r} and {power!r}")
+
+
+def minimum_detectable_effect(sd: float | None, n: int, *, level: float = 0.95, power: float = POWER) -> float | None:
+    """The smallest true paired difference that ``n`` seeds detect with probability ``power``.
+
+    Parameters
+    ----------
+    sd
+        Standard deviation of the per-seed paired differences (metric units), ≥ 0, or ``None``.
+    n
+        Number of paired seeds.
+    level, power
+        Confidence level 1 − α of the two-sided test and the power, both in (0, 1).
+
+    Returns
+    -------
+    float or None
+        ``(t_{1−α/2, n−1} + t_{power, n−1}) · sd / √n`` in the metric's units; ``None`` when
+        ``n < 2`` or ``sd`` is ``None`` / not finite.
+
+    Raises
+    ------
+    CapeConfigError
+        If ``level`` or ``power`` is outside (0, 1).
+    """
+    _check(level, power)
+    if n < 2 or sd is None or not math.isfinite(sd):
+        return None
+    from scipy import stats
+
+    t = float(stats.t.ppf(0.5 + level / 2, n - 1)) + float(stats.t.ppf(power, n - 1))
+    return t * float(sd) / math.sqrt(n)
+
+
+def seeds_needed(sd: float | None, effect: float, *, level: float = 0.95, power: float = POWER, max_n: int = 10_000) -> int | None:
+    """The fewest paired seeds whose :func:`minimum_detectable_effect` is at most ``effect``.
+
+    Parameters
+    ----------
+    sd
+        Standard deviation of the per-seed paired differences, ≥ 0.
+    effect
+        The difference to detect (metric units), > 0.
+    level, power
+        As in :func:`minimum_detectable_effect`.
+    max_n
+        Give up above this many seeds (returns ``None``).
+
+    Returns
+    -------
+    int or None
+        n ≥ 2; 2 when ``sd`` is 0; ``None`` when ``sd`` is ``None`` / not finite or more than
+        ``max_n`` seeds would be needed.
+
+    Raises
+    ------
+    CapeConfigError
+        If ``effect`` ≤ 0, or ``level`` / ``power`` is outside (0, 1).
+    """
+    _check(level, power)
+    if not effect > 0:
+        raise CapeConfigError(f"effect: expected a number > 0, got {effect!r}")
+    if sd is None or not math.isfinite(sd):
+        return None
+    if sd == 0:
+        return 2
+    n = max(2, math.ceil(((1.96 + 0.84) * sd / effect) ** 2))  # normal approximation, then walk up
+    n = max(2, n - 2)
+    while n <= max_n:
+        mde = minimum_detectable_effect(sd, n, level=level, power=power)
+        if mde is not None and mde <= effect:
+            return n
+        n += 1
+    return None
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample sd (``None`` for a single value: one seed gives no spread)."""
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), (float(arr.std(ddof=1)) if arr.size > 1 else None)
+
+
+LOWER_IS_BETTER = ("mse", "medae", "mae")
+"""Metric-name prefixes where smaller is better (everything else: larger is better)."""
+
+NEGLIGIBLE = 1e-3
+"""Mean paired differences smaller than this (in the metric's units) read as ``negligible``
+even when their interval excludes 0: with near-identical arms the spread can be ~0."""
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of a task metric (``mse*``, ``medae``, ``mae``: lower is better)."""
+    return not metric.startswith(LOWER_IS_BETTER)
+
+
+def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
+    """Paired differences ``arm − baseline`` per task and metric, over the seeds both ran.
+
+    Runs of the two arms with the same (task, seed) share the data split, so the difference
+    per seed removes the split's variance. The interval is the t-interval of the mean
+    difference, ``mean ± t_{(1+level)/2, n−1} · sd / √n``; ``None`` for n = 1.
+
+    Returns
+    -------
+    list of dict
+        ``{task, metric, n, mean, sd, ci_low, ci_high, higher_is_better, verdict}``; ``verdict``
+        is ``better`` / ``worse`` when the interval excludes 0 (in the metric's direction for
+        ``arm``), ``negligible`` when it does but ``|mean| <`` :data:`NEGLIGIBLE`, else
+        ``unclear``.
+    """
+    runs: dict[tuple[str, str, int], dict[str, float]] = {}
+    for r in results:
+        runs[(r.task, r.params.get("pe", "?"), int(r.params.get("seed", 0)))] = r.metrics
+    rows = []
+    tasks = list(dict.fromkeys(t for t, _, _ in runs))
+    for task in tasks:
+        seeds = sorted(s for t, a, s in runs if t == task and a == arm and (task, baseline, s) in runs)
+        if not seeds:
+            continue
+        metrics = [m for m in runs[(task, arm, seeds[0])] if not m.startswith("reference_")]
+        for metric in metrics:
+            d = np.array([runs[(task, arm, s)][metric] - runs[(task, baseline, s)].get(metric, np.nan) for s in seeds])
+            d = d[np.isfinite(d)]
+            if d.size == 0:
+                continue
+            mean, sd = _mean_sd(list(d))
+            row = {"task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd,
+                   "higher_is_better": higher_is_better(metric)}
+            rows.append(_at_level(row, level))
+    return rows
+
+
+def _at_level(row: dict[str, Any], level: float) -> dict[str, Any]:
+    """``row`` (``n``, ``mean``, ``sd``, ``higher_is_better``) with its t-interval at ``level``
+    (``ci_low``, ``ci_high``; ``None`` for n = 1) and the ``verdict`` it gives."""
+    from scipy import stats
+
+    lo = hi = None
+    verdict = "unclear"
+    n, mean, sd = row["n"], row["mean"], row["sd"]
+    if n > 1 and sd is not None:
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
+        lo, hi = mean - half, mean + half
+        if lo > 0 or hi < 0:
+            verdict = ("better" if (lo > 0) == row["higher_is_better"] else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
+    return {**row, "ci_low": lo, "ci_high": hi, "verdict": verdict}
+
+
+def arm_differences(results: list[Any], baseline: str = "default", level: float = 0.95,
+                    power: float = POWER) -> list[dict[str, Any]]:
+    """Paired ``arm − baseline`` differences of every arm a run trained, with their minimum
+    detectable effect: the rows of the report's forest plot.
+
+    Parameters
+    ----------
+    results
+        Task results (``.task``, ``.params["pe"]``, ``.params["seed"]``, ``.metrics``) of the
+        train stage; an arm is the ``pe`` value (``cape``, ``cape-learned-scale``,
+        ``none/no-id`` …).
+    baseline
+        The arm every other arm is compared with.
+    level, power
+        Interval level and the power of the minimum detectable effect.
+
+    Returns
+    -------
+    list of dict
+        One row per (arm, task, metric): the fields of
+        :func:`~cape_pipeline.pipeline.report.paired_differences` plus ``arm``, ``baseline``
+        and ``mde`` (``None`` below 2 seeds). Arms in first-seen order; empty when the
+        baseline was not trained.
+    """
+    arms = list(dict.fromkeys(str(r.params.get("pe", "?")) for r in results))
+    if baseline not in arms:
+        return []
+    rows = []
+    for arm in arms:
+        if arm == baseline:
+            continue
+        for row in paired_differences(results, arm, baseline, level):
+            rows.append({"arm": arm, "baseline": baseline, **row,
+                         "mde": minimum_detectable_effect(row["sd"], row["n"], level=level, power=power)})
+    return rows
+
+
+def power_table(rows: list[dict[str, Any]], targets: dict[str, float]) -> list[dict[str, Any]]:
+    """For each row whose metric has a target effect, the seeds needed to detect it.
+
+    ``targets`` maps a metric name (``accuracy``, ``ari`` …) to the effect to detect. Returns the
+    rows (``arm``, ``task``, ``metric``, ``n``, ``sd``, ``mde``) with ``target`` and
+    ``seeds_needed`` added (``None`` where the sd is unknown)."""
+    out = []
+    for r in rows:
+        if r["metric"] in targets:
+            eff = float(targets[r["metric"]])
+            out.append({**{k: r.get(k) for k in ("arm", "task", "metric", "n", "sd", "mde")}, "target": eff,
+                        "seeds_needed": seeds_needed(r["sd"], eff) if r.get("sd") is not None else None})
+    return out

@@ -1,0 +1,90 @@
+"""Power of the paired seed comparison (issue 31): minimum detectable effect, seeds needed, and
+every trained arm against the baseline in the report and its forest plot."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.pipeline.power import (
+    arm_differences,
+    minimum_detectable_effect,
+    power_table,
+    seeds_needed,
+)
+from cape_pipeline.tasks import TaskResult
+
+
+def test_mde_matches_the_t_formula_and_shrinks_with_seeds():
+    from scipy import stats
+
+    sd, n = 0.04, 10
+    want = (stats.t.ppf(0.975, 9) + stats.t.ppf(0.8, 9)) * sd / math.sqrt(n)
+    assert minimum_detectable_effect(sd, n) == pytest.approx(want)
+    assert minimum_detectable_effect(sd, 30) < minimum_detectable_effect(sd, 10) < minimum_detectable_effect(sd, 3)
+    assert minimum_detectable_effect(sd, 1) is None and minimum_detectable_effect(None, 5) is None
+    with pytest.raises(CapeConfigError, match="power"):
+        minimum_detectable_effect(sd, 5, power=1.5)
+
+
+def test_seeds_needed_is_the_smallest_n_that_reaches_the_effect():
+    sd, eff = 0.04, 0.02
+    n = seeds_needed(sd, eff)
+    assert minimum_detectable_effect(sd, n) <= eff < minimum_detectable_effect(sd, n - 1)
+    assert 30 < n < 40  # ≈ ((1.96 + 0.84) · 2)² = 31.4, a little more with t quantiles
+    assert seeds_needed(0.0, eff) == 2 and seeds_needed(None, eff) is None
+    assert seeds_needed(10.0, 0.001, max_n=100) is None
+    with pytest.raises(CapeConfigError, match="effect"):
+        seeds_needed(sd, 0.0)
+
+
+def _results() -> list[TaskResult]:
+    rng = np.random.default_rng(0)
+    out = []
+    for seed in range(6):
+        base = 0.7 + 0.05 * rng.normal()
+        for pe, shift in (("default", 0.0), ("cape", 0.01), ("cape-learned-scale", 0.05), ("none/no-id", -0.1)):
+            out.append(TaskResult("annotation", {"accuracy": base + shift + 0.005 * rng.normal(),
+                                                 "reference_accuracy": 0.8}, params={"pe": pe, "seed": seed}))
+    return out
+
+
+def test_every_arm_against_the_baseline_with_its_mde():
+    rows = arm_differences(_results())
+    assert [r["arm"] for r in rows] == ["cape", "cape-learned-scale", "none/no-id"]
+    by = {r["arm"]: r for r in rows}
+    assert by["cape-learned-scale"]["verdict"] == "better" and by["none/no-id"]["verdict"] == "worse"
+    assert by["cape"]["mean"] == pytest.approx(0.01, abs=0.01)
+    for r in rows:
+        assert r["baseline"] == "default" and r["n"] == 6
+        assert r["mde"] == pytest.approx(minimum_detectable_effect(r["sd"], 6))
+    assert arm_differences(_results(), baseline="absent") == []
+    (p,) = [r for r in power_table(rows, {"accuracy": 0.02}) if r["arm"] == "cape"]
+    assert p["seeds_needed"] == seeds_needed(by["cape"]["sd"], 0.02)
+
+
+def test_report_lists_every_arm_and_draws_the_forest():
+    import matplotlib.pyplot as plt
+
+    from cape_pipeline.pipeline._report_sections import arm_lines
+    from cape_pipeline.pipeline.report import _comparison
+    from cape_pipeline.pl.forest import forest_plot
+
+    res = _results()
+    train = SimpleNamespace(results=res, pes=["cape", "default", "cape-learned-scale", "none/no-id"])
+    comp = _comparison(train)
+    assert comp["arm"] == "cape" and {r["arm"] for r in comp["arms"]} == {"cape", "cape-learned-scale", "none/no-id"}
+    lines = arm_lines(comp)
+    assert any(ln.startswith("| cape-learned-scale | annotation | accuracy |") and "| better |" in ln for ln in lines)
+    fig = forest_plot(comp["arms"])
+    ax = fig.axes[0]
+    assert len(ax.get_yticklabels()) == 3 and "cape-learned-scale" in ax.get_yticklabels()[1].get_text() + \
+        "".join(t.get_text() for t in ax.get_yticklabels())
+    plt.close(fig)
+    assert forest_plot([]) is None
+    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], pes=["cape", "default"])
+    assert arm_lines(_comparison(one)) == []
