@@ -42,6 +42,11 @@ COST_HEADER = (
 )
 
 
+def load_cell(r: dict) -> str:
+    """The load average before a run, marked when the record notes that the run was not quiet."""
+    return f"{r['load_before'][0]:.2f}" + (" (not quiet during the run: other jobs of mine)" if r.get("note") else "")
+
+
 def cost_table(recs: list[dict]) -> str:
     """README's cost table ("What it costs on your data"), rendered from ``scale.jsonl`` alone.
 
@@ -63,7 +68,7 @@ def cost_table(recs: list[dict]) -> str:
         rows.append(
             f"| {name} | {r['cells']:,} × {r['genes']:,} | {fmt_s(st.get('discover', {}).get('seconds'))} | "
             f"{fmt_s(st.get('train', {}).get('seconds'))}{f' ({runs} runs)' if runs else ''} | "
-            f"**{fmt_s(r['total_seconds'])}** | {r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {r['load_before'][0]:.2f} |"
+            f"**{fmt_s(r['total_seconds'])}** | {r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {load_cell(r)} |"
         )
     return "\n".join(rows)
 
@@ -104,7 +109,7 @@ def main() -> None:
             + f" | **{fmt_s(r['total_seconds'])}** | {r['peak_rss_mb'] / 1024:.2f} GB | {d.get('n_edges')} | "
             + (f"{100 * iso:.0f} %" if iso is not None else "–")
             + f" | {p.get('tokens_median', '–')} | {'yes' if p.get('pretrain_subsampled') else 'no'} | "
-            + f"{r['load_before'][0]:.2f} |"
+            + f"{load_cell(r)} |"
         )
     sims = [r for r in recs if r["data"].startswith("sim")]
     if len(sims) >= 2:

@@ -69,7 +69,7 @@ def _positions() -> FeaturePositions:
     return FeaturePositions(angles=np.pi / 4 * e, hyperboloid=hyp, parent=parent, parent_weight=rng.uniform(0.1, 1, M))
 
 
-@pytest.mark.parametrize("pe", ["cape", "static-absolute", "default", "ape-tree", "cape@riemann"])
+@pytest.mark.parametrize("pe", ["cape", "cape-learned-scale", "static-absolute", "default", "ape-tree", "cape@riemann"])
 def test_save_load_gives_identical_predictions(cells, tmp_path, pe):
     pe, _, attention = pe.partition("@")
     angles = _positions()
