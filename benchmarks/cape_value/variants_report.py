@@ -106,7 +106,7 @@ def main() -> None:
         from cape_pipeline.pl.forest import forest_plot
 
         fig = forest_plot(rows, title="pbmc68k_reduced: angle variants against default (paired seeds)")
-        fig.savefig(HERE / "forest.png", dpi=130)
+        fig.savefig(HERE / "forest.png", dpi=130, bbox_inches="tight")
         res = HERE / "RESULTS.md"
         body = res.read_text()
         block = f"<!-- variants: begin -->\n{text}\n<!-- variants: end -->"

@@ -49,8 +49,8 @@ def forest_plot(rows: list[dict[str, Any]], *, title: str = "Paired differences 
               f"(n={r['n']})" for r in rows]
     ax.set_yticks(range(len(rows)), labels[::-1], fontsize=7)
     base = rows[0].get("baseline", "baseline")
-    ax.set_xlabel(f"arm − {base} (diamond: mean over paired seeds; bar: 95 % CI; grey: ± minimum detectable effect, "
-                  "power 0.8)", fontsize=8)
+    ax.set_xlabel(f"arm − {base}\ndiamond: mean over paired seeds; bar: 95 % CI; grey: ± minimum detectable "
+                  "effect (power 0.8)", fontsize=8)
     ax.set_title(title, fontsize=10)
     handles = [plt.Line2D([], [], color=plt.cm.tab10(k % 10), marker="D", lw=2, label=a) for k, a in enumerate(arms)]
     ax.legend(handles=handles, fontsize=7, loc="lower right", title="arm", title_fontsize=7)
