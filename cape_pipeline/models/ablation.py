@@ -9,7 +9,7 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError
 
-__all__ = ["angle_ablation"]
+__all__ = ["angle_ablation", "angle_use"]
 
 
 @torch.no_grad()
@@ -81,3 +81,15 @@ def angle_ablation(
         else:
             out["prediction_change"] = float((a - b).abs().mean() * float(model.target_sd or 1.0))
     return out
+
+
+def angle_use(model: Any, adata: Any, max_cells: int = 2000) -> dict[str, float] | None:
+    """:func:`angle_ablation` of ``model`` on at most ``max_cells`` cells of ``adata`` (a
+    subsample seeded with 0, so it costs two forward passes of ≤ 2,000 cells), rounded to 6
+    digits; ``None`` when the model's PE has no angle table. The main job runs it on the first
+    seed's annotation model of every arm, and the report prints it (issue 31)."""
+    if not isinstance(getattr(getattr(model.backbone, "pe", None), "angles", None), torch.Tensor):
+        return None
+    n = adata.n_obs
+    rows = np.sort(np.random.default_rng(0).choice(n, max_cells, replace=False)) if n > max_cells else slice(None)
+    return {k: round(float(v), 6) for k, v in angle_ablation(model, adata[rows]).items()}

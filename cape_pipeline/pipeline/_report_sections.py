@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["arm_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
+__all__ = ["angle_use_lines", "arm_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
 
 ZERO_ANGLE_WARN = 0.9
 """Share of features at angle 0 above which the report says the comparison cannot be informative."""
@@ -222,3 +222,19 @@ def arm_lines(comp: dict[str, Any]) -> list[str]:
         mde = "–" if r.get("mde") is None else f"{r['mde']:.4f}"
         out.append(f"| {r['arm']} | {r['task']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {mde} | {r['n']} | {r['verdict']} |")
     return out
+
+
+def angle_use_lines(comp: dict[str, Any]) -> list[str]:
+    """Report lines: how much each arm's first annotation model changes when its CAPE angles
+    are zeroed (``comp["angle_use"]``, from :func:`cape_pipeline.models.ablation.angle_use`).
+    A model that barely changes barely uses its angles, whatever the paired difference says."""
+    use = comp.get("angle_use") or {}
+    if not use:
+        return []
+    parts = [f"`{arm}`: embeddings {100 * u['embedding_change']:.1f} %, labels {100 * u['prediction_change']:.2f} % "
+             f"(median |φ| {u['angle_abs_median']:.3f} rad)" for arm, u in use.items()]
+    low = [arm for arm, u in use.items() if u["prediction_change"] < 0.01]
+    note = (f" Below 1 % of labels ({', '.join(low)}): the model barely uses its angles, so its comparison with "
+            "`default` says little about CAPE." if low else "")
+    return ["", "How much the first seed's annotation model uses its angles (every angle set to 0, up to 2,000 "
+            "cells; share of cells whose predicted label changes): " + "; ".join(parts) + "." + note]

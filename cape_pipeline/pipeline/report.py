@@ -19,6 +19,7 @@ from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline._version import __version__
 from cape_pipeline.pipeline._report_sections import (
     ZERO_ANGLE_WARN,
+    angle_use_lines,
     arm_lines,
     dag_lines,
     embedding_lines,
@@ -307,6 +308,8 @@ def _comparison(train: Any) -> dict[str, Any]:
         "baseline": base,
         "differences": diffs,
         "arms": arm_differences(train.results, base),
+        "angle_use": {str(r.params.get("pe")): r.params["angle_ablation"] for r in train.results
+                      if r.task == "annotation" and r.params.get("angle_ablation")},
         "verdict": verdict_sentence(prim, arm, base),
         "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
     }
@@ -387,7 +390,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 for r in comp["differences"]
             ],
         )
-        lines += arm_lines(comp)
+        lines += arm_lines(comp) + angle_use_lines(comp)
         if comp.get("references"):
             lines += ["", "Classical references on the same splits (mean over seeds): " + "; ".join(
                 f"{t}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for t, ms in comp["references"].items()) + "."]

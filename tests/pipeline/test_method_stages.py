@@ -107,6 +107,12 @@ def test_train_and_evaluate_report(tmp_path):
     assert {d["task"] for d in comp["differences"]} == {"annotation", "clustering"}
     assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
     assert (out / "figures" / "cape_vs_default.png").is_file()
+    # every arm against default with its MDE, as a table and a forest plot; how much the cape
+    # model uses its angles (issue 31)
+    assert {a["arm"] for a in comp["arms"]} == {"cape", "none/no-id"} and all("mde" in a for a in comp["arms"])
+    assert (out / "figures" / "forest.png").is_file()
+    use = comp["angle_use"]["cape"]
+    assert 0 <= use["prediction_change"] <= 1 and use["embedding_change"] >= 0 and "default" not in comp["angle_use"]
     # the fitted annotation models are exported and load back
     from cape_pipeline.models import load
 
@@ -118,6 +124,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert set(rep["timings_s"]) >= {"ingest", "preprocess", "discover", "embed", "encode", "train"}
     md = (out / "report.md").read_text()
     assert "| annotation | cape | accuracy |" in md and comp["verdict"] in md
+    assert "| none/no-id | annotation | accuracy |" in md and "annotation model uses its angles" in md
     # what the run did (issue 28): sizes, edges, tokens per cell, width, subsampling, time
     plan = rep["training"]["plan"]
     assert plan["runs"] == 6 and plan["d_model"] == 8 and plan["n_obs"] == r.output("preprocess").n_obs

@@ -88,3 +88,18 @@ def test_report_lists_every_arm_and_draws_the_forest():
     assert forest_plot([]) is None
     one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], pes=["cape", "default"])
     assert arm_lines(_comparison(one)) == []
+
+
+def test_report_line_on_how_much_the_models_use_their_angles():
+    from cape_pipeline.pipeline._report_sections import angle_use_lines
+    from cape_pipeline.pipeline.report import _comparison
+
+    res = _results()
+    abl = {"embedding_change": 0.03, "prediction_change": 0.004, "probability_change": 0.01,
+           "angle_abs_median": 0.07, "angle_abs_max": 0.4, "zero_angle_share": 0.0}
+    res[1].params["angle_ablation"] = abl  # the cape run of seed 0
+    comp = _comparison(SimpleNamespace(results=res, pes=["cape", "default"]))
+    assert comp["angle_use"] == {"cape": abl}
+    (line,) = [ln for ln in angle_use_lines(comp) if ln]
+    assert "`cape`: embeddings 3.0 %, labels 0.40 %" in line and "barely uses its angles" in line
+    assert angle_use_lines({"angle_use": {}}) == []

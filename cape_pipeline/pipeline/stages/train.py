@@ -300,6 +300,8 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=init is None, x=x_all)
     for line in plan_lines(plan):
         plan_log.info(line)
+    from cape_pipeline.models.ablation import angle_use
+
     results = []
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "run", label=lambda j: f"{j[1]} seed {j[0]}"):
@@ -329,6 +331,8 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                 pretrained=shared if task in ("annotation", "clustering") else None,
             )
             res.params.update({"task": task, "pe": arm, "identity": identity, "seed": seed})
+            if seed == cfg.seed and task == "annotation" and res.model is not None:
+                res.params["angle_ablation"] = angle_use(res.model, adata)  # the report's line
             if not cfg.save_models:
                 res.model = None
             elif res.model is not None:
