@@ -25,6 +25,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 TARGETS = {"accuracy": 0.02, "macro_f1": 0.02, "ari": 0.03, "nmi": 0.03}
 METRICS = {"annotation": ("accuracy", "macro_f1"), "clustering": ("ari", "nmi")}
+READING = {"better": "helps", "worse": "hurts"}  # the paired_differences verdict in the words
 
 
 def load() -> dict[str, dict]:
@@ -46,15 +47,11 @@ def rows_of(recs: dict[str, dict]) -> list[dict]:
         results = [SimpleNamespace(task=r["task"], metrics=r["metrics"], params={"pe": r["arm"], "seed": r["seed"]})
                    for r in rec["runs"]]
         for row in arm_differences(results, "default"):
-            if row["metric"] not in METRICS.get(row["task"], ()) or row["arm"] == "default":
+            if row["metric"] not in METRICS.get(row["task"], ()):
                 continue
             row["arm"] = f"{name}: {row['arm']}"
             row["seeds_needed"] = seeds_needed(row["sd"], TARGETS[row["metric"]]) if row["sd"] else None
-            lo, hi = row["ci_low"], row["ci_high"]
-            if lo is not None and (lo > 0 or hi < 0):
-                row["reading"] = "helps" if (lo > 0) == row["higher_is_better"] else "hurts"
-            else:
-                row["reading"] = "cannot tell"
+            row["reading"] = READING.get(row["verdict"], "cannot tell")  # negligible / unclear: cannot tell
             out.append(row)
     return out
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings._checks import _validate_arrays, poincare_from_hyperboloid
-from cape_pipeline.encodings.config import DEFAULT_SCALE, EncodeConfig, pair_frequencies
+from cape_pipeline.encodings.config import DEFAULT_SCALE, EncodeConfig, angles_from_poincare
 from cape_pipeline.encodings.export import (
     DAG_FILE,
     ENCODINGS_FILE,
@@ -81,7 +81,6 @@ def encode(
         feature names differ from the embedding's.
     """
     cfg = EncodeConfig.from_options(config, **options)
-    scale = cfg.scale
     try:
         p = np.asarray(embedding.hyperboloid, dtype=np.float64)
         pr = np.asarray(embedding.pagerank, dtype=np.float64)
@@ -100,14 +99,14 @@ def encode(
         if graph.feature_names.astype(str).tolist() != names.astype(str).tolist():
             raise CapeDataError("graph: feature names (or their order) differ from the embedding's")
     e = poincare_from_hyperboloid(p)
-    freq = pair_frequencies(e.shape[1], cfg)
+    angles, freq = angles_from_poincare(e, cfg)
     enc = CapeEncodings(
         feature_names=names,
-        angles=float(scale) * e if freq is None else float(scale) * freq * e,
+        angles=angles,
         poincare=e,
         hyperboloid=p.copy(),
         pagerank=pr.copy(),
-        scale=float(scale),
+        scale=float(cfg.scale),
         frequencies=freq,
         graph=graph,
         params=dict(getattr(embedding, "params", {}) or {}),

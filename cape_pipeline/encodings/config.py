@@ -11,7 +11,7 @@ import numpy as np
 from cape_pipeline._config import FromOptions
 from cape_pipeline.errors import CapeConfigError
 
-__all__ = ["DEFAULT_SCALE", "FREQUENCY_MAPS", "EncodeConfig", "pair_frequencies"]
+__all__ = ["DEFAULT_SCALE", "FREQUENCY_MAPS", "EncodeConfig", "pair_frequencies", "angles_from_poincare"]
 
 #: c of the angle map φ = c·e (Sec. 3.5, below Eq. 25): angles φ = c · e lie in (−π/4, π/4) radians.
 DEFAULT_SCALE = math.pi / 4
@@ -76,3 +76,13 @@ def pair_frequencies(d: int, config: EncodeConfig) -> np.ndarray | None:
     if config.frequencies == "single":
         return None
     return np.asarray(float(config.frequency_range), dtype=np.float64) ** (np.arange(d) / max(d - 1, 1))
+
+
+def angles_from_poincare(e: np.ndarray, config: EncodeConfig) -> tuple[np.ndarray, np.ndarray | None]:
+    """The angle map of ``config`` on Poincaré points ``e`` ``(M, d)``: ``(φ, ω)`` with
+    φ = scale · ω · e ``(M, d)`` float64 radians and ω the :func:`pair_frequencies`
+    (``None``, i.e. φ = scale · e, for the paper's single frequency; Sec. 3.5, below Eq. 25)."""
+    e = np.asarray(e, dtype=np.float64)
+    freq = pair_frequencies(e.shape[1], config)
+    mult = float(config.scale) if freq is None else float(config.scale) * freq
+    return mult * e, freq

@@ -12,6 +12,12 @@ from cape_pipeline.errors import CapeConfigError
 __all__ = ["angle_ablation", "angle_use"]
 
 
+def _angle_table(model: Any) -> torch.Tensor | None:
+    """The ``(M, d)`` angle buffer of ``model``'s PE, or ``None`` when its PE has none."""
+    angles = getattr(getattr(model.backbone, "pe", None), "angles", None)
+    return angles if isinstance(angles, torch.Tensor) else None
+
+
 @torch.no_grad()
 def angle_ablation(
     model: Any, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128
@@ -50,8 +56,8 @@ def angle_ablation(
     """
     from cape_pipeline.models.heads import ClassifierHead, RegressionHead
 
-    angles = getattr(getattr(model.backbone, "pe", None), "angles", None)
-    if not isinstance(angles, torch.Tensor):
+    angles = _angle_table(model)
+    if angles is None:
         raise CapeConfigError(
             f"angle_ablation: the model's PE {getattr(model.backbone.pe, 'name', '?')!r} has no CAPE angles to zero"
         )
@@ -88,7 +94,7 @@ def angle_use(model: Any, adata: Any, max_cells: int = 2000) -> dict[str, float]
     subsample seeded with 0, so it costs two forward passes of ≤ 2,000 cells), rounded to 6
     digits; ``None`` when the model's PE has no angle table. The main job runs it on the first
     seed's annotation model of every arm, and the report prints it (issue 31)."""
-    if not isinstance(getattr(getattr(model.backbone, "pe", None), "angles", None), torch.Tensor):
+    if _angle_table(model) is None:
         return None
     n = adata.n_obs
     rows = np.sort(np.random.default_rng(0).choice(n, max_cells, replace=False)) if n > max_cells else slice(None)

@@ -227,13 +227,11 @@ def encode(
                 "or pass encodings= (a CapeEncodings or an encodings directory)"
             )
         from cape_pipeline.encodings import EncodeConfig
-        from cape_pipeline.encodings.config import pair_frequencies
+        from cape_pipeline.encodings.config import angles_from_poincare
 
         cfg = EncodeConfig.from_options(**({} if scale is None else {"scale": scale}), frequencies=frequencies,
                                         frequency_range=frequency_range)
-        e = np.asarray(adata.varm[_keys.POINCARE], dtype=np.float64)
-        freq = pair_frequencies(e.shape[1], cfg)
-        angles = cfg.scale * e if freq is None else cfg.scale * freq * e
+        angles, freq = angles_from_poincare(adata.varm[_keys.POINCARE], cfg)
         info: dict[str, Any] = {"scale": cfg.scale, "source": f"varm['{_keys.POINCARE}']",
                                 "frequencies": None if freq is None else freq.tolist()}
     else:

@@ -11,14 +11,6 @@ import pytest
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings import CapeEncodings, encode, load_encodings
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
-from cape_pipeline.hyperbolic import embed
-
-
-@pytest.fixture(scope="module")
-def emb():
-    edges = [("a", "b", 1.5), ("a", "c", -0.7), ("b", "d", 2.0), ("c", "d", 0.6), ("d", "e", 1.0)]
-    g = CausalGraph.from_edges(edges, feature_names=["a", "b", "c", "d", "e", "iso"])
-    return embed(g, dim=4, max_epochs=30, tol=0, lr=1e-2, seed=0)
 
 
 def test_encode_angles_are_scaled_poincare(emb):
