@@ -3,14 +3,16 @@
 Usage (from the repository root):
 
     python benchmarks/tasks/run.py [--seeds 0 1 2] [--tasks annotation annotation-louvain clustering perturbation age]
-                                   [--arms default cape none/no-id ...] [--graph KIND] [--d-model D] [--out DIR]
+                                   [--arms default cape none/no-id ...] [--graph KIND] [--d-model D] [--out DIR] [--cache DIR]
 
 An arm is a PE name applied on top of the backbone's feature identity (the default reading), or
 ``NAME/no-id`` with the identity removed (the literal reading of paper 000 Eq. F.109: the PE
 replaces the identity), optionally with ``@ATTENTION`` (``cape@cone-umbral``; default ``dot``). Needs the CAPE angles made by ``benchmarks/tasks/angles.py`` in
-``benchmarks/tasks/cache``; ``--graph KIND`` picks ``angles_<DATASET>_<KIND>_d16.npz`` (default:
+``benchmarks/tasks/cache`` (or ``--cache DIR``); ``--graph KIND`` picks ``angles_<DATASET>_<KIND>_d16.npz`` (default:
 the first of GRAPH_PREFERENCE found). On pbmc68k_reduced the three tasks share one masked-value
-pretraining per (arm, seed). Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows
+pretraining per (arm, seed). ``perturbation-norman`` is the perturbation task at Norman et al.'s
+size (``sim_perturbation_norman``: 200 genes, 105 single and 131 double perturbations) with
+GEARS's unseen-gene split (issue 31 item 3). Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows
 already there); ``summarize.py OUT`` writes the tables.
 """
 
@@ -44,23 +46,24 @@ D_MODEL = 32
 MODEL = {"d_model": D_MODEL, "n_heads": 4, "n_layers": 2}
 BUDGET = {"model": MODEL}  # every other setting: the tasks' defaults (the recipe of TaskConfig)
 TASK_OF = {"annotation": "annotation", "annotation-louvain": "annotation", "clustering": "clustering",
-           "perturbation": "perturbation", "age": "age"}
+           "perturbation": "perturbation", "perturbation-norman": "perturbation", "age": "age"}
 DATASET = {"annotation": "pbmc68k_reduced", "annotation-louvain": "pbmc68k_reduced", "clustering": "pbmc68k_reduced",
-           "perturbation": "sim_perturbation", "age": "sim_methylation_age"}
+           "perturbation": "sim_perturbation", "perturbation-norman": "sim_perturbation_norman", "age": "sim_methylation_age"}
 LABEL = {"annotation": "bulk_labels", "annotation-louvain": "louvain", "clustering": "bulk_labels",
-         "perturbation": "condition", "age": "age"}
+         "perturbation": "condition", "perturbation-norman": "condition", "age": "age"}
+TASK_CONFIG = {"perturbation-norman": {"split": "gears"}}  # on top of BUDGET
 SHARED = ("annotation", "annotation-louvain", "clustering")  # pretrain on all pbmc cells, once per (arm, seed)
 GRAPH_PREFERENCE = ("discover", "true", "correlation")
 ARMS = ["default", "cape", "none/no-id", "cape/no-id", "static-absolute", "trainable-absolute",
         "learned-small-norm", "cape-additive", "cape-input", "trainable-relative", "none"]
 
 
-def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int) -> tuple[FeaturePositions, str]:
+def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int, cache: Path = CACHE) -> tuple[FeaturePositions, str]:
     """CAPE positions for ``dataset`` aligned by name (angles; with them, when the cache file has
     them, the hyperboloid points and the graph's spanning forest for ``riemann`` and ``ape-tree``);
     the first graph kind of ``graphs`` in the cache."""
     for graph in graphs:
-        f = CACHE / f"angles_{dataset}_{graph}_d{d_model // 2}.npz"
+        f = cache / f"angles_{dataset}_{graph}_d{d_model // 2}.npz"
         if f.exists():
             z = np.load(f, allow_pickle=False)
             pos = pd.Index(z["var_names"]).get_indexer(var_names)
@@ -75,7 +78,7 @@ def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_mo
             adj = sp.csr_array((z["edge_weight"], (z["edge_src"], z["edge_dst"])), shape=(m, m))[pos][:, pos]
             parent, weight = spanning_forest(adj)
             return FeaturePositions(angles=z["angles"][pos], hyperboloid=hyp, parent=parent, parent_weight=weight), graph
-    raise SystemExit(f"no CAPE angles for {dataset} ({graphs}) in {CACHE}; run benchmarks/tasks/angles.py first")
+    raise SystemExit(f"no CAPE angles for {dataset} ({graphs}) in {cache}; run benchmarks/tasks/angles.py first")
 
 
 def main() -> None:
@@ -86,6 +89,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results_identity")
     ap.add_argument("--graph", default=None, help="use only this graph kind's angles")
     ap.add_argument("--d-model", type=int, default=D_MODEL, help="model width D (angles with d = D/2 are needed)")
+    ap.add_argument("--cache", type=Path, default=CACHE, help="folder of angles.py's output")
     args = ap.parse_args()
     model = {**MODEL, "d_model": args.d_model}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -105,7 +109,7 @@ def main() -> None:
     datasets = list(dict.fromkeys(DATASET[t] for t in args.tasks))
     for ds in datasets:
         adata = data.setdefault(ds, BENCH_DATA[ds]())
-        angles, graph = load_angles(ds, adata.var_names, graphs, args.d_model)
+        angles, graph = load_angles(ds, adata.var_names, graphs, args.d_model, args.cache)
         tasks = [t for t in args.tasks if DATASET[t] == ds]
         print(f"{ds} {adata.n_obs}x{adata.n_vars}: tasks {tasks}; CAPE angles from the '{graph}' graph "
               f"(max |phi| {np.abs(angles.angles).max():.3f})", flush=True)
@@ -124,7 +128,7 @@ def main() -> None:
                     shared = pretrain(dense_x(adata), backbone="scgpt", cfg=resolve_config(TASK_CONFIGS["annotation"], cfg),
                                       pe=pe, angles=arm_angles, seed=seed)
                 for t in todo:
-                    res = run_task(TASK_OF[t], adata, pe=pe, angles=arm_angles, backbone="scgpt", config=cfg,
+                    res = run_task(TASK_OF[t], adata, pe=pe, angles=arm_angles, backbone="scgpt", config={**cfg, **TASK_CONFIG.get(t, {})},
                                    label_key=LABEL[t], seed=seed, pretrained=shared if t in SHARED else None)
                     row = {"task": t, "dataset": ds, "pe": arm, "identity": identity, "seed": seed, "graph": g, "d_model": args.d_model,
                            "seconds": res.seconds, "cells_per_second": res.cells_per_second,

@@ -4,7 +4,11 @@ Input: a control cell's expression plus a 0/1 flag on the perturbed gene(s) (scG
 perturbation tokens). Output: the post-perturbation expression of every gene,
 ``x_ctrl + Δ(h_token)``. Training pairs each perturbed training cell with a random control
 cell (unpaired, as in GEARS), plus control → control pairs. Test perturbations are *unseen*:
-a seeded split of the conditions; early stopping holds out ``val_fraction`` of the *training*
+``split="conditions"`` (default) holds out a seeded fraction of the single and of the double
+conditions; ``split="gears"`` is GEARS's "simulation" split (Roohani et al. 2023, Methods): a
+seeded 15 % of the perturbed genes are unseen, every condition touching them is test
+(``unseen_single``, ``combo_seen1``, ``combo_seen0``), and 15 % of the doubles whose two genes
+were both seen are test too (``combo_seen2``); early stopping holds out ``val_fraction`` of the *training*
 conditions (at least one) and scores them the way the test conditions are scored. Metric: MSE between the predicted mean profile (averaged
 over control cells) and the true mean of the condition on its top-20 DE genes (largest
 |mean change| vs control), averaged over test conditions, separately for single and double
@@ -40,10 +44,21 @@ from cape_pipeline.tasks._training import (
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
 from cape_pipeline.tasks.simulate import parse_condition
 
-__all__ = ["PerturbationConfig", "predict_perturbation", "split_conditions", "linear_reference", "LINEAR_REFERENCE_MAX_GENES"]
+__all__ = [
+    "PerturbationConfig",
+    "predict_perturbation",
+    "split_conditions",
+    "split_unseen_genes",
+    "linear_reference",
+    "LINEAR_REFERENCE_MAX_GENES",
+    "SPLITS",
+]
 
 LINEAR_REFERENCE_MAX_GENES = 5000
 """Largest M for which the linear reference (an M × M correlation) is computed."""
+
+SPLITS: tuple[str, ...] = ("conditions", "gears")
+"""Test splits of :class:`PerturbationConfig`: unseen conditions, or GEARS's unseen genes."""
 
 
 def linear_reference(
@@ -76,8 +91,17 @@ class PerturbationConfig(TaskConfig):
 
     Attributes
     ----------
+    split
+        ``"conditions"``: ``test_fraction`` of the single and (separately) of the double
+        conditions are test (a test single's gene may still appear in a training double).
+        ``"gears"``: GEARS's simulation split, :func:`split_unseen_genes` (no test single's
+        gene is seen in training); metrics are reported per GEARS subgroup as well.
     test_fraction
-        Fraction of the single and (separately) of the double perturbations held out unseen.
+        ``split="conditions"``: fraction of the single and (separately) of the double
+        perturbations held out unseen.
+    unseen_gene_fraction, combo_seen2_test_fraction
+        ``split="gears"``: fraction of the perturbed genes held out (GEARS: 1 − 0.85), and of
+        the doubles with both genes seen (GEARS: 1 − 0.85).
     n_de
         Number of top DE genes scored (GEARS: 20).
     n_eval_ctrl
@@ -87,7 +111,10 @@ class PerturbationConfig(TaskConfig):
     """
 
     finetune_epochs: int = 30
+    split: str = "conditions"
     test_fraction: float = 0.3
+    unseen_gene_fraction: float = 0.15
+    combo_seen2_test_fraction: float = 0.15
     n_de: int = 20
     n_eval_ctrl: int = 256
     ctrl_pairs_per_epoch: float = 0.2
@@ -95,6 +122,10 @@ class PerturbationConfig(TaskConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_fraction("perturbation.test_fraction", self.test_fraction)
+        check_fraction("perturbation.unseen_gene_fraction", self.unseen_gene_fraction)
+        check_fraction("perturbation.combo_seen2_test_fraction", self.combo_seen2_test_fraction)
+        if self.split not in SPLITS:
+            raise CapeConfigError(f"perturbation.split: expected one of {SPLITS}, got {self.split!r}")
         if self.n_de < 1 or self.n_eval_ctrl < 1 or self.ctrl_pairs_per_epoch < 0:
             raise CapeConfigError("perturbation: n_de >= 1, n_eval_ctrl >= 1 and ctrl_pairs_per_epoch >= 0 required")
 
@@ -113,6 +144,58 @@ def split_conditions(conditions: list[str], kinds: list[str], test_fraction: flo
         n = min(max(1, int(round(test_fraction * len(c)))), len(c) - 1)
         test.update(np.asarray(c)[rng.choice(len(c), size=n, replace=False)].tolist())
     return test
+
+
+def split_unseen_genes(
+    targets: dict[str, list[int]], unseen_gene_fraction: float, combo_seen2_test_fraction: float, seed: int
+) -> dict[str, str]:
+    """GEARS's "simulation" split: hold out genes, not only conditions.
+
+    Source: Roohani et al. 2023 (GEARS), Methods, "simulation" split (train genes 85 %,
+    ``combo_seen2_train_frac`` 85 %); our implementation of that rule. A seeded
+    ``unseen_gene_fraction`` of the perturbed genes (at least one, at most all but one) is
+    unseen. A condition is then ``unseen_single`` (a single on an unseen gene), ``combo_seen0`` /
+    ``combo_seen1`` (a double with 0 / 1 of its genes seen), ``combo_seen2`` (a double whose two
+    genes are seen, drawn with probability ``combo_seen2_test_fraction`` — at least one when there
+    are two or more such doubles) or ``train``.
+
+    Parameters
+    ----------
+    targets
+        condition name → perturbed gene indices (one for a single, two for a double).
+
+    Returns
+    -------
+    dict
+        condition → subgroup, one of ``train``, ``unseen_single``, ``combo_seen0``,
+        ``combo_seen1``, ``combo_seen2``.
+
+    Raises
+    ------
+    CapeDataError
+        Fewer than two perturbed genes (nothing could be held out and still be trained on).
+    """
+    rng = np.random.default_rng(seed)
+    genes = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in targets.values()]))
+    if genes.size < 2:
+        raise CapeDataError(f"perturbation.split='gears': need >= 2 perturbed genes, got {genes.size}")
+    n_unseen = min(max(1, int(round(unseen_gene_fraction * genes.size))), genes.size - 1)
+    unseen = set(rng.choice(genes, size=n_unseen, replace=False).tolist())
+    group: dict[str, str] = {}
+    seen2: list[str] = []
+    for c in sorted(targets):
+        n_seen = sum(g not in unseen for g in targets[c])
+        if len(targets[c]) == 1:
+            group[c] = "train" if n_seen else "unseen_single"
+        elif n_seen < len(targets[c]):
+            group[c] = f"combo_seen{n_seen}"
+        else:
+            group[c] = "train"
+            seen2.append(c)
+    if len(seen2) >= 2:
+        n = min(max(1, int(round(combo_seen2_test_fraction * len(seen2)))), len(seen2) - 1)
+        group.update((c, "combo_seen2") for c in np.asarray(seen2)[rng.choice(len(seen2), size=n, replace=False)].tolist())
+    return group
 
 
 def predict_perturbation(
@@ -143,7 +226,8 @@ def predict_perturbation(
     -------
     TaskResult
         ``metrics``: ``mse_top20`` (all test conditions), ``mse_top20_single``,
-        ``mse_top20_double``, ``pearson_delta`` and the ``reference_ctrl_*`` equivalents;
+        ``mse_top20_double``, ``pearson_delta`` and the ``reference_ctrl_*`` equivalents (with
+        ``split="gears"`` also ``*_combo_seen0/1/2``, for the subgroups that have conditions);
         ``predictions``: one row per test condition.
 
     Raises
@@ -175,8 +259,15 @@ def predict_perturbation(
     if len(uniq) < 2:
         raise CapeDataError(f"perturbation: need >= 2 perturbation conditions, got {len(uniq)}")
     kinds = ["single" if len(targets[c]) == 1 else "double" for c in uniq]
-    test = split_conditions(uniq, kinds, cfg.test_fraction, seed)
+    if cfg.split == "gears":
+        subgroup = split_unseen_genes(targets, cfg.unseen_gene_fraction, cfg.combo_seen2_test_fraction, seed)
+        test = {c for c, g in subgroup.items() if g != "train"}
+    else:
+        test = split_conditions(uniq, kinds, cfg.test_fraction, seed)
+        subgroup = {c: ("train" if c not in test else "unseen_single" if k == "single" else "unseen_double") for c, k in zip(uniq, kinds, strict=True)}
     train_conds = [c for c in uniq if c not in test]
+    if not train_conds:
+        raise CapeDataError(f"perturbation: the {cfg.split!r} split left no training condition; add perturbations or lower the held-out fractions")
     m = adata.n_vars
     flag_table = np.zeros((len(uniq), m), dtype=np.int64)
     cid = {c: i for i, c in enumerate(uniq)}
@@ -252,14 +343,17 @@ def predict_perturbation(
                 dp, dt = pred - ctrl_mean, truth - ctrl_mean
                 r = float(np.corrcoef(dp[de], dt[de])[0, 1]) if dp[de].std() > 0 and dt[de].std() > 0 else np.nan
                 rows.append({
-                    "condition": c, "kind": "single" if len(targets[c]) == 1 else "double",
+                    "condition": c, "kind": "single" if len(targets[c]) == 1 else "double", "subgroup": subgroup[c],
                     "mse_top_de": mse_top_de(pred, truth, de), "reference_ctrl_mse_top_de": mse_top_de(ctrl_mean, truth, de),
                     "reference_linear_mse_top_de": mse_top_de(ctrl_mean + lin[c], truth, de) if lin else np.nan,
                     "pearson_delta_top_de": r, "n_cells": int((cond == c).sum()),
                 })
     df = pd.DataFrame(rows).set_index("condition")
     metrics: dict[str, float] = {}
-    for suffix, sub in (("", df), ("_single", df[df.kind == "single"]), ("_double", df[df.kind == "double"])):
+    groups = [("", df), ("_single", df[df.kind == "single"]), ("_double", df[df.kind == "double"])]
+    if cfg.split == "gears":
+        groups += [(f"_{g}", df[df.subgroup == g]) for g in ("combo_seen0", "combo_seen1", "combo_seen2")]
+    for suffix, sub in groups:
         if len(sub):
             metrics[f"mse_top{cfg.n_de}{suffix}"] = float(sub.mse_top_de.mean())
             metrics[f"pearson_delta{suffix}"] = float(sub.pearson_delta_top_de.mean())

@@ -102,6 +102,48 @@ def test_perturbation_end_to_end():
     assert set(res.predictions.index) == test
 
 
+def test_gears_split_holds_out_genes():
+    """GEARS's simulation split: no gene of an unseen single, seen0 or seen1 double is trained on."""
+    from cape_pipeline.tasks.perturbation import split_unseen_genes
+
+    rng = np.random.default_rng(1)
+    singles = {f"g{i}+ctrl": [i] for i in range(40)}
+    pairs = {f"g{a}+g{b}": [int(a), int(b)] for a, b in {tuple(sorted(rng.choice(40, 2, replace=False))) for _ in range(60)}}
+    targets = {**singles, **pairs}
+    group = split_unseen_genes(targets, 0.15, 0.15, seed=3)
+    assert group == split_unseen_genes(targets, 0.15, 0.15, seed=3)  # seeded
+    assert group != split_unseen_genes(targets, 0.15, 0.15, seed=4)
+    train_genes = {g for c, gr in group.items() if gr == "train" for g in targets[c]}
+    unseen = {targets[c][0] for c, gr in group.items() if gr == "unseen_single"}
+    assert len(unseen) == 6 and not unseen & train_genes  # round(0.15 · 40) genes, never trained on
+    for c, gr in group.items():
+        n_seen = sum(g not in unseen for g in targets[c])
+        if len(targets[c]) == 2:
+            assert gr in ("train", "combo_seen2") if n_seen == 2 else gr == f"combo_seen{n_seen}"
+    n_seen2 = sum(gr == "combo_seen2" for gr in group.values())
+    n_both = sum(gr in ("train", "combo_seen2") for c, gr in group.items() if len(targets[c]) == 2)
+    assert n_seen2 == max(1, round(0.15 * n_both))
+    with pytest.raises(CapeDataError, match="perturbed genes"):
+        split_unseen_genes({"g0+ctrl": [0]}, 0.15, 0.15, seed=0)
+
+
+def test_perturbation_gears_split_end_to_end():
+    adata = simulate_perturbation_data(n_genes=16, n_single=8, n_double=10, n_ctrl=60, cells_per_condition=8, seed=0)
+    cfg = _cfg(n_eval_ctrl=16, split="gears", unseen_gene_fraction=0.25, combo_seen2_test_fraction=0.3)
+    res = run_task("perturbation", adata, pe="default", config=cfg, seed=0)
+    _finite(res)
+    pred = res.predictions
+    assert set(pred.subgroup) <= {"unseen_single", "combo_seen0", "combo_seen1", "combo_seen2"}
+    assert (pred.subgroup == "unseen_single").sum() == 2  # round(0.25 · 8) unseen genes
+    for g in set(pred.subgroup) - {"unseen_single"}:
+        assert res.metrics[f"mse_top20_{g}"] == pytest.approx(pred.mse_top_de[pred.subgroup == g].mean())
+    unseen = {c.split("+")[0] for c in pred.index[pred.subgroup == "unseen_single"]}
+    trained = {g for c in res.params["train_conditions"] for g in c.split("+")}
+    assert not unseen & trained
+    with pytest.raises(CapeConfigError, match="perturbation.split"):
+        run_task("perturbation", adata, pe="default", config=_cfg(split="genes"), seed=0)
+
+
 def test_age_end_to_end_with_missing_values():
     adata = simulate_methylation_age(n_samples=80, n_cpgs=12, seed=0)
     assert np.isnan(adata.X).any()
