@@ -1,6 +1,6 @@
 """Build CAPE angles for the task benchmark via the project's Steps I–III.
 
-Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS|default] [GEOMETRIES]
+Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS|default] [GEOMETRIES] [ENCODINGS]
 
 GRAPH is ``discover`` (Step I, ``cape_pipeline.causal.api.discover``), ``true`` (the simulator's
 known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph) or ``discover005``
@@ -13,10 +13,14 @@ points ``poincare`` (M, D/2) and ``scale`` (RiemannFormer's inputs) and the grap
 GEOMETRIES (comma-separated, default ``hyperbolic``) embeds the same graph once per geometry;
 ``euclidean`` (the w/o-hyperbolic ablation: same loss, Adam) writes ``angles_<DATASET>_<GRAPH>-euclidean_d<D/2>.npz``;
 ``hyperbolic-radam`` (hyperbolic, Riemannian Adam instead of the default RSGD, same lr) writes ``..._<GRAPH>-radam_d<D/2>.npz``.
+ENCODINGS (comma-separated, default ``paper``) encodes each embedding once per angle variant of
+issue 31 (:data:`ENCODINGS`): ``scale4`` (``encode.scale = π``) and ``geometric``
+(``encode.frequencies = geometric``, range 100) append ``-scale4`` / ``-geometric`` to the tag.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -30,6 +34,8 @@ from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings import encode
 from cape_pipeline.hyperbolic import embed
 
+ENCODINGS = {"paper": {}, "scale4": {"scale": math.pi}, "geometric": {"frequencies": "geometric", "frequency_range": 100.0}}
+"""Angle variants (``encode`` options) as in ``benchmarks/cape_value/variants.py``."""
 EMBED_EPOCHS = "to the plateau (embed() defaults since session 5; sessions 3-4 used 300 RSGD epochs)"
 
 
@@ -38,6 +44,7 @@ def main() -> None:
     # Step I epochs: "default" (None: the paper's 100 raised to >= 5000 AdamW steps) or a number
     epochs = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "default" else None
     geometries = sys.argv[6].split(",") if len(sys.argv) > 6 else ["hyperbolic"]
+    encodings = sys.argv[7].split(",") if len(sys.argv) > 7 else ["paper"]
     out.mkdir(parents=True, exist_ok=True)
     d = d_model // 2
     adata = BENCH_DATA[name]()
@@ -60,17 +67,20 @@ def main() -> None:
         geo, _, opt = geometry.partition("-")
         e = embed(g, dim=d, seed=0, geometry=geo, optimizer=opt or "radam")
         t2 = time.perf_counter()
-        enc = encode(e)
-        a = np.asarray(enc.angles, dtype=np.float64)
-        tag = graph if geometry == "hyperbolic" else f"{graph}-{opt or geo}"
-        print(f"{name} graph={tag}: M={adata.n_vars} edges={g.n_edges} graph {graph_s:.0f}s embed {t2 - t1:.0f}s "
-              f"(embed epochs {EMBED_EPOCHS}, geometry {geometry}, discover epochs {epochs if graph.startswith('discover') else '-'}); "
-              f"|phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}", flush=True)
-        coo = g.adjacency.tocoo()
-        np.savez(out / f"angles_{name}_{tag}_d{d}.npz", angles=a, var_names=np.asarray(names, dtype=str),
-                 n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1,
-                 poincare=np.asarray(enc.poincare, dtype=np.float64), scale=enc.scale,
-                 edge_src=coo.row, edge_dst=coo.col, edge_weight=coo.data)
+        for variant in encodings:
+            enc = encode(e, **ENCODINGS[variant])
+            a = np.asarray(enc.angles, dtype=np.float64)
+            tag = graph if geometry == "hyperbolic" else f"{graph}-{opt or geo}"
+            tag += "" if variant == "paper" else f"-{variant}"
+            print(f"{name} graph={tag}: M={adata.n_vars} edges={g.n_edges} graph {graph_s:.0f}s embed {t2 - t1:.0f}s "
+                  f"(embed epochs {EMBED_EPOCHS}, geometry {geometry}, discover epochs {epochs if graph.startswith('discover') else '-'}, "
+                  f"encode {ENCODINGS[variant] or 'paper'}); |phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}",
+                  flush=True)
+            coo = g.adjacency.tocoo()
+            np.savez(out / f"angles_{name}_{tag}_d{d}.npz", angles=a, var_names=np.asarray(names, dtype=str),
+                     n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1,
+                     poincare=np.asarray(enc.poincare, dtype=np.float64), scale=enc.scale,
+                     edge_src=coo.row, edge_dst=coo.col, edge_weight=coo.data)
 
 
 if __name__ == "__main__":

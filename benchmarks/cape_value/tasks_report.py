@@ -1,0 +1,147 @@
+"""Tables and forest plots of the simulated tasks with known graphs (issue 31 items 3 and 1).
+
+* ``perturbation``: ``results_perturbation/raw.jsonl``, rows of ``benchmarks/tasks/run.py --tasks
+  perturbation-norman`` (Norman et al.'s size, GEARS's unseen-gene split): MSE of the top-20 DE
+  genes for the unseen single perturbations and for the test doubles, Pearson of the predicted
+  change; references "no change" and the linear model.
+* ``age``: ``results_age/raw.jsonl``, rows of ``run.py --tasks age`` (``sim_methylation_age``):
+  MedAE, MAE, Pearson r; reference the ElasticNet clock.
+
+Every arm (a PE on one graph's angles, ``pe [graph]``) is set against ``default``, paired by seed
+(same split, same initialization), with the 95 % t-interval and the minimum detectable effect
+(power 0.8). A row reads **helps** / **hurts** when its interval excludes 0 in the metric's
+direction, otherwise **cannot tell**. The intervals are per row, not adjusted for the number of
+rows: with ~20 rows one may exclude 0 by chance.
+
+Usage::
+
+    python benchmarks/cape_value/tasks_report.py perturbation|age [--write]   # --write: RESULTS.md block, forest_<task>.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+
+
+
+@dataclass(frozen=True)
+class Task:
+    raw: str
+    metrics: tuple[str, ...]
+    headers: tuple[str, ...]
+    references: tuple[tuple[str, str], ...]  # (metric prefix, label)
+    title: str
+
+
+TASKS = {
+    "perturbation": Task("results_perturbation/raw.jsonl", ("mse_top20_single", "mse_top20_double", "pearson_delta"),
+                         ("MSE top-20, unseen singles", "MSE top-20, test doubles", "Pearson Δ (all test)"),
+                         (("reference_ctrl_", "no change (predict the control mean)"),
+                          ("reference_linear_", "linear model (ridge on control co-expression)")),
+                         "simulated perturbation, Norman size, GEARS split: arm − default (paired seeds)"),
+    "age": Task("results_age/raw.jsonl", ("medae", "mae", "pearson_r"), ("MedAE (years)", "MAE (years)", "Pearson r"),
+                (("reference_", "ElasticNet clock"),), "simulated methylation age: arm − default (paired seeds)"),
+}
+READING = {"better": "helps", "worse": "hurts"}
+ROLE = {  # arm label → its row of paper 000 Table 3 / the issue's comparison
+    "default": "null (no PE: the backbone's gene identity only)",
+    "cape [discover]": "full CAPE (Step I DAG, hyperboloid, rotary)",
+    "cape [correlation]": "w/o-CSL (correlation graph)",
+    "cape [discover-euclidean]": "w/o-hyperbolic (Euclidean embedding of the Step I DAG)",
+    "cape-additive [discover]": "w/o-rotary (angles added, not rotated)",
+    "cape [true]": "CAPE on the true DAG",
+    "ape-tree [true]": "ape-tree (paper 002) on the true DAG's spanning forest",
+    "ape-tree [discover]": "ape-tree (paper 002) on the Step I DAG's spanning forest",
+    "cape-learned-scale [discover]": "CAPE, Step I DAG, a learned scale per head (issue 31 variant)",
+    "cape [discover-scale4]": "CAPE, Step I DAG, angles ×4 (encode.scale = π)",
+    "cape [discover-geometric]": "CAPE, Step I DAG, geometric frequencies 1–100",
+}
+
+
+def load(path: Path) -> pd.DataFrame:
+    """One row per run; ``arm`` is ``pe [graph]`` (``pe`` alone for arms that use no graph)."""
+    df = pd.read_json(path, lines=True)
+    df["graph"] = df["graph"].fillna("")
+    df["arm"] = [p if not g else f"{p} [{g}]" for p, g in zip(df.pe, df.graph, strict=True)]
+    return df.drop_duplicates(["arm", "seed"], keep="last")
+
+
+def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
+    """Paired ``arm − default`` rows (``power.arm_differences``) for the task's metrics."""
+    from cape_pipeline.pipeline.power import arm_differences
+
+    metrics = TASKS[task].metrics
+    results = [SimpleNamespace(task=task, params={"pe": r.arm, "seed": int(r.seed)},
+                               metrics={m: float(getattr(r, m)) for m in metrics if m in df and np.isfinite(getattr(r, m))})
+               for r in df.itertuples()]
+    out = []
+    for row in arm_differences(results, "default"):
+        row["reading"] = READING.get(row["verdict"], "cannot tell")
+        out.append(row)
+    return out
+
+
+def _cell(v: pd.Series) -> str:
+    return "–" if v.isna().all() else f"{v.mean():.4f} ± {v.std(ddof=1):.4f}" if len(v) > 1 else f"{v.mean():.4f}"
+
+
+def render(df: pd.DataFrame, rows: list[dict], task: str) -> str:
+    """Markdown: absolute mean ± sd per arm (and the references, on default's splits), then the paired rows."""
+    t = TASKS[task]
+    arms = [a for a in ROLE if a in set(df.arm)] + sorted(set(df.arm) - set(ROLE))
+    lines = ["| arm | what it is | seeds | " + " | ".join(t.headers) + " | time per run |", "|---" * (len(t.headers) + 4) + "|"]
+    for a in arms:
+        s = df[df.arm == a]
+        lines.append(f"| {a} | {ROLE.get(a, '')} | {len(s)} | " + " | ".join(_cell(s[m]) for m in t.metrics)
+                     + f" | {s.seconds.mean() / 60:.1f} min |")
+    base = df[df.arm == "default"]
+    for ref, label in t.references:
+        cells = [_cell(base[ref + m]) if ref + m in base else "–" for m in t.metrics]
+        lines.append(f"| {label} | reference, same splits | {len(base)} | " + " | ".join(cells) + " | – |")
+    lines += ["", "| arm − default | metric | mean | 95 % CI | MDE | seeds | reading |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
+        mde = "–" if r["mde"] is None else f"{r['mde']:.4f}"
+        lines.append(f"| {r['arm']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {mde} | {r['n']} | **{r['reading']}** |")
+    load1 = df["load1"].astype(float)
+    lines += ["", f"{len(df)} runs; load average (1 min) at the end of each run {load1.min():.1f}–{load1.max():.1f}."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("task", choices=sorted(TASKS))
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--raw", type=Path, default=None, help="results file (default: the task's, next to this script)")
+    a = ap.parse_args()
+    df = load(a.raw or HERE / TASKS[a.task].raw)
+    rows = rows_of(df, a.task)
+    text = render(df, rows, a.task)
+    print(text)
+    if a.write:
+        from cape_pipeline.pl.forest import forest_plot
+
+        fig = forest_plot(rows, title=TASKS[a.task].title)
+        fig.savefig(HERE / f"forest_{a.task}.png", dpi=130, bbox_inches="tight")
+        res = HERE / "RESULTS.md"
+        body = res.read_text()
+        begin, end = f"<!-- {a.task}: begin -->", f"<!-- {a.task}: end -->"
+        block = f"{begin}\n{text}\n{end}"
+        if begin in body:
+            body = re.sub(re.escape(begin) + ".*" + re.escape(end), lambda _: block, body, flags=re.S)
+        else:
+            body = body.rstrip() + "\n\n" + block + "\n"
+        res.write_text(body)
+
+
+if __name__ == "__main__":
+    main()
