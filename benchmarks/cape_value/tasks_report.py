@@ -10,8 +10,9 @@
 Every arm (a PE on one graph's angles, ``pe [graph]``) is set against ``default``, paired by seed
 (same split, same initialization), with the 95 % t-interval and the minimum detectable effect
 (power 0.8). A row reads **helps** / **hurts** when its interval excludes 0 in the metric's
-direction, otherwise **cannot tell**. The intervals are per row, not adjusted for the number of
-rows: with ~20 rows one may exclude 0 by chance.
+direction, otherwise **cannot tell**. The intervals are per row: with ~20 rows one may exclude 0
+by chance, so the last column says whether the effect still holds after Holm's step-down over
+all the table's rows (family-wise error 0.05, from the paired t-test's p).
 
 Usage::
 
@@ -21,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,9 @@ TASKS = {
     "age": Task("results_age/raw.jsonl", ("medae", "mae", "pearson_r"), ("MedAE (years)", "MAE (years)", "Pearson r"),
                 (("reference_", "ElasticNet clock"),), "simulated methylation age: arm − default (paired seeds)"),
 }
-READING = {"better": "helps", "worse": "hurts"}
+READING = {"better": "helps", "worse": "hurts", "negligible": "no difference (|mean| < 0.001)"}
 ROLE = {  # arm label → its row of paper 000 Table 3 / the issue's comparison
-    "default": "null (no PE: the backbone's gene identity only)",
+    "default": "null: no PE, the backbone's feature identity only",
     "cape [discover]": "full CAPE (Step I DAG, hyperboloid, rotary)",
     "cape [correlation]": "w/o-CSL (correlation graph)",
     "cape [discover-euclidean]": "w/o-hyperbolic (Euclidean embedding of the Step I DAG)",
@@ -86,19 +87,58 @@ def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
     out = []
     for row in arm_differences(results, "default"):
         row["reading"] = READING.get(row["verdict"], "cannot tell")
+        row["p"] = _paired_p(row)
         out.append(row)
-    return out
+    return _holm(out)
+
+
+def _paired_p(row: dict) -> float:
+    """Two-sided p of the paired t-test behind the row's interval (NaN below 2 seeds)."""
+    from scipy import stats
+
+    if row["n"] < 2 or not row["sd"]:
+        return float("nan") if row["n"] < 2 else 0.0
+    t = row["mean"] / (row["sd"] / np.sqrt(row["n"]))
+    return float(2 * stats.t.sf(abs(t), row["n"] - 1))
+
+
+def _holm(rows: list[dict], alpha: float = 0.05) -> list[dict]:
+    """Holm's step-down over every row of the table: ``holm`` is True where the row's effect
+    survives the adjustment for the number of rows (family-wise error ``alpha``)."""
+    order = sorted((i for i, r in enumerate(rows) if np.isfinite(r["p"])), key=lambda i: rows[i]["p"])
+    k, alive = len(order), True
+    for rank, i in enumerate(order):
+        alive = alive and rows[i]["p"] <= alpha / (k - rank)
+        rows[i]["holm"] = alive
+    return rows
 
 
 def _cell(v: pd.Series) -> str:
     return "–" if v.isna().all() else f"{v.mean():.4f} ± {v.std(ddof=1):.4f}" if len(v) > 1 else f"{v.mean():.4f}"
 
 
-def render(df: pd.DataFrame, rows: list[dict], task: str) -> str:
-    """Markdown: absolute mean ± sd per arm (and the references, on default's splits), then the paired rows."""
+def graphs_table(path: Path, used: set[str]) -> list[str]:
+    """Markdown rows of ``graphs.json`` (``tasks.py``'s description of the angle files) for the
+    graphs in ``used`` (and the true DAG), or none when the file is missing."""
+    if not path.exists():
+        return []
+    lines = ["| graph | edges (true DAG) | precision / recall | skeleton precision / recall | |φ| median / 90 % / max (rad) | features at angle 0 |",
+             "|---|---|---|---|---|---|"]
+    for g in json.loads(path.read_text()):
+        if g["graph"] not in used:
+            continue
+        lines.append(f"| {g['graph']} | {g['edges']:,} ({g['true_edges']:,}) | {g['precision']:.2f} / {g['recall']:.2f} | "
+                     f"{g['skeleton_precision']:.2f} / {g['skeleton_recall']:.2f} | "
+                     f"{g['phi_median']:.3f} / {g['phi_q90']:.3f} / {g['phi_max']:.3f} | {g['features_at_origin']} of {g['features']} |")
+    return [*lines, ""]
+
+
+def render(df: pd.DataFrame, rows: list[dict], task: str, graphs: Path | None = None) -> str:
+    """Markdown: the angle files' graphs (when ``graphs`` exists), absolute mean ± sd per arm
+    (and the references, on default's splits), then the paired rows."""
     t = TASKS[task]
     arms = [a for a in ROLE if a in set(df.arm)] + sorted(set(df.arm) - set(ROLE))
-    lines = ["| arm | what it is | seeds | " + " | ".join(t.headers) + " | time per run |", "|---" * (len(t.headers) + 4) + "|"]
+    lines = [*graphs_table(graphs or Path("/nonexistent"), {"true", *df.graph}),"| arm | what it is | seeds | " + " | ".join(t.headers) + " | time per run |", "|---" * (len(t.headers) + 4) + "|"]
     for a in arms:
         s = df[df.arm == a]
         lines.append(f"| {a} | {ROLE.get(a, '')} | {len(s)} | " + " | ".join(_cell(s[m]) for m in t.metrics)
@@ -107,11 +147,13 @@ def render(df: pd.DataFrame, rows: list[dict], task: str) -> str:
     for ref, label in t.references:
         cells = [_cell(base[ref + m]) if ref + m in base else "–" for m in t.metrics]
         lines.append(f"| {label} | reference, same splits | {len(base)} | " + " | ".join(cells) + " | – |")
-    lines += ["", "| arm − default | metric | mean | 95 % CI | MDE | seeds | reading |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| arm − default | metric | mean | 95 % CI | MDE | seeds | p (paired t) | reading | after Holm over all rows |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
         mde = "–" if r["mde"] is None else f"{r['mde']:.4f}"
-        lines.append(f"| {r['arm']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {mde} | {r['n']} | **{r['reading']}** |")
+        holm = "–" if "holm" not in r else "holds" if r["holm"] and r["reading"] in ("helps", "hurts") else "cannot tell"
+        lines.append(f"| {r['arm']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {mde} | {r['n']} | {r['p']:.3f} | **{r['reading']}** | {holm} |")
     load1 = df["load1"].astype(float)
     lines += ["", f"{len(df)} runs; load average (1 min) at the end of each run {load1.min():.1f}–{load1.max():.1f}."]
     return "\n".join(lines)
@@ -123,14 +165,16 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--raw", type=Path, default=None, help="results file (default: the task's, next to this script)")
     a = ap.parse_args()
-    df = load(a.raw or HERE / TASKS[a.task].raw)
+    raw = a.raw or HERE / TASKS[a.task].raw
+    df = load(raw)
     rows = rows_of(df, a.task)
-    text = render(df, rows, a.task)
+    text = render(df, rows, a.task, graphs=raw.parent / "graphs.json")
     print(text)
     if a.write:
         from cape_pipeline.pl.forest import forest_plot
 
-        fig = forest_plot(rows, title=TASKS[a.task].title)
+        # Pearson r lives on another scale than the errors: the figure shows the error metrics
+        fig = forest_plot([r for r in rows if not r["metric"].startswith("pearson")], title=TASKS[a.task].title)
         fig.savefig(HERE / f"forest_{a.task}.png", dpi=130, bbox_inches="tight")
         res = HERE / "RESULTS.md"
         body = res.read_text()

@@ -35,7 +35,7 @@ def forest_plot(rows: list[dict[str, Any]], *, title: str = "Paired differences 
         return None
     rows = sorted(rows, key=lambda r: (r["task"], r["metric"]))
     arms = list(dict.fromkeys(r["arm"] for r in rows))
-    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.32 * len(rows)))
+    fig, ax = plt.subplots(figsize=(9.5, 0.9 + 0.32 * len(rows)))
     for i, r in enumerate(rows):
         y = len(rows) - 1 - i
         color = plt.cm.tab10(arms.index(r["arm"]) % 10)
@@ -53,6 +53,7 @@ def forest_plot(rows: list[dict[str, Any]], *, title: str = "Paired differences 
                   "effect (power 0.8)", fontsize=8)
     ax.set_title(title, fontsize=10)
     handles = [plt.Line2D([], [], color=plt.cm.tab10(k % 10), marker="D", lw=2, label=a) for k, a in enumerate(arms)]
-    ax.legend(handles=handles, fontsize=7, loc="lower right", title="arm", title_fontsize=7)
+    # beside the axes, not over the rows (with many arms "lower right" covered the last rows)
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="arm", title_fontsize=7, frameon=False)
     fig.tight_layout()
     return fig

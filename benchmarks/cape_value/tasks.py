@@ -1,0 +1,162 @@
+"""Issue 31: the simulated tasks with a known graph, every arm paired with ``default`` by seed.
+
+``perturbation`` (item 3, the perturbation task at Norman et al.'s size). Data: ``sim_perturbation_norman`` (``benchmarks/tasks/_data.py``): a 200-gene scale-free
+nonlinear SEM (397 edges), 1,000 control cells, 105 single and 131 double perturbations of 20
+cells each, GEARS's unseen-gene split (``perturbation.split='gears'``; the seed draws the split,
+the initialization and the batch order, so every arm is paired with ``default`` seed by seed).
+Backbone: scGPT-style, D = 32, 4 heads, 2 layers, the task defaults (``benchmarks/tasks/run.py``).
+
+Arms (``pe [graph]``):
+
+* ``core``: ``default`` (Table 3's null), ``cape [discover]`` (full CAPE on Step I's DAG),
+  ``cape [correlation]`` (w/o-CSL), ``cape [discover-euclidean]`` (w/o-hyperbolic),
+  ``cape-additive [discover]`` (w/o-rotary), ``cape [true]`` and ``ape-tree [true]`` (paper 002
+  on the true DAG's spanning forest). The "no change" and linear-model references are computed
+  inside every run, on its split.
+* ``variants``: issue 31's angle variants on Step I's DAG: ``cape [discover-scale4]``,
+  ``cape [discover-geometric]`` and ``cape-learned-scale [discover]``.
+
+``age`` (a second data set for item 1's angle variants). Data: ``sim_methylation_age``
+(``simulate_methylation_age``: 400 samples, 60 CpG sites driven by a known DAG, missing values;
+the MethylGPT-style task of ``run.py``, MedAE). ``core``: ``default``, ``cape [true]``,
+``cape [discover]``; ``variants``: as for perturbation. The ElasticNet clock is the reference.
+
+Each (arm, seed) is one ``run.py`` process with one torch thread; ``--workers`` run side by side
+(the machine has 2 cores). A finished run leaves ``results_<task>/parts/<job>/raw.jsonl``
+and is skipped when the script runs again; at the end every part is gathered into
+``results_<task>/raw.jsonl``, which ``tasks_report.py <task>`` reads.
+
+Usage (from the repository root)::
+
+    python benchmarks/cape_value/tasks.py perturbation --seeds 0 1 2 3 4 --phase core --workers 2
+    python benchmarks/cape_value/tasks.py age --seeds 0 1 2 3 4 5 6 7 8 9 --phase all --workers 2
+    python benchmarks/cape_value/tasks_report.py perturbation --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TASKS = HERE.parent / "tasks"
+CACHE = HERE / "_cache"
+STEP_I = ("discover", "default", "hyperbolic,euclidean", "paper,scale4,geometric")
+"""angles.py arguments after OUT D DATASET for Step I's graph: its Step I epochs, geometries, angle variants."""
+VARIANTS = [("cape", "discover-scale4"), ("cape", "discover-geometric"), ("cape-learned-scale", "discover")]
+
+
+@dataclass(frozen=True)
+class Spec:
+    run_task: str  # run.py's --tasks name
+    dataset: str
+    angles: tuple[tuple[str, ...], ...]  # angles.py arguments after OUT D DATASET, one tuple per call
+    phases: dict[str, list[tuple[str, str]]]  # phase → (arm, graph) jobs
+
+
+SPECS = {
+    "perturbation": Spec("perturbation-norman", "sim_perturbation_norman", (("true",), ("correlation",), STEP_I), {
+        "core": [("default", "true"), ("cape", "true"), ("ape-tree", "true"), ("cape", "discover"),
+                 ("cape-additive", "discover"), ("cape", "correlation"), ("cape", "discover-euclidean")],
+        "variants": VARIANTS}),
+    "age": Spec("age", "sim_methylation_age", (("true",), STEP_I), {
+        "core": [("default", "true"), ("cape", "true"), ("cape", "discover")], "variants": VARIANTS}),
+}
+
+
+def ensure_angles(spec: Spec, d_model: int) -> None:
+    """Run ``angles.py`` for every graph whose angle file is missing from :data:`CACHE`."""
+    for args in spec.angles:
+        if not (CACHE / f"angles_{spec.dataset}_{args[0]}_d{d_model // 2}.npz").exists():
+            cmd = [sys.executable, "angles.py", str(CACHE), str(d_model), spec.dataset, *args]
+            print("+", " ".join(cmd), flush=True)
+            subprocess.run(cmd, cwd=TASKS, check=True)
+
+
+def describe_graphs(spec: Spec, out: Path, d_model: int) -> list[dict]:
+    """Every cached angle file of the task's data set against the true DAG: edges, directed and
+    skeleton precision / recall, and the |φ| quantiles; written to ``out/graphs.json``."""
+    import numpy as np
+
+    def load(tag: str):
+        return np.load(CACHE / f"angles_{spec.dataset}_{tag}_d{d_model // 2}.npz", allow_pickle=False)
+
+    true = load("true")
+    t_dir = set(zip(true["edge_src"].tolist(), true["edge_dst"].tolist(), strict=True))
+    t_skel = {frozenset(e) for e in t_dir}
+    rows = []
+    for f in sorted(CACHE.glob(f"angles_{spec.dataset}_*_d{d_model // 2}.npz")):
+        tag = f.name.removeprefix(f"angles_{spec.dataset}_").removesuffix(f"_d{d_model // 2}.npz")
+        z = load(tag)
+        if not (z["var_names"] == true["var_names"]).all():
+            raise SystemExit(f"{f}: features differ from the true graph's file")
+        e_dir = set(zip(z["edge_src"].tolist(), z["edge_dst"].tolist(), strict=True))
+        e_skel = {frozenset(e) for e in e_dir}
+        a = np.abs(z["angles"])
+        rows.append({"graph": tag, "edges": len(e_dir), "true_edges": len(t_dir),
+                     "precision": len(e_dir & t_dir) / max(len(e_dir), 1), "recall": len(e_dir & t_dir) / len(t_dir),
+                     "skeleton_precision": len(e_skel & t_skel) / max(len(e_skel), 1), "skeleton_recall": len(e_skel & t_skel) / len(t_skel),
+                     "phi_median": float(np.median(a)), "phi_q90": float(np.quantile(a, 0.9)), "phi_max": float(a.max()),
+                     "features_at_origin": int((a.sum(1) < 1e-9).sum()), "features": int(a.shape[0])})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "graphs.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
+def run_job(spec: Spec, out: Path, arm: str, graph: str, seed: int, d_model: int) -> str:
+    """One ``run.py`` process for (arm, graph, seed); its stdout goes to the part's ``run.log``."""
+    part = out / "parts" / f"{arm}_{graph}_s{seed}"
+    raw = part / "raw.jsonl"
+    if raw.exists() and raw.stat().st_size:
+        return f"{part.name}: done before"
+    part.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "run.py", "--tasks", spec.run_task, "--seeds", str(seed), "--arms", arm,
+           "--graph", graph, "--d-model", str(d_model), "--cache", str(CACHE), "--out", str(part)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    with (part / "run.log").open("w") as log:
+        rc = subprocess.run(cmd, cwd=TASKS, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    return f"{part.name}: rc {rc}, {time.perf_counter() - t0:.0f} s"
+
+
+def gather(out: Path) -> int:
+    """Concatenate every part's rows into ``out/raw.jsonl`` (sorted by arm, graph, seed); the row count."""
+    rows = [json.loads(line) for f in sorted((out / "parts").glob("*/raw.jsonl")) for line in f.read_text().splitlines() if line]
+    rows.sort(key=lambda r: (r["pe"], r["graph"], r["seed"]))
+    tmp = out / "raw.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(out / "raw.jsonl")
+    return len(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("task", choices=sorted(SPECS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--phase", choices=["core", "variants", "all"], default="core")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--d-model", type=int, default=32)
+    a = ap.parse_args()
+    spec, out = SPECS[a.task], HERE / f"results_{a.task}"
+    print("command:", "python " + " ".join(sys.argv), flush=True)
+    ensure_angles(spec, a.d_model)
+    for g in describe_graphs(spec, out, a.d_model):
+        print(f"graph {g['graph']}: {g['edges']} edges, precision {g['precision']:.2f} recall {g['recall']:.2f} "
+              f"(true DAG {g['true_edges']}); |phi| median {g['phi_median']:.3f} max {g['phi_max']:.3f}", flush=True)
+    arms = spec.phases["core"] + spec.phases["variants"] if a.phase == "all" else spec.phases[a.phase]
+    jobs = [(arm, graph, seed) for seed in a.seeds for arm, graph in arms]  # seed-major: whole seeds first
+    with ThreadPoolExecutor(a.workers) as pool:
+        for msg in pool.map(lambda j: run_job(spec, out, *j, a.d_model), jobs):
+            print(msg, time.strftime("%H:%M:%S"), "load", os.getloadavg()[0], flush=True)
+    print(f"{gather(out)} rows in {out / 'raw.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()
