@@ -7,6 +7,7 @@ README's cost table is rendered from ``benchmarks/scale/scale.jsonl`` by
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,3 +35,27 @@ def test_every_row_is_a_measured_run():
     for r in rep.load():
         assert r["total_seconds"] > 0 and r["peak_rss_mb"] > 0 and len(r["load_before"]) == 3
         assert r["stages"]["discover"]["seconds"] and r["stages"]["train"]["seconds"]
+
+
+def _tasks_report():
+    spec = importlib.util.spec_from_file_location("tasks_report", ROOT / "benchmarks" / "cape_value" / "tasks_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclass looks its module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cape_value_task_tables_are_rendered_from_the_runs():
+    """issue 31: the perturbation and age blocks of cape_value/RESULTS.md are the report of the
+    committed runs (every arm paired with ``default`` by seed), not hand-edited numbers."""
+    rep = _tasks_report()
+    text = (ROOT / "benchmarks" / "cape_value" / "RESULTS.md").read_text()
+    for task, spec in rep.TASKS.items():
+        raw = rep.HERE / spec.raw
+        df = rep.load(raw)
+        assert set(df.seed[df.arm == "default"]) and len(set(df.arm)) > 1, f"{raw}: no paired arms"
+        block = text.split(f"<!-- {task}: begin -->\n", 1)[1].split(f"\n<!-- {task}: end -->", 1)[0]
+        assert block == rep.render(df, rep.rows_of(df, task), task, graphs=raw.parent / "graphs.json"), (
+            f"cape_value/RESULTS.md's {task} block differs from {raw}: run "
+            f"python benchmarks/cape_value/tasks_report.py {task} --write"
+        )

@@ -30,6 +30,7 @@ Usage (from the repository root)::
 
     python benchmarks/cape_value/tasks.py perturbation --seeds 0 1 2 3 4 --phase core --workers 2
     python benchmarks/cape_value/tasks.py age --seeds 0 1 2 3 4 5 6 7 8 9 --phase all --workers 2
+    python benchmarks/cape_value/tasks.py perturbation --gather   # after a stopped run: gather what finished
     python benchmarks/cape_value/tasks_report.py perturbation --write
 """
 
@@ -143,6 +144,7 @@ def main() -> None:
     ap.add_argument("--phase", choices=["core", "variants", "all"], default="core")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=32)
+    ap.add_argument("--gather", action="store_true", help="run nothing: gather the finished parts and describe the graphs")
     a = ap.parse_args()
     spec, out = SPECS[a.task], HERE / f"results_{a.task}"
     print("command:", "python " + " ".join(sys.argv), flush=True)
@@ -151,6 +153,8 @@ def main() -> None:
         print(f"graph {g['graph']}: {g['edges']} edges, precision {g['precision']:.2f} recall {g['recall']:.2f} "
               f"(true DAG {g['true_edges']}); |phi| median {g['phi_median']:.3f} max {g['phi_max']:.3f}", flush=True)
     arms = spec.phases["core"] + spec.phases["variants"] if a.phase == "all" else spec.phases[a.phase]
+    if a.gather:
+        arms = []
     jobs = [(arm, graph, seed) for seed in a.seeds for arm, graph in arms]  # seed-major: whole seeds first
     with ThreadPoolExecutor(a.workers) as pool:
         for msg in pool.map(lambda j: run_job(spec, out, *j, a.d_model), jobs):
