@@ -13,11 +13,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _report():
-    spec = importlib.util.spec_from_file_location("scale_report", ROOT / "benchmarks" / "scale" / "scale_report.py")
+def _script(*parts: str):
+    """A benchmark script imported as a module (registered in sys.modules: dataclasses need that)."""
+    path = ROOT.joinpath("benchmarks", *parts)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def _report():
+    return _script("scale", "scale_report.py")
 
 
 def test_readme_cost_table_is_rendered_from_the_measurements():
@@ -37,18 +44,10 @@ def test_every_row_is_a_measured_run():
         assert r["stages"]["discover"]["seconds"] and r["stages"]["train"]["seconds"]
 
 
-def _tasks_report():
-    spec = importlib.util.spec_from_file_location("tasks_report", ROOT / "benchmarks" / "cape_value" / "tasks_report.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass looks its module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_cape_value_task_tables_are_rendered_from_the_runs():
     """issue 31: the perturbation and age blocks of cape_value/RESULTS.md are the report of the
     committed runs (every arm paired with ``default`` by seed), not hand-edited numbers."""
-    rep = _tasks_report()
+    rep = _script("cape_value", "tasks_report.py")
     text = (ROOT / "benchmarks" / "cape_value" / "RESULTS.md").read_text()
     for task, spec in rep.TASKS.items():
         raw = rep.HERE / spec.raw

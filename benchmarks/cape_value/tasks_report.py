@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -117,10 +116,10 @@ def _cell(v: pd.Series) -> str:
     return "–" if v.isna().all() else f"{v.mean():.4f} ± {v.std(ddof=1):.4f}" if len(v) > 1 else f"{v.mean():.4f}"
 
 
-def graphs_table(path: Path, used: set[str]) -> list[str]:
+def graphs_table(path: Path | None, used: set[str]) -> list[str]:
     """Markdown rows of ``graphs.json`` (``tasks.py``'s description of the angle files) for the
     graphs in ``used`` (and the true DAG), or none when the file is missing."""
-    if not path.exists():
+    if path is None or not path.exists():
         return []
     lines = ["| graph | edges (true DAG) | precision / recall | skeleton precision / recall | |φ| median / 90 % / max (rad) | features at angle 0 |",
              "|---|---|---|---|---|---|"]
@@ -138,7 +137,8 @@ def render(df: pd.DataFrame, rows: list[dict], task: str, graphs: Path | None = 
     (and the references, on default's splits), then the paired rows."""
     t = TASKS[task]
     arms = [a for a in ROLE if a in set(df.arm)] + sorted(set(df.arm) - set(ROLE))
-    lines = [*graphs_table(graphs or Path("/nonexistent"), {"true", *df.graph}),"| arm | what it is | seeds | " + " | ".join(t.headers) + " | time per run |", "|---" * (len(t.headers) + 4) + "|"]
+    lines = [*graphs_table(graphs, {"true", *df.graph}),
+             "| arm | what it is | seeds | " + " | ".join(t.headers) + " | time per run |", "|---" * (len(t.headers) + 4) + "|"]
     for a in arms:
         s = df[df.arm == a]
         lines.append(f"| {a} | {ROLE.get(a, '')} | {len(s)} | " + " | ".join(_cell(s[m]) for m in t.metrics)
@@ -171,20 +171,14 @@ def main() -> None:
     text = render(df, rows, a.task, graphs=raw.parent / "graphs.json")
     print(text)
     if a.write:
+        from _results import write_block
+
         from cape_pipeline.pl.forest import forest_plot
 
         # Pearson r lives on another scale than the errors: the figure shows the error metrics
         fig = forest_plot([r for r in rows if not r["metric"].startswith("pearson")], title=TASKS[a.task].title)
         fig.savefig(HERE / f"forest_{a.task}.png", dpi=130, bbox_inches="tight")
-        res = HERE / "RESULTS.md"
-        body = res.read_text()
-        begin, end = f"<!-- {a.task}: begin -->", f"<!-- {a.task}: end -->"
-        block = f"{begin}\n{text}\n{end}"
-        if begin in body:
-            body = re.sub(re.escape(begin) + ".*" + re.escape(end), lambda _: block, body, flags=re.S)
-        else:
-            body = body.rstrip() + "\n\n" + block + "\n"
-        res.write_text(body)
+        write_block(HERE / "RESULTS.md", a.task, text)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -100,18 +99,13 @@ def main() -> None:
     text = render(recs, rows)
     print(text)
     if a.write:
+        from _results import write_block
+
         from cape_pipeline.pl.forest import forest_plot
 
         fig = forest_plot(rows, title="pbmc68k_reduced: angle variants against default (paired seeds)")
         fig.savefig(HERE / "forest.png", dpi=130, bbox_inches="tight")
-        res = HERE / "RESULTS.md"
-        body = res.read_text()
-        block = f"<!-- variants: begin -->\n{text}\n<!-- variants: end -->"
-        if "<!-- variants: begin -->" in body:
-            body = re.sub(r"<!-- variants: begin -->.*<!-- variants: end -->", lambda _: block, body, flags=re.S)
-        else:
-            body = body.rstrip() + "\n\n" + block + "\n"
-        res.write_text(body)
+        write_block(HERE / "RESULTS.md", "variants", text)
 
 
 if __name__ == "__main__":

@@ -62,21 +62,21 @@ def main() -> None:
     else:
         g = discover(x, feature_names=names, epochs=epochs, seed=0)
     graph_s = time.perf_counter() - t0
+    coo = g.adjacency.tocoo()
     for geometry in geometries:
         t1 = time.perf_counter()
         geo, _, opt = geometry.partition("-")
         e = embed(g, dim=d, seed=0, geometry=geo, optimizer=opt or "radam")
         t2 = time.perf_counter()
+        base = graph if geometry == "hyperbolic" else f"{graph}-{opt or geo}"
         for variant in encodings:
             enc = encode(e, **ENCODINGS[variant])
             a = np.asarray(enc.angles, dtype=np.float64)
-            tag = graph if geometry == "hyperbolic" else f"{graph}-{opt or geo}"
-            tag += "" if variant == "paper" else f"-{variant}"
+            tag = base if variant == "paper" else f"{base}-{variant}"
             print(f"{name} graph={tag}: M={adata.n_vars} edges={g.n_edges} graph {graph_s:.0f}s embed {t2 - t1:.0f}s "
                   f"(embed epochs {EMBED_EPOCHS}, geometry {geometry}, discover epochs {epochs if graph.startswith('discover') else '-'}, "
                   f"encode {ENCODINGS[variant] or 'paper'}); |phi| max {np.abs(a).max():.3f} mean row norm {np.linalg.norm(a, axis=1).mean():.3f}",
                   flush=True)
-            coo = g.adjacency.tocoo()
             np.savez(out / f"angles_{name}_{tag}_d{d}.npz", angles=a, var_names=np.asarray(names, dtype=str),
                      n_edges=g.n_edges, graph_s=graph_s, embed_s=t2 - t1,
                      poincare=np.asarray(enc.poincare, dtype=np.float64), scale=enc.scale,
