@@ -304,7 +304,8 @@ def masked_pretrain(
     (ValueDecoder, TrainLog)
         The fitted decoder and the log.
     """
-    dec = ValueDecoder(model.config.d_model).to(x.device)
+    # the decoder takes the backbone's dtype (a float64 model, e.g. for exact comparisons, trains as such)
+    dec = ValueDecoder(model.config.d_model).to(device=x.device, dtype=next(model.parameters()).dtype)
 
     def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
         return masked_value_loss(model, dec, x[bi], mask_ratio=mask_ratio, generator=generator, rows=rows)
