@@ -12,5 +12,8 @@ PAGERANK = "cape_pagerank"
 """``var``: (n_vars,) float64 causal PageRank π (Eq. 18)."""
 ANGLES = "cape_angles"
 """``varm``: (n_vars, d) float64 rotary angles φ = c·e in radians (Sec. 3.5, the map stated below Eq. 25)."""
+LIBRARY_SIZE = "cape_library_size"
+"""``obs``: (n_obs,) float64 total counts per cell before normalization, written by
+:func:`cape_pipeline.pp.preprocess` when the input held counts; Step I's library-size covariate."""
 UNS = "cape"
 """``uns``: parameters and diagnostics of each step, under ``"discover"``, ``"embed"``, ``"encode"``."""

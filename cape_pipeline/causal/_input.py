@@ -104,3 +104,4 @@ def prepare_matrix(
     if const.any():
         raise CapeDataError(f"data: features {_names_list(names[const])} are constant; drop them first")
     return (x - mean) / sd, names
+

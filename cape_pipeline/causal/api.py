@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 import torch
 
@@ -35,9 +36,12 @@ from cape_pipeline.causal.config import (
     check_options,
     resolve_config,
 )
+from cape_pipeline.causal.covariates import apply_covariates, cell_context
+from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.learned import fit_learned, learned_options
 from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
+from cape_pipeline.causal.regression import fit_regression
 from cape_pipeline.causal.screened import fit_screened
 from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae, resolve_device
 from cape_pipeline.errors import CapeConfigError
@@ -108,59 +112,16 @@ def _cap_rows(adj: sp.csr_array, k: int) -> sp.csr_array:
     return sp.csr_array((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
 
 
-#: more than this share of features without an edge gets a warning (CapeWarning)
-ISOLATED_WARN_SHARE = 0.5
+#: options of the MLP fits that the regression support has no use for (it trains nothing)
+_MLP_TRAINING = ("threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
+#: support "regression" uses this many candidates per screening round unless n_candidates is set
+REGRESSION_N_CANDIDATES = 10
 
 
-FEW_ROWS_RATIO = 1.0
-"""The learned support warns when rows / features is below this (see :func:`_isolation`)."""
-
-
-def _isolation(
-    adj: sp.csr_array, m: int, *, threshold: float, method: str, support: str | None, scores: np.ndarray | None,
-    n_obs: int | None = None,
-) -> dict[str, Any]:
-    """Edge count, isolated features and, when most features have no edge, a warning with the fix;
-    with the learned support on fewer rows than features, a warning that most edges may be false
-    (measured: ``benchmarks/discover/RESULTS_grn_counts.md``).
-
-    The warning is issued here (``warnings.warn`` with :class:`~cape_pipeline.errors.CapeWarning`,
-    so library callers see it) and recorded in ``params["warnings"]`` (the pipeline reports it).
-    """
-    import warnings
-
-    from cape_pipeline.causal.graph import degree
-    from cape_pipeline.errors import CapeWarning
-
-    a = sp.csr_array(adj)
-    n_iso = int((degree(a) == 0).sum())
-    share = n_iso / max(m, 1)
-    out: dict[str, Any] = {"n_edges": int(a.nnz), "n_isolated": n_iso, "isolated_share": round(share, 4)}
-    msgs: list[str] = []
-    if share > ISOLATED_WARN_SHARE:
-        lower = threshold / 2 if threshold > 0 else 0.0
-        if a.nnz == 0 and scores is not None and scores.size:
-            top = float(np.abs(scores).max())
-            lower = max(min(lower, top / 3), 1e-3)
-        what = "no edge at all" if a.nnz == 0 else f"only {a.nnz} edge(s)"
-        fix = f"lower the threshold (Python: threshold={lower:.3g}; CLI: --set discover.threshold={lower:.3g})"
-        if method == "cape" and support in ("low-rank", "screened"):
-            fix += "; or use the learned support (support='learned'; CLI: --set discover.support=learned)"
-        msgs.append(
-            f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed threshold "
-            f"{threshold:g}), so they get angle 0 and CAPE leaves them unrotated; to keep more edges, {fix}"
-        )
-    if method == "cape" and support == "learned" and n_obs is not None and n_obs < FEW_ROWS_RATIO * m and a.nnz:
-        msgs.append(
-            f"discover: {n_obs} rows for {m} features: with fewer rows than features the learned support "
-            "over-calls edges (simulated counts with a known graph, 1,000 cells × 2,000 genes: 5 % of its "
-            "edges were true, against 51 % at 3,000 cells and 66 % at 10,000; "
-            "benchmarks/discover/RESULTS_grn_counts.md); treat this graph as exploratory, or give more cells"
-        )
-    for msg in msgs:
-        warnings.warn(msg, CapeWarning, stacklevel=4)
-    out["warnings"] = msgs
-    return out
+def _regression_k(cfg: DiscoverConfig) -> int:
+    """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
+    (measured: 40 candidates rank true pairs better than 80, ``benchmarks/discover/counts``)."""
+    return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)
 
 
 def discover_scored(
@@ -197,9 +158,19 @@ def discover_scored(
     method_options = dict(cfg.method_options)
     x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
     n, m = x_std.shape
-    support = cfg.support_for(m, n) if method == "cape" else None
+    single_cell, library = cell_context(data)
+    support = cfg.support_for(m, n, single_cell=single_cell) if method == "cape" else None
+    ignored: list[str] = []
     if support != cfg.support and support is not None:
-        # "auto" resolved: a low-rank-only option that was set is refused as for support="learned"
+        # "auto" resolved: a low-rank-only option that was set is refused as for support="learned";
+        # the MLP training options a config may carry for the learned support are left unused
+        # (logged, recorded) when the data resolve to the regression support, which has no training
+        if support == "regression":
+            base = DiscoverConfig()
+            ignored = [k for k in _MLP_TRAINING if getattr(cfg, k) != getattr(base, k)]
+            if ignored:
+                logger.info("support 'auto' chose 'regression' for single-cell data; unused: %s", ", ".join(ignored))
+                cfg = dataclasses.replace(cfg, **{k: getattr(base, k) for k in ignored})
         cfg = dataclasses.replace(cfg, support=support)
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
     if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
@@ -235,17 +206,53 @@ def discover_scored(
         params["support_requested"] = cfg_support_requested
         if support == "learned":
             params["n_candidates"] = int(cfg.n_candidates)
+        if support == "regression":
+            params.update({
+                "n_candidates": _regression_k(cfg), "min_effect": float(cfg.min_effect), "fdr": float(cfg.fdr),
+            })
         if support == "screened":
             params["n_candidates"] = int(cfg.n_candidates)
             params["posterior"] = "mean"
     t0 = time.perf_counter()
+    if method == "cape":
+        x_std, cov_params = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
+        params.update(cov_params)
     max_per_row = cfg.max_edges_per_row
     if max_per_row is None and m > SPARSE_ABOVE:
         max_per_row = 200
     scores: np.ndarray | None = None
+    edge_scores: pd.DataFrame | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
-    if method == "cape" and support == "learned":
+    if method == "cape" and support == "regression":
+        fit = fit_regression(
+            x_std, n_candidates=_regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
+            progress=progress,
+        )
+        history = fit.history
+        adj = fit.adjacency
+        if max_per_row is not None:
+            adj = _cap_rows(adj, int(max_per_row))
+        if m <= SPARSE_ABOVE:
+            scores = fit.scores(m)
+        edge_scores = pd.DataFrame({
+            "source": names[fit.parent].astype(str), "target": names[fit.child].astype(str),
+            "score": fit.partial_r2, "f_stat": fit.f_stat, "qvalue": fit.qvalue, "accepted": fit.accepted,
+        })
+        if ignored:
+            params["unused_options"] = ignored
+        params.update({
+            "device": "cpu",
+            "edge_rule": (
+                f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
+                "Benjamini–Hochberg), oriented by greedy likelihood, re-tested given the DAG parents"
+            ),
+            "n_candidate_pairs": int(fit.parent.size),
+            "n_accepted_pairs": int(fit.accepted.sum()),
+            "n_oriented": int(fit.n_oriented),
+            "n_pruned": int(fit.n_pruned),
+        })
+    elif method == "cape" and support == "learned":
         fit = fit_learned(
             torch.from_numpy(x_std.astype(np.float32)),
             **learned_options(cfg),
@@ -337,7 +344,8 @@ def discover_scored(
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
     params.update(
-        _isolation(adj, m, threshold=float(threshold), method=method, support=support, scores=scores, n_obs=n)
+        isolation_report(adj, m, threshold=float(threshold), method=method, support=support, scores=scores, n_obs=n,
+                   min_effect=float(cfg.min_effect))
     )
     graph = CausalGraph(
         feature_names=names,
@@ -345,6 +353,7 @@ def discover_scored(
         history=history,
         params=params,
         n_cycle_edges_dropped=int(n_dropped),
+        edge_scores=edge_scores,
     )
     return graph, scores
 

@@ -18,6 +18,14 @@ import numpy as np
 from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
 from cape_pipeline.causal.model import POSTERIORS
+from cape_pipeline.causal.supports import (
+    AUTO_LOW_RANK_MAX,
+    COVARIATES,
+    LEARNED_MIN_OBS,
+    SUPPORTS,
+    UNUSED_BY_SUPPORT,
+    resolve_support,
+)
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -43,14 +51,6 @@ TRUE_DAG = "true-dag"
 ACYCLICITY = ("spectral", "majorant")
 DEFAULT_ACYCLICITY = ACYCLICITY[0]
 L1_MODES = ("auto", "exact", "sampled", "surrogate")
-#: how A is parameterised for method "cape": chosen from the data's size ("auto"), the paper's
-#: low rank, screened sparse, or per-feature MLPs on a learned screen
-SUPPORTS = ("auto", "low-rank", "screened", "learned")
-#: support="auto" takes the paper's low rank up to this many features and "learned" above
-#: (measured on the suite: benchmarks/discover/RESULTS_learned.md)
-AUTO_LOW_RANK_MAX = 20
-#: the learned support needs at least this many rows (20 % are held out); "auto" below → low rank
-LEARNED_MIN_OBS = 50
 #: paper 000, Supp. F.4: 100 epochs
 DEFAULT_EPOCHS = 100
 #: with ``epochs=None`` the budget is raised to at least this many AdamW steps
@@ -72,20 +72,14 @@ CAPE_FIELDS = (
     "l1_exact_max",
     "l1_pairs",
     "dag_threshold",
+    "covariates",
+    "n_states",
+    "min_effect",
+    "fdr",
 )
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
 _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
-#: cape options that support "screened" does not use (it has its own exact ‖A‖₁ and init)
-_NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
-#: cape options that support "learned" does not use (per-feature MLPs, SDCD-style schedule)
-_NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
-                "lambda_sparse", "dag_threshold")
-#: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
-_UNUSED_BY_SUPPORT = {
-    "screened": (_NOT_SCREENED, (None, "mean"), "exact sparse ‖A‖₁, spectral acyclicity, posterior 'mean'"),
-    "learned": (_NOT_LEARNED, (None,), "per-feature MLPs, spectral acyclicity, early stopping"),
-}
 #: the method_options a baseline takes, where checked here (gcastle and dagma check their own)
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
@@ -170,9 +164,17 @@ class DiscoverConfig:
         steps (5000); 0 gives exactly 100 epochs.
     support
         ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features or N < 50 rows,
-        else ``"learned"``; the rule and its measurements are in
-        ``benchmarks/discover/RESULTS_learned.md``; the choice is ``params["support"]``, the
+        else ``"regression"`` for single-cell data — an AnnData whose ingest or preprocess
+        recorded modality ``scrna`` — and ``"learned"`` for other data; the rule and its
+        measurements are in ``benchmarks/discover/RESULTS_learned.md`` and
+        ``benchmarks/discover/counts/RESULTS.md``; the choice is ``params["support"]``, the
         request ``params["support_requested"]``),
+        ``"regression"`` (every feature regressed on its screened candidate parents within
+        cell states; a pair is an edge when its partial R² exceeds ``min_effect`` at
+        false-discovery rate ``fdr``; the accepted pairs are oriented by a greedy likelihood
+        DAG search and pruned given their DAG parents: see
+        :func:`~cape_pipeline.causal.regression.fit_regression`; ``n_candidates`` left at 20
+        means its own 10),
         ``"learned"`` (per-feature MLPs on a learned screen, after SDCD: see
         :func:`~cape_pipeline.causal.learned.fit_learned`; τ is the learned screen's cut on
         the strength ``‖W₁‖₂`` and the output keeps strength > τ/2, SDCD's 0.2 and 0.1;
@@ -221,6 +223,22 @@ class DiscoverConfig:
         ``"cape"``, low rank: the augmented-Lagrangian penalty stops growing once
         ``|A| > dag_threshold`` (with the ``max_edges_per_row`` cap) is a DAG. None (default):
         τ (``threshold``), so the penalty is held once the returned graph is acyclic.
+    covariates
+        ``"cape"``: cell-level covariates regressed out of every feature before any support
+        fits (the graph then explains covariation within cell states): ``"auto"`` (default:
+        for single-cell data the cell states and, where preprocess recorded it
+        (``obs["cape_library_size"]``), the log library size; for other data none),
+        ``"none"``, ``"states"``, ``"library"`` or ``"states+library"`` (the library needs
+        ``obs["cape_library_size"]``). Recorded as ``params["covariates_used"]``.
+    n_states
+        ``"cape"``: number of cell states (k-means on 30 principal components) used as
+        covariates; None (default): ``min(30, max(2, N // 100))``.
+    min_effect
+        ``"cape"``, support ``"regression"``: the partial R² an edge must exceed (0.003: it
+        explains ≥ 0.3 % of its child's within-state variance beyond the other candidates;
+        chosen on two count generators, ``benchmarks/discover/counts/RESULTS.md``).
+    fdr
+        ``"cape"``, support ``"regression"``: Benjamini–Hochberg level of the edge test (0.05).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -266,6 +284,10 @@ class DiscoverConfig:
     l1_exact_max: int = 500
     l1_pairs: int = 4096
     dag_threshold: float | None = None
+    covariates: str = COVARIATES[0]
+    n_states: int | None = None
+    min_effect: float = 0.003
+    fdr: float = 0.05
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -317,19 +339,27 @@ class DiscoverConfig:
             raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {self.n_candidates!r}")
         if self.l1 not in L1_MODES:
             raise CapeConfigError(f"l1: expected one of {', '.join(L1_MODES)}, got {self.l1!r}")
-        unused = _UNUSED_BY_SUPPORT.get(self.support)
+        if self.covariates not in COVARIATES:
+            raise CapeConfigError(f"covariates: expected one of {', '.join(COVARIATES)}, got {self.covariates!r}")
+        if self.n_states is not None and not _is_int(self.n_states, 0):
+            raise CapeConfigError(f"n_states: expected an integer >= 0 or None, got {self.n_states!r}")
+        if not _is_num(self.min_effect, lambda f: 0 <= f < 1):
+            raise CapeConfigError(f"min_effect: expected a number in [0, 1), got {self.min_effect!r}")
+        if not _is_num(self.fdr, lambda f: 0 < f < 1):
+            raise CapeConfigError(f"fdr: expected a number in (0, 1), got {self.fdr!r}")
+        unused = UNUSED_BY_SUPPORT.get(self.support)
         if unused is not None:
             names, posteriors, what = unused
             default = _defaults()
             bad = [k for k in names if getattr(self, k) != getattr(default, k)]
             if self.posterior not in posteriors:
                 bad.append("posterior")
-            if self.acyclicity != "spectral":
+            if self.acyclicity != "spectral" and self.support != "low-rank":
                 bad.append("acyclicity")
             if bad:
+                other = "support='regression'" if self.support == "low-rank" else "support='low-rank'"
                 raise CapeConfigError(
-                    f"{', '.join(bad)}: not used with support={self.support!r} ({what}); drop them or use "
-                    "support='low-rank'"
+                    f"{', '.join(bad)}: not used with support={self.support!r} ({what}); drop them or use {other}"
                 )
         if not _is_int(self.min_steps, 0):
             raise CapeConfigError(f"min_steps: expected an integer >= 0, got {self.min_steps!r}")
@@ -353,10 +383,10 @@ class DiscoverConfig:
                 f"expected any of {sorted(allowed)}"
             )
 
-    def support_for(self, n_features: int, n_obs: int | None = None) -> str:
+    def support_for(self, n_features: int, n_obs: int | None = None, *, single_cell: bool = False) -> str:
         """The support a fit on ``n_features`` features (and ``n_obs`` rows) uses (``"auto"``
         resolved by :func:`resolve_support`)."""
-        return resolve_support(self.support, n_features, n_obs)
+        return resolve_support(self.support, n_features, n_obs, single_cell=single_cell)
 
     @property
     def effective_posterior(self) -> str:
@@ -365,30 +395,6 @@ class DiscoverConfig:
         if self.posterior is not None:
             return self.posterior
         return "mean" if self.support == "screened" else POSTERIORS[0]
-
-
-def resolve_support(support: str, n_features: int, n_obs: int | None = None) -> str:
-    """The support used for ``n_features`` features: ``support`` itself unless it is ``"auto"``.
-
-    ``"auto"`` → ``"low-rank"`` (the paper's ``A = U Vᵀ``) for M ≤ :data:`AUTO_LOW_RANK_MAX`
-    or fewer than :data:`LEARNED_MIN_OBS` rows (the learned support holds out 20 % of the rows
-    for early stopping), else ``"learned"``. Measured on the Step I suite
-    (``benchmarks/discover/RESULTS_learned.md``): the learned support has the best F1 from
-    M = 50 up (synth50, scale-free and ER graphs at M = 200–2,000, SDCD's generator), the low
-    rank on the 10- and 11-node sets (synth10, Sachs).
-
-    Raises
-    ------
-    CapeConfigError
-        Unknown ``support``.
-    """
-    if support not in SUPPORTS:
-        raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
-    if support != "auto":
-        return support
-    if int(n_features) <= AUTO_LOW_RANK_MAX or (n_obs is not None and int(n_obs) < LEARNED_MIN_OBS):
-        return "low-rank"
-    return "learned"
 
 
 _DEFAULTS: list[DiscoverConfig] = []

@@ -61,6 +61,13 @@ class CausalGraph:
         Parameters that produced the graph (method name, rank, threshold, ...).
     n_cycle_edges_dropped
         Edges removed after thresholding to make the output acyclic.
+    edge_scores
+        Every pair the method scored, not only the DAG's edges (None when it scored none):
+        a DataFrame with columns ``source``, ``target`` (str) and ``score`` (float64, larger =
+        more confident; for ``support="regression"`` the partial R² of ``source`` in the
+        regression of ``target`` on its screened candidates), plus method-specific columns
+        (``f_stat``, ``qvalue``, ``accepted``). Written into ``dag.parquet`` beside the DAG
+        (:meth:`write_parquet`), so precision–recall curves can be drawn from it.
 
     Raises
     ------
@@ -73,6 +80,7 @@ class CausalGraph:
     history: list[dict[str, Any]] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     n_cycle_edges_dropped: int = 0
+    edge_scores: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
         self.feature_names = _as_names(self.feature_names)
@@ -250,16 +258,42 @@ class CausalGraph:
                 raise CapeFileError(f"{hist}: not valid JSON ({exc})") from exc
         return graph
 
+    def scored_frame(self) -> pd.DataFrame:
+        """The DAG's edges and every scored pair in one table (what :meth:`write_parquet` writes).
+
+        Columns ``source``, ``target``, ``weight`` (the DAG weight; 0 off the DAG) and, when
+        :attr:`edge_scores` is set, ``in_dag`` (bool) and the score columns; the DAG's edges come
+        first. Without scores this is :meth:`to_frame`.
+        """
+        edges = self.to_frame()
+        if self.edge_scores is None:
+            return edges
+        sc = self.edge_scores.copy()
+        sc["source"] = sc["source"].astype(str)
+        sc["target"] = sc["target"].astype(str)
+        edges["in_dag"] = True
+        both = edges.merge(sc, on=["source", "target"], how="left")
+        rest = sc.merge(edges[["source", "target"]], on=["source", "target"], how="left", indicator=True)
+        rest = rest[rest["_merge"] == "left_only"].drop(columns="_merge")
+        rest.insert(2, "weight", 0.0)
+        rest.insert(3, "in_dag", False)
+        out = pd.concat([both, rest], ignore_index=True)
+        if "accepted" in out.columns:
+            out["accepted"] = out["accepted"].fillna(False).astype(bool)
+        return out
+
     def write_parquet(self, path: str | Path) -> None:
         """Write the edge list (source, target, weight) to Parquet, atomically.
 
-        The full node list (isolated nodes included), ``params`` and ``n_cycle_edges_dropped``
-        are kept in the file's schema metadata; pandas/pyarrow read the edges as usual.
+        With :attr:`edge_scores`, the file also holds every scored pair: column ``in_dag`` marks
+        the DAG's edges (``pd.read_parquet(p).query("in_dag")`` is the DAG) and ``score`` ranks
+        all pairs (:meth:`scored_frame`). The full node list (isolated nodes included),
+        ``params`` and ``n_cycle_edges_dropped`` are kept in the file's schema metadata.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
+        table = pa.Table.from_pandas(self.scored_frame(), preserve_index=False)
         meta = dict(table.schema.metadata or {})
         meta[_META_KEY] = json.dumps(self.feature_names.astype(str).tolist()).encode()
         meta[b"cape.params"] = json.dumps(self.params, default=str).encode()
@@ -292,9 +326,17 @@ class CausalGraph:
         names = json.loads(meta[_META_KEY]) if _META_KEY in meta else None
         params = json.loads(meta[b"cape.params"]) if b"cape.params" in meta else {}
         dropped = int(meta.get(b"cape.n_cycle_edges_dropped", b"0"))
+        df = table.to_pandas()
+        scores = None
+        if "in_dag" in df.columns:  # the DAG's edges and every scored pair (scored_frame)
+            scores = df.drop(columns=["weight", "in_dag"])
+            if "score" in scores.columns:  # a DAG edge the method did not score has no score
+                scores = scores[scores["score"].notna()]
+            scores = scores.reset_index(drop=True)
+            df = df[df["in_dag"].astype(bool)]
         try:
             return cls.from_edges(
-                table.to_pandas(), feature_names=names, params=params, n_cycle_edges_dropped=dropped
+                df, feature_names=names, params=params, n_cycle_edges_dropped=dropped, edge_scores=scores
             )
         except CapeDataError as exc:
             raise CapeDataError(f"{path}: {exc}") from exc

@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cape_pipeline.datasets._simulate import (
-    TRUE_DAG_KEY,
-    sdcd_sem,
+from cape_pipeline.datasets._counts import (
     simulated_counts,
     simulated_grn_counts,
+    simulated_hill_counts,
 )
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, sdcd_sem
 from cape_pipeline.errors import CapeConfigError, CapeFileError
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "sdcd_sem",
     "simulated_counts",
     "simulated_grn_counts",
+    "simulated_hill_counts",
     "norman",
     "hpancreas",
     "altumage",

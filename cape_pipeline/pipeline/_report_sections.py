@@ -27,12 +27,18 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
     ]
     if g.get("n_isolated") is not None:
         lines.append(f"- {g['n_isolated']} of {n_vars} features ({100 * (g.get('isolated_share') or 0):.0f} %) have no edge")
+    if g.get("edge_rule"):
+        lines.append(f"- edges accepted by: {g['edge_rule']}")
+    if g.get("covariates_used") and g["covariates_used"] != "none":
+        cov = g["covariates_used"].replace("states", f"{g.get('n_states')} cell states").replace("+library", " and library size")
+        lines.append(f"- covariates regressed out before Step I: {cov} (the graph explains covariation within states)")
     lines += [f"- **Warning**: {w}" for w in g.get("warnings", []) if g["n_edges"] > 0]
     if g["n_edges"] == 0:
+        knob = "`discover.min_effect` (or give more cells)" if g.get("edge_rule") else "`discover.threshold`"
         lines.append(
-            "- **The DAG is empty**: no edge passed the threshold, so the CAPE angles carry no causal "
-            "structure and `cape` cannot differ from `none` for a reason the paper intends. Lower "
-            "`discover.threshold` (see the warning of the discover stage)."
+            "- **The DAG is empty**: no edge passed the edge rule, so the CAPE angles carry no causal "
+            f"structure and `cape` cannot differ from `none` for a reason the paper intends. Lower {knob} "
+            "(see the warning of the discover stage)."
         )
     if g.get("metrics_vs_truth"):
         m = g["metrics_vs_truth"]
@@ -92,7 +98,10 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
     before = f" (of {shape_in[1]:,} before preprocessing)" if shape_in and shape_in[1] != d["n_vars"] else ""
     lines.append(f"- data: {d['n_obs']:,} cells × {d['n_vars']:,} features{before}")
     iso = g.get("isolated_share")
-    lines.append(f"- Step I: {g['n_edges']:,} edges" + (f"; {100 * iso:.0f} % of features have no edge" if iso is not None else ""))
+    lines.append(
+        f"- Step I: {g['n_edges']:,} edges" + (f"; {100 * iso:.0f} % of features have no edge" if iso is not None else "")
+        + (f"; accepted by {g['edge_rule']}" if g.get("edge_rule") else "")
+    )
     zero = e.get("zero_angle_share")
     if zero is not None:
         lines.append(f"- Steps II–III: {100 * zero:.0f} % of features sit at the origin (angle 0: CAPE leaves them unrotated)")
@@ -141,7 +150,8 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(
             f"- **Warning**: {100 * zero:.0f} % of features are at angle 0, so `cape` rotates almost nothing and "
             "cannot differ much from `default`: the comparison below cannot be informative. Step I found too few "
-            "edges on this data (see its warnings; a lower `discover.threshold` keeps more)."
+            "edges on this data (see its warnings; a lower `discover.threshold`, or `discover.min_effect` for the "
+            "regression support, keeps more)."
         )
     return lines
 

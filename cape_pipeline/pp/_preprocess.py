@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._keys import LIBRARY_SIZE
 from cape_pipeline._lazy import is_lazy
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -282,6 +283,8 @@ def preprocess(
                     f"(min_genes={min_genes}, min_cells={cfg.min_cells}); lower these thresholds"
                 )
             if state == "counts":
+                # each cell's total counts (after QC, before normalization): Step I's library-size covariate
+                work.obs[LIBRARY_SIZE] = np.asarray(work.X.sum(axis=1), dtype=np.float64).ravel()
                 sc.pp.normalize_total(work, target_sum=cfg.target_sum)
                 sc.pp.log1p(work)
                 steps += [f"normalize_total(target_sum={cfg.target_sum:g})", "log1p"]

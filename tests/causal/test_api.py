@@ -218,16 +218,16 @@ def test_learned_support_on_fewer_rows_than_features_warns():
 
     import scipy.sparse as sp
 
-    from cape_pipeline.causal.api import _isolation
+    from cape_pipeline.causal.diagnostics import isolation_report
     from cape_pipeline.errors import CapeWarning
 
     adj = sp.csr_array(sp.random(40, 40, density=0.1, format="csr", random_state=0))
     with w.catch_warnings(record=True) as rec:
         w.simplefilter("always")
-        out = _isolation(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=30)
+        out = isolation_report(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=30)
     assert any("fewer rows than features" in str(r.message) and issubclass(r.category, CapeWarning) for r in rec)
     assert any("exploratory" in m for m in out["warnings"])
     with w.catch_warnings(record=True) as rec:
         w.simplefilter("always")
-        out = _isolation(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=400)
+        out = isolation_report(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=400)
     assert not any("fewer rows" in m for m in out["warnings"])

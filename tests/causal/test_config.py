@@ -131,7 +131,7 @@ def test_true_dag_accepted_by_config_refused_by_discover():
         ({"method": "pc"}, "method: expected one of cape, "),
         ({"device": "tpu9"}, "device: expected 'auto', 'cpu' or 'cuda[:i]', got 'tpu9'"),
         ({"posterior": "laplace"}, "posterior: expected one of sampled, mean, got 'laplace'"),
-        ({"support": "dense"}, "support: expected one of auto, low-rank, screened, learned, got 'dense'"),
+        ({"support": "dense"}, "support: expected one of auto, low-rank, screened, learned, regression, got 'dense'"),
         ({"n_candidates": 0}, "n_candidates: expected an integer >= 1, got 0"),
         ({"min_steps": -1}, "min_steps: expected an integer >= 0, got -1"),
         ({"l1": "bogus"}, "l1: expected one of auto, exact, sampled, surrogate, got 'bogus'"),

@@ -1,0 +1,387 @@
+"""Step I on UMI counts with a known graph, beside the GRN tools users run (issue 40).
+
+Question: on counts — the data most users bring — does Step I's default keep a graph that grows
+with the cells, is mostly right, and ranks pairs better than the tools users run today?
+
+Data: two count generators with a known DAG, 2,000 genes (preprocessing keeps them all as HVGs,
+so the truth is the whole graph), N ∈ {1,000, 3,000, 10,000, 30,000} cells, seeds 0–2:
+``simulated_grn_counts`` (ours: TF-like hubs, tanh mechanisms on log activities, cell types on
+the roots, negative-binomial counts) and ``simulated_hill_counts`` (after SERGIO's description:
+Hill kinetics on the linear scale, intrinsic noise that propagates, outlier genes, library size,
+dropout, Poisson).
+
+Methods, side by side on the same files:
+- ``cape``: ``cape run FILE --until discover`` with every default (support "regression" for
+  single-cell data: cell states and library size as covariates, minimum-effect likelihood-ratio
+  edge test, greedy likelihood DAG);
+- ``learned``: the previous default, ``--set discover.support=learned --set discover.covariates=none``;
+- ablations of the default (``--ablations``): ``cape-no-covariates``, ``cape-states-only``,
+  ``learned-covariates`` (the learned support on state-adjusted data);
+- ``pearson``: |Pearson r| of log-normalized data (scanpy ``normalize_total`` + ``log1p``);
+- ``regdiffusion``: RegDiffusion (Zhu & Slonim 2024; PyPI ``regdiffusion``, CPU, its defaults:
+  1,000 steps) in its own virtual environment;
+- ``grnboost2``: GRNBoost2 (arboreto, the GENIE3 family; its own virtual environment with
+  ``dask<2024`` pinned, as users do) on all genes as regulators.
+
+Metrics as BEELINE reports them (Pratapa et al. 2020), over ordered pairs without self-loops:
+AUPRC, AUPRC ratio over a random predictor (the edge density), early precision ratio (precision
+of the top-k pairs, k = number of true edges, over the density); skeleton AUPRC (unordered
+pairs); for methods that return a graph, its precision, recall, F1, edges and share of genes
+without an edge; wall seconds of the whole run and peak RSS.
+
+Usage::
+
+    python benchmarks/discover/counts/counts.py setup          # the baselines' virtual environments
+    python benchmarks/discover/counts/counts.py run [--generators grn hill] [--cells ...]
+        [--seeds 0 1 2] [--methods cape learned pearson regdiffusion grnboost2] [--ablations]
+        [--data-dir DIR]                                        # appends to counts.jsonl (resumes)
+    python benchmarks/discover/counts/counts.py report         # RESULTS.md tables and counts.png
+
+The baselines' environments live in ``_cache/`` (not tracked); ``_regdiffusion.py`` and
+``_grnboost2.py`` are the two-line runners that this script starts inside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import common  # noqa: E402
+
+OUT = HERE / "counts.jsonl"
+RESULTS = HERE / "RESULTS.md"
+VENVS = HERE / "_cache"
+GENES = 2000
+CAPE_SETS = {
+    "cape": [],
+    "learned": ["discover.support=learned", "discover.covariates=none"],
+    "cape-no-covariates": ["discover.covariates=none"],
+    "cape-states-only": ["discover.covariates=states"],
+    "learned-covariates": ["discover.support=learned"],
+}
+ABLATIONS = ("cape-no-covariates", "cape-states-only", "learned-covariates")
+EXTERNAL = {
+    "regdiffusion": ("regdiffusion", ["torch==2.13.0", "regdiffusion==0.2.3"]),
+    "grnboost2": ("arboreto", ["arboreto==0.1.6", "dask[distributed]<2024", "distributed<2024", "numpy<2",
+                               "pandas<2.2", "scikit-learn"]),
+}
+
+
+# ----------------------------------------------------------------------------- data
+def simulate(gen: str, n: int, seed: int, data_dir: Path) -> Path:
+    """The generator's counts as ``.h5ad`` (written once, reused)."""
+    from cape_pipeline.datasets import simulated_grn_counts, simulated_hill_counts
+
+    path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
+    if not path.exists():
+        fn = simulated_grn_counts if gen == "grn" else simulated_hill_counts
+        tmp = path.with_suffix(".tmp.h5ad")
+        fn(n, GENES, seed=seed).write_h5ad(tmp)
+        tmp.rename(path)
+    return path
+
+
+def lognorm(path: Path) -> tuple[np.ndarray, np.ndarray, object]:
+    """(log-normalized dense float32 X, gene names, true DAG csr) of a generator file."""
+    import anndata as ad
+    import scanpy as sc
+
+    a = ad.read_h5ad(path)
+    truth = a.varp["true_dag"].tocsr()
+    sc.pp.normalize_total(a, target_sum=1e4)
+    sc.pp.log1p(a)
+    x = a.X.toarray() if hasattr(a.X, "toarray") else np.asarray(a.X)
+    return x.astype(np.float32), np.asarray(a.var_names).astype(str), truth
+
+
+# ----------------------------------------------------------------------------- metrics
+def ranking_metrics(score: np.ndarray, truth) -> dict[str, float]:
+    """BEELINE-style AUPRC, AUPRC ratio, early precision ratio (directed) and skeleton AUPRC."""
+    from sklearn.metrics import average_precision_score
+
+    m = score.shape[0]
+    t = truth.toarray() != 0
+    s = np.abs(np.nan_to_num(np.asarray(score, dtype=np.float64)))
+    off = ~np.eye(m, dtype=bool)
+    y, sc = t[off], s[off]
+    density = y.mean()
+    ap = average_precision_score(y, sc)
+    k = int(y.sum())
+    top = np.argpartition(-sc, k)[:k]
+    iu = np.triu_indices(m, 1)
+    ys, ss = (t | t.T)[iu], np.maximum(s, s.T)[iu]
+    ap_sk = average_precision_score(ys, ss)
+    return {
+        "auprc": float(ap), "auprc_ratio": float(ap / density), "epr": float(y[top].mean() / density),
+        "auprc_skeleton": float(ap_sk), "auprc_skeleton_ratio": float(ap_sk / ys.mean()),
+    }
+
+
+def graph_metrics(adj, truth) -> dict[str, float]:
+    """The kept graph against the truth (cape_pipeline.causal.dag_metrics) and its isolated share."""
+    from cape_pipeline.causal.graph import degree
+    from cape_pipeline.causal.metrics import dag_metrics
+
+    mm = dag_metrics(adj, truth)
+    return {
+        "edges": int(mm["nnz"]), "precision": mm["precision"], "recall": mm["recall"], "f1": mm["f1"],
+        "skeleton_f1": mm["skeleton_f1"], "isolated_share": float((degree(adj) == 0).mean()),
+    }
+
+
+def run_measured(cmd: list[str], **kw) -> tuple[float, float]:
+    """Run a command; (wall seconds, peak RSS of the process tree's largest child in GiB)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, **kw)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return time.perf_counter() - t0, usage.ru_maxrss / 2**20
+
+
+# ----------------------------------------------------------------------------- methods
+def run_cape(method: str, path: Path, names: np.ndarray, truth) -> dict:
+    from cape_pipeline.causal.graph import CausalGraph
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cape = Path(sys.executable).with_name("cape")
+        cmd = [str(cape), "run", str(path), "--until", "discover", "--workdir", f"{tmp}/w", "--out", f"{tmp}/o"]
+        for s in CAPE_SETS[method]:
+            cmd += ["--set", s]
+        sec, rss = run_measured(cmd, stdout=subprocess.DEVNULL)
+        g = CausalGraph.read_parquet(Path(tmp) / "o" / "dag.parquet")
+    index = {nm: i for i, nm in enumerate(names)}
+    pos = np.array([index[f] for f in g.feature_names.astype(str)])
+    import scipy.sparse as sp
+
+    m = len(names)
+    coo = g.adjacency.tocoo()
+    adj = sp.csr_matrix((coo.data, (pos[coo.row], pos[coo.col])), shape=(m, m))
+    score = np.zeros((m, m))
+    if g.edge_scores is not None and len(g.edge_scores):
+        es = g.edge_scores
+        si = np.array([index[v] for v in es["source"].astype(str)])
+        ti = np.array([index[v] for v in es["target"].astype(str)])
+        np.maximum.at(score, (si, ti), es["score"].to_numpy(dtype=float))
+    else:  # the learned support exports its kept DAG's strengths only
+        score[pos[coo.row], pos[coo.col]] = np.abs(coo.data)
+    p = g.params
+    return {
+        **ranking_metrics(score, truth), **graph_metrics(adj, truth), "seconds": sec, "peak_rss_gb": rss,
+        "step1_seconds": float(p.get("seconds", float("nan"))), "support": p.get("support"),
+        "covariates_used": p.get("covariates_used"), "edge_rule": p.get("edge_rule"),
+    }
+
+
+def run_pearson(x: np.ndarray, truth) -> dict:
+    t0 = time.perf_counter()
+    z = (x - x.mean(0)) / np.maximum(x.std(0), 1e-12)
+    c = np.abs(z.T @ z / z.shape[0])
+    np.fill_diagonal(c, 0.0)
+    return {**ranking_metrics(c, truth), "seconds": time.perf_counter() - t0}
+
+
+def venv_python(name: str) -> Path:
+    return VENVS / f"venv-{EXTERNAL[name][0]}" / "bin" / "python"
+
+
+def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
+    py = venv_python(method)
+    if not py.exists():
+        raise SystemExit(f"{method}: run `python {Path(__file__).name} setup` first ({py} missing)")
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/x.npy", x)
+        script = HERE / f"_{method}.py"
+        sec, rss = run_measured([str(py), str(script), f"{tmp}/x.npy", f"{tmp}/adj.npy", str(seed)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        adj = np.load(f"{tmp}/adj.npy").astype(np.float64)
+    return {**ranking_metrics(adj, truth), "seconds": sec, "peak_rss_gb": rss}
+
+
+# ----------------------------------------------------------------------------- report
+LABELS = {
+    "cape": "cape (default)", "learned": "learned (previous default)", "pearson": "|Pearson|",
+    "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2", "cape-no-covariates": "cape, no covariates",
+    "cape-states-only": "cape, states only", "learned-covariates": "learned + covariates",
+}
+GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)"}
+
+
+def _records() -> list[dict]:
+    return [json.loads(line) for line in OUT.read_text().splitlines()] if OUT.exists() else []
+
+
+def _summary(recs: list[dict]) -> dict[tuple, dict]:
+    """Mean and sd over seeds per (generator, cells, method), with the number of seeds."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in recs:
+        groups.setdefault((r["generator"], r["cells"], r["method"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        agg = {"n": len(rs)}
+        for f in ("auprc", "auprc_ratio", "epr", "auprc_skeleton", "edges", "precision", "recall", "f1",
+                  "isolated_share", "seconds", "step1_seconds", "peak_rss_gb", "load_before"):
+            v = [r[f] for r in rs if r.get(f) is not None]
+            if v:
+                agg[f] = (float(np.mean(v)), float(np.std(v)))
+        out[key] = agg
+    return out
+
+
+def _fmt(a: dict, f: str, spec: str = ".3f") -> str:
+    if f not in a:
+        return "–"
+    mu, sd = a[f]
+    return f"{mu:{spec}}" + (f" ± {sd:{spec}}" if a["n"] > 1 else "")
+
+
+def report() -> None:
+    """Write the generated blocks of RESULTS.md and counts.png from counts.jsonl."""
+    recs = _records()
+    summ = _summary(recs)
+    gens = sorted({k[0] for k in summ})
+    cells = sorted({k[1] for k in summ})
+    blocks = []
+    for gen in gens:
+        lines = [f"**{GEN_NAMES.get(gen, gen)}** (mean ± sd over seeds; n = seeds)", "",
+                 "| cells | method | n | AUPRC | ratio | EPR | skeleton AUPRC | edges | precision | recall | F1 | "
+                 "no edge | seconds | peak GB | load |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for n in cells:
+            for method in LABELS:
+                a = summ.get((gen, n, method))
+                if a is None:
+                    continue
+                lines.append(
+                    f"| {n:,} | {LABELS[method]} | {a['n']} | {_fmt(a, 'auprc', '.4f')} | {_fmt(a, 'auprc_ratio', '.0f')} | "
+                    f"{_fmt(a, 'epr', '.0f')} | {_fmt(a, 'auprc_skeleton', '.3f')} | {_fmt(a, 'edges', '.0f')} | "
+                    f"{_fmt(a, 'precision')} | {_fmt(a, 'recall')} | {_fmt(a, 'f1')} | {_fmt(a, 'isolated_share', '.2f')} | "
+                    f"{_fmt(a, 'seconds', '.0f')} | {_fmt(a, 'peak_rss_gb', '.2f')} | {_fmt(a, 'load_before', '.1f')} |"
+                )
+        blocks.append("\n".join(lines))
+    text = RESULTS.read_text() if RESULTS.exists() else "<!-- counts: begin -->\n<!-- counts: end -->\n"
+    start, end = "<!-- counts: begin -->", "<!-- counts: end -->"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    body = "\n\n".join(blocks)
+    tmp = RESULTS.with_suffix(".md.tmp")
+    tmp.write_text(f"{head}{start}\n{body}\n{end}{tail}")
+    tmp.replace(RESULTS)
+    _figure(summ, gens, cells)
+
+
+def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(gens), 3, figsize=(13, 3.6 * len(gens)), squeeze=False)
+    for i, gen in enumerate(gens):
+        for method in LABELS:
+            pts = [(n, summ[(gen, n, method)]) for n in cells if (gen, n, method) in summ]
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            axes[i, 0].plot(xs, [p[1]["auprc_ratio"][0] for p in pts], "o-", label=LABELS[method])
+            if "edges" in pts[0][1]:
+                axes[i, 1].plot(xs, [p[1]["precision"][0] for p in pts], "o-", label=LABELS[method])
+                axes[i, 2].plot(xs, [p[1]["recall"][0] for p in pts], "o-", label=LABELS[method])
+        for j, what in enumerate(("AUPRC ratio over random", "precision of the kept graph", "recall of the kept graph")):
+            ax = axes[i, j]
+            ax.set_xscale("log")
+            ax.set_xlabel("cells")
+            ax.set_title(f"{gen}: {what}", fontsize=10)
+            if j == 1:
+                ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        axes[i, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(HERE / "counts.png", dpi=110)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- commands
+def setup() -> None:
+    """Create each baseline's virtual environment under ``_cache/`` from its PyPI release."""
+    VENVS.mkdir(exist_ok=True)
+    for _, (name, reqs) in EXTERNAL.items():
+        venv = VENVS / f"venv-{name}"
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        py = str(venv / "bin" / "python")
+        if name == "regdiffusion":  # the CPU build of torch first (a bare torch pulls CUDA wheels)
+            subprocess.run([py, "-m", "pip", "install", "-q", reqs[0]], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", *reqs], check=True)
+        print(name, "ready:", py)
+
+
+def done_keys() -> set[tuple]:
+    if not OUT.exists():
+        return set()
+    return {(r["generator"], r["cells"], r["seed"], r["method"]) for r in map(json.loads, OUT.read_text().splitlines())}
+
+
+def run(a: argparse.Namespace) -> None:
+    data_dir = Path(a.data_dir or os.environ.get("CAPE_BENCH_DATA", Path(tempfile.gettempdir()) / "cape_counts"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    methods = list(a.methods) + (list(ABLATIONS) if a.ablations else [])
+    print("command:", common.command())
+    print("machine:", common.machine())
+    done = done_keys()
+    for gen in a.generators:
+        for n in a.cells:
+            for seed in a.seeds:
+                todo = [mt for mt in methods if (gen, n, seed, mt) not in done]
+                if not todo:
+                    continue
+                path = simulate(gen, n, seed, data_dir)
+                x, names, truth = lognorm(path)
+                for method in todo:
+                    load = os.getloadavg()[0]
+                    if method in CAPE_SETS:
+                        rec = run_cape(method, path, names, truth)
+                    elif method == "pearson":
+                        rec = run_pearson(x, truth)
+                    else:
+                        rec = run_external(method, x, truth, seed)
+                    rec = {"generator": gen, "cells": n, "genes": GENES, "seed": seed, "method": method,
+                           "n_true": int(truth.nnz), "load_before": round(load, 2), **rec,
+                           "machine": common.machine(), "command": common.command()}
+                    with OUT.open("a") as fh:
+                        fh.write(json.dumps(rec) + "\n")
+                    print(f"{gen} {n} s{seed} {method}: AUPRC {rec['auprc']:.4f} (x{rec['auprc_ratio']:.0f}) "
+                          f"EPR {rec['epr']:.0f}" + (f" edges {rec['edges']} P {rec['precision']:.3f} "
+                          f"R {rec['recall']:.3f}" if "edges" in rec else "") + f" {rec['seconds']:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("setup")
+    r = sub.add_parser("run")
+    r.add_argument("--generators", nargs="+", default=["grn", "hill"], choices=["grn", "hill"])
+    r.add_argument("--cells", type=int, nargs="+", default=[1000, 3000, 10000, 30000])
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    r.add_argument("--methods", nargs="+", default=["cape", "pearson", "regdiffusion", "grnboost2", "learned"],
+                   choices=[*CAPE_SETS, "pearson", *EXTERNAL])
+    r.add_argument("--ablations", action="store_true", help="also the default's ablations (covariates, support)")
+    r.add_argument("--data-dir", default=None)
+    sub.add_parser("report")
+    args = ap.parse_args()
+    if args.cmd == "setup":
+        setup()
+    elif args.cmd == "run":
+        run(args)
+    else:
+        report()

@@ -1,0 +1,181 @@
+"""Cell-level covariates of Step I: cell states and library size, regressed out of every feature.
+
+On single-cell data the cell states (types, activation states) make every gene co-vary with
+every other; a graph fitted to that covariation explains the states, not regulation. Here the
+states are k-means clusters of the leading principal components (scikit-learn) and, when the
+input held counts, the log library size; both are exogenous inputs of every feature's model,
+which for a linear model is the same as regressing them out of every feature first
+(Frisch–Waugh–Lovell). Measured in ``benchmarks/discover/counts/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+
+__all__ = ["apply_covariates", "cell_context", "cell_state_labels", "default_n_states", "residualize"]
+
+
+def default_n_states(n_obs: int) -> int:
+    """Cell states used when ``n_states`` is None: ``min(30, max(2, N // 100))``.
+
+    30 states at 3,000 cells and more; on simulated counts with 6–8 cell types the ranking
+    of true pairs is the same within 1 % for 8 to 120 k-means states
+    (``benchmarks/discover/counts/RESULTS.md``), so the number only needs to exceed the
+    number of distinct states; 100 cells per state keep each state's means stable.
+    """
+    return int(min(30, max(2, int(n_obs) // 100)))
+
+
+def cell_state_labels(x: np.ndarray, n_states: int, *, n_pcs: int = 30, seed: int = 0) -> np.ndarray:
+    """Cell states as k-means clusters of the leading principal components (scikit-learn).
+
+    Parameters
+    ----------
+    x
+        ``(N, M)`` float matrix, standardized columns (the input of Step I).
+    n_states
+        Number of k-means clusters (≥ 1; 1 gives one state, i.e. only centring).
+    n_pcs
+        Principal components the clusters are found in (capped at ``min(N, M) − 1``).
+    seed
+        ``random_state`` of the randomized PCA and of k-means.
+
+    Returns
+    -------
+    np.ndarray
+        ``(N,)`` int64 labels in ``[0, n_states)``.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import PCA
+
+    n, m = x.shape
+    k = int(min(max(1, n_states), n))
+    if k == 1:
+        return np.zeros(n, dtype=np.int64)
+    n_comp = int(max(1, min(n_pcs, n - 1, m - 1)))
+    pcs = PCA(n_comp, svd_solver="randomized", random_state=seed).fit_transform(x)
+    labels = KMeans(k, n_init=3, random_state=seed).fit_predict(pcs)
+    return labels.astype(np.int64)
+
+
+def residualize(x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarray | None = None) -> np.ndarray:
+    """Regress the cell-state means and the log library size out of every feature; standardize.
+
+    ``z = x − mean_state(x) − β · (ℓ − mean_state(ℓ))`` with ``β`` the pooled within-state slope
+    of each feature on the log library size ``ℓ``; each column of ``z`` is then scaled to sd 1
+    (a feature that the covariates explain fully becomes 0).
+
+    Parameters
+    ----------
+    x
+        ``(N, M)`` float64 matrix.
+    labels
+        ``(N,)`` int state labels, or None (one state).
+    log_library
+        ``(N,)`` log library sizes, or None.
+
+    Returns
+    -------
+    np.ndarray
+        ``(N, M)`` float64, columns mean 0 and sd 1 (or all 0).
+    """
+    n = x.shape[0]
+    labels = np.zeros(n, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
+    k = int(labels.max(initial=0)) + 1
+    onehot = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
+    counts = np.maximum(np.asarray(onehot.sum(0)).ravel(), 1.0)
+    means = np.asarray(onehot.T @ x) / counts[:, None]  # (k, M)
+    z = x - means[labels]
+    if log_library is not None:
+        ell = np.asarray(log_library, dtype=np.float64)
+        ell = ell - (np.asarray(onehot.T @ ell).ravel() / counts)[labels]
+        ss = float(ell @ ell)
+        if ss > 0:
+            z -= np.outer(ell, (ell @ z) / ss)
+    sd = z.std(axis=0)
+    return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
+
+
+def cell_context(data: Any) -> tuple[bool, np.ndarray | None]:
+    """Is ``data`` single-cell expression, and its cells' library sizes if known.
+
+    Single-cell: an AnnData whose ingest or preprocess recorded modality ``"scrna"``
+    (``uns["cape_ingest"]`` / ``uns["cape_preprocess"]``), or that carries
+    ``obs["cape_library_size"]``. The library sizes are that column (total counts per cell
+    before normalization, written by :func:`cape_pipeline.pp.preprocess` when the input held
+    counts). Arrays and DataFrames are not single-cell data here.
+
+    Returns
+    -------
+    single_cell, library_size
+        bool, and ``(N,)`` float64 or None.
+
+    Raises
+    ------
+    CapeDataError
+        ``obs["cape_library_size"]`` has a value that is not finite and > 0 (names the column).
+    """
+    if not (hasattr(data, "obs") and hasattr(data, "uns")):
+        return False, None
+    mods = {
+        (data.uns.get(key) or {}).get("modality")
+        for key in ("cape_ingest", "cape_preprocess")
+        if isinstance(data.uns.get(key), dict)
+    }
+    library = None
+    if LIBRARY_SIZE_KEY in data.obs.columns:
+        library = np.asarray(data.obs[LIBRARY_SIZE_KEY], dtype=np.float64)
+        if not (np.isfinite(library).all() and (library > 0).all()):
+            raise CapeDataError(
+                f"obs[{LIBRARY_SIZE_KEY!r}]: expected each cell's total counts (finite, > 0); "
+                f"{int((~np.isfinite(library) | (library <= 0)).sum())} cells are not"
+            )
+    return ("scrna" in mods) or library is not None, library
+
+
+def apply_covariates(
+    x_std: np.ndarray, cfg: Any, *, single_cell: bool, library: np.ndarray | None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Regress the cell-level covariates out of the standardized matrix (``cfg.covariates``).
+
+    Parameters
+    ----------
+    x_std
+        ``(N, M)`` float64 standardized matrix.
+    cfg
+        The run's options (``covariates``, ``n_states``, ``seed``).
+    single_cell, library
+        From :func:`cell_context`.
+
+
+    ``"auto"``: cell states and (when known) the log library size for single-cell data, none
+    otherwise. Returns the adjusted matrix (the input itself when there are none) and the
+    params to record (``covariates_used``, ``n_states``).
+
+    Raises
+    ------
+    CapeConfigError
+        The library size is asked for but the data carry none (``obs["cape_library_size"]``).
+    """
+    want = cfg.covariates
+    if want == "auto":
+        want = ("states+library" if library is not None else "states") if single_cell else "none"
+    if "library" in want and library is None:
+        raise CapeConfigError(
+            f"covariates={cfg.covariates!r}: the data have no library sizes (obs[{LIBRARY_SIZE_KEY!r}], "
+            "written by preprocess when the input holds counts); use covariates='states' or 'none'"
+        )
+    if want == "none":
+        return x_std, {"covariates_used": "none"}
+    n = x_std.shape[0]
+    n_states = default_n_states(n) if cfg.n_states is None else int(cfg.n_states)
+    labels = cell_state_labels(x_std, n_states, seed=int(cfg.seed)) if "states" in want and n_states > 1 else None
+    log_lib = np.log(library) if "library" in want else None
+    out = {"covariates_used": want, "n_states": int(n_states) if labels is not None else 1}
+    return residualize(x_std, labels, log_lib), out

@@ -1,0 +1,435 @@
+"""Step I for single-cell counts: state-adjusted neighbourhood regressions, a minimum-effect
+likelihood-ratio test per edge, and a greedy likelihood DAG (``support="regression"``).
+
+On UMI counts the learned support's rule — a fixed threshold on the first-layer norm of
+per-feature MLPs — keeps fewer edges as cells are added (the output layer trades the norm
+away while the fit still uses the edge) and ranks pairs worse than a correlation does
+(``benchmarks/discover/counts/RESULTS.md``). This support replaces the rule by a statistical
+one on quantities the model cannot trade away:
+
+0. **Covariates** (:mod:`cape_pipeline.causal.covariates`; applied by
+   :func:`~cape_pipeline.causal.api.discover` before any support). Cell states (k-means on
+   the leading principal components, scikit-learn) and, when known, the log library size are
+   exogenous inputs of every feature's model; with a linear model that is the same as
+   regressing them out of every feature first (Frisch–Waugh–Lovell), so the graph explains the
+   covariation *within* states, not the states themselves.
+1. **Screen** (:func:`~cape_pipeline.causal.screen.candidate_parents`): ``4k`` candidate
+   parents per feature from correlation, residual and ``tanh`` rounds, O(N·M²) in row blocks.
+2. **Neighbourhood regressions** (:func:`partial_f`): each feature is regressed on its
+   candidates (ridge-stabilised least squares, batched over features); the statistic of
+   candidate p of feature c is the partial F (the likelihood-ratio statistic of dropping p,
+   Gaussian errors) and its effect size the partial R² — the share of c's within-state
+   variance that p explains beyond the other candidates. O(N·M·K²).
+3. **Edge test** (:func:`min_effect_pvalues`): a pair is accepted when its partial R²
+   exceeds ``min_effect`` at false-discovery rate ``fdr`` (Benjamini–Hochberg over every
+   screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F
+   distribution — a minimum-effect test, Murphy & Myors 1999). The rule's form does not
+   depend on N: with more cells the estimates concentrate, so more true edges pass, and pairs
+   whose true effect is below the floor (siblings seen through a noisy parent) pass less.
+4. **Orientation** (:func:`greedy_likelihood_dag`): the accepted pairs, as an undirected
+   skeleton, are oriented by greedy insertion of the edge with the largest Gaussian
+   log-likelihood gain given the child's current parents, skipping edges that close a cycle
+   (the IncEdge search of CAM, Bühlmann, Peters & Ernst 2014, on a screened skeleton). Where
+   both orientations gain the same (Markov-equivalent: two features without parents), the
+   feature with more accepted neighbours is taken as the parent — regulators are the hubs of
+   gene regulatory networks.
+5. **Pruning** (CAM's last step): every edge of the DAG is tested again given its DAG
+   parents only (same test, BH over the DAG's edges); the weight of a kept edge is
+   ``|partial correlation|`` given its DAG parents, in (0, 1].
+
+No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from cape_pipeline.causal.screen import candidate_parents
+
+__all__ = ["RegressionFit", "fit_regression", "greedy_likelihood_dag", "min_effect_pvalues", "partial_f"]
+
+logger = logging.getLogger(__name__)
+
+#: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
+_BATCH_ENTRIES = 1 << 24
+
+
+def _live_mask(parents: torch.Tensor) -> torch.Tensor:
+    """``(M, K)`` bool: the first copy of each candidate of a row (repeats are padding)."""
+    order = torch.argsort(parents, dim=1, stable=True)
+    srt = torch.gather(parents, 1, order)
+    dup_sorted = torch.zeros_like(srt, dtype=torch.bool)
+    dup_sorted[:, 1:] = srt[:, 1:] == srt[:, :-1]
+    dup = torch.zeros_like(dup_sorted)
+    dup.scatter_(1, order, dup_sorted)
+    return ~dup
+
+
+def partial_f(
+    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Partial F statistic and partial R² of every candidate in every feature's regression.
+
+    Feature c is regressed on its live candidates ``P[c]`` (``z_c ≈ Z_P β``, ridge ``λ·N``
+    on the correlation scale). The partial F of candidate j is ``β_j² / (σ² (G⁻¹)_jj)``, the
+    squared t statistic: the likelihood-ratio statistic of dropping j from the model (Gaussian
+    errors); the partial R² is ``F / (F + ν)`` with ``ν = N − K_c − 1`` residual degrees of
+    freedom. Batched over features in groups that keep ``b·N·K`` below 2²⁴ entries.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 tensor, standardized columns.
+    parents
+        ``(M, K)`` int64 candidate table.
+    live
+        ``(M, K)`` bool, which entries are candidates (others are padding).
+    ridge
+        λ of the ridge term (1e-2; it only stabilises near-collinear candidates).
+
+    Returns
+    -------
+    f_stat, r2, dof
+        ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
+        residual degrees of freedom ``ν_c``.
+    """
+    n, m = z.shape
+    k = parents.shape[1]
+    f_out = torch.zeros(m, k, dtype=torch.float64)
+    dof = torch.zeros(m, dtype=torch.float64)
+    if k == 0:
+        return f_out, f_out.clone(), dof
+    eye = torch.eye(k, dtype=torch.float64)
+    chunk = max(1, _BATCH_ENTRIES // max(n * k, 1))
+    for s in range(0, m, chunk):
+        idx = parents[s : s + chunk]
+        lv = live[s : s + chunk].to(torch.float64)  # (b, K)
+        xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
+        y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
+        gram = xp.transpose(1, 2) @ xp  # (b, K, K)
+        # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
+        gram = gram + eye * (ridge * n * lv + (1.0 - lv))[:, None, :]
+        xty = xp.transpose(1, 2) @ y
+        g_inv = torch.linalg.inv(gram)
+        beta = g_inv @ xty  # (b, K, 1)
+        rss = (y * y).sum((1, 2)) - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ gram @ beta)[:, 0, 0]
+        kc = lv.sum(1)
+        nu = (n - kc - 1).clamp_min(1.0)
+        sigma2 = (rss / nu).clamp_min(1e-12)
+        f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
+        f_out[s : s + idx.shape[0]] = f * lv
+        dof[s : s + idx.shape[0]] = nu
+    r2 = f_out / (f_out + dof[:, None])
+    return f_out, r2, dof
+
+
+def min_effect_pvalues(f_stat: np.ndarray, dof: np.ndarray, n_obs: int, min_effect: float) -> np.ndarray:
+    """p-values of the minimum-effect test ``H₀: partial R² ≤ min_effect`` (one parameter).
+
+    Under ``H₀`` at its boundary the partial F follows a noncentral F(1, ν) with
+    noncentrality ``λ₀ = N·f²``, ``f² = min_effect / (1 − min_effect)`` (Cohen's effect size);
+    ``min_effect = 0`` is the ordinary F test of a zero coefficient.
+
+    Parameters
+    ----------
+    f_stat, dof
+        ``(E,)`` partial F statistics and their residual degrees of freedom ν.
+    n_obs
+        N, the rows of the regression.
+    min_effect
+        The floor on partial R², in [0, 1).
+
+    Returns
+    -------
+    np.ndarray
+        ``(E,)`` float64 p-values.
+    """
+    from scipy.stats import f as f_dist
+    from scipy.stats import ncf
+
+    f_stat = np.asarray(f_stat, dtype=np.float64)
+    dof = np.asarray(dof, dtype=np.float64)
+    if min_effect <= 0:
+        return f_dist.sf(f_stat, 1, dof)
+    nc = float(n_obs) * min_effect / (1.0 - min_effect)
+    return ncf.sf(f_stat, 1, dof, nc)
+
+
+def _bh(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Benjamini–Hochberg (statsmodels): reject flags and adjusted p-values (q-values)."""
+    from statsmodels.stats.multitest import multipletests
+
+    if p.size == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0)
+    reject, q, _, _ = multipletests(p, alpha=alpha, method="fdr_bh")
+    return reject, q
+
+
+def _pair_covariances(z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``(P,)`` ``mean(z[:, r] · z[:, c])`` for index pairs, in blocks of about 2²² entries."""
+    n = z.shape[0]
+    out = np.empty(rows.size)
+    step = max(1, (1 << 22) // max(n, 1))
+    for s in range(0, rows.size, step):
+        out[s : s + step] = np.einsum("ij,ij->j", z[:, rows[s : s + step]], z[:, cols[s : s + step]]) / n
+    return out
+
+
+def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orient an undirected skeleton by greedy likelihood insertion (CAM's IncEdge), acyclic.
+
+    Every pair {a, b} may enter as a → b or b → a; the edge inserted next is the one whose
+    Gaussian log-likelihood gain ``−(N/2)·log(RSS_c(pa(c) ∪ {p}) / RSS_c(pa(c)))`` is largest
+    given the current parents of its child, unless it closes a cycle. Ties (two features
+    without parents gain the same in both orientations) go to the orientation whose parent
+    has the larger skeleton degree. Gains are recomputed lazily when a child's parents change.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` standardized matrix.
+    a, b
+        ``(E,)`` int64 endpoints of the skeleton's pairs (each unordered pair once).
+
+    Returns
+    -------
+    parent, child
+        ``(E',)`` int64 oriented edges, E' ≤ E (a pair is left out only when both orientations
+        would close a cycle, which cannot happen for a pair that is not yet connected).
+    """
+    n = z.shape[0]
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    if a.size == 0:
+        return a, b
+    nodes, inv = np.unique(np.r_[a, b], return_inverse=True)
+    la, lb = inv[: a.size], inv[a.size :]
+    deg = np.bincount(np.r_[la, lb], minlength=nodes.size)
+    nbrs: list[list[int]] = [[] for _ in range(nodes.size)]
+    for u, v in zip(la.tolist(), lb.tolist(), strict=True):
+        nbrs[u].append(v)
+        nbrs[v].append(u)
+    # covariances among {c} ∪ nbrs(c) for every c, computed once for the unique pairs needed
+    need_r, need_c = [], []
+    for c, nb in enumerate(nbrs):
+        ids = [c, *nb]
+        rr, cc = np.triu_indices(len(ids))
+        need_r.append(np.asarray(ids)[rr])
+        need_c.append(np.asarray(ids)[cc])
+    pr, pc = np.concatenate(need_r), np.concatenate(need_c)
+    key = np.minimum(pr, pc) * nodes.size + np.maximum(pr, pc)
+    uniq, uinv = np.unique(key, return_inverse=True)
+    cov_u = _pair_covariances(z, nodes[uniq // nodes.size], nodes[uniq % nodes.size])
+    cov = dict(zip(uniq.tolist(), cov_u.tolist(), strict=True))
+
+    def cv(u: int, v: int) -> float:
+        return cov[min(u, v) * nodes.size + max(u, v)]
+
+    parents: list[list[int]] = [[] for _ in range(nodes.size)]
+    version = [0] * nodes.size
+
+    def rss(c: int, ps: list[int]) -> float:
+        if not ps:
+            return cv(c, c)
+        g = np.array([[cv(u, v) for v in ps] for u in ps]) + 1e-9 * np.eye(len(ps))
+        r = np.array([cv(u, c) for u in ps])
+        return max(cv(c, c) - float(r @ np.linalg.solve(g, r)), 1e-12)
+
+    current = [rss(c, []) for c in range(nodes.size)]  # RSS of each child given its parents so far
+
+    def gain(c: int, p: int) -> float:
+        return -0.5 * n * math.log(rss(c, [*parents[c], p]) / current[c])
+
+    heap: list[tuple[float, int, int, int, int]] = []
+    for c in range(nodes.size):
+        for p in nbrs[c]:
+            heapq.heappush(heap, (-round(gain(c, p), 9), int(deg[c] - deg[p]), c, p, 0))
+    children: list[list[int]] = [[] for _ in range(nodes.size)]
+    placed: set[tuple[int, int]] = set()
+    out_p: list[int] = []
+    out_c: list[int] = []
+    while heap:
+        neg, tie, c, p, ver = heapq.heappop(heap)
+        if (min(c, p), max(c, p)) in placed:
+            continue
+        if ver != version[c]:
+            heapq.heappush(heap, (-round(gain(c, p), 9), tie, c, p, version[c]))
+            continue
+        # does c already reach p? then p → c would close a cycle
+        stack, seen, hit = [c], {c}, False
+        while stack:
+            u = stack.pop()
+            if u == p:
+                hit = True
+                break
+            for w in children[u]:
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        if hit:
+            continue
+        placed.add((min(c, p), max(c, p)))
+        parents[c].append(p)
+        children[p].append(c)
+        version[c] += 1
+        current[c] = rss(c, parents[c])
+        out_p.append(p)
+        out_c.append(c)
+    return nodes[np.asarray(out_p, dtype=np.int64)], nodes[np.asarray(out_c, dtype=np.int64)]
+
+
+@dataclass
+class RegressionFit:
+    """Output of :func:`fit_regression`.
+
+    Attributes
+    ----------
+    parent, child
+        ``(E,)`` int64: every screened pair ``parent → child`` (repeats removed).
+    f_stat, partial_r2, pvalue, qvalue
+        ``(E,)`` float64: the pair's partial F and partial R² in the child's regression on its
+        candidates, the minimum-effect p-value and its Benjamini–Hochberg q-value.
+    accepted
+        ``(E,)`` bool: the pair passed the edge test (either orientation enters the skeleton).
+    adjacency
+        ``(M, M)`` sparse float64 DAG: the oriented, pruned edges, weight ``|partial
+        correlation|`` given the child's DAG parents.
+    history
+        One record per stage: ``stage``, ``seconds`` and its counts.
+    n_oriented, n_pruned
+        Edges after orientation, and edges the DAG-level test removed.
+    """
+
+    parent: np.ndarray
+    child: np.ndarray
+    f_stat: np.ndarray
+    partial_r2: np.ndarray
+    pvalue: np.ndarray
+    qvalue: np.ndarray
+    accepted: np.ndarray
+    adjacency: sp.csr_array
+    history: list[dict[str, Any]] = field(default_factory=list)
+    n_oriented: int = 0
+    n_pruned: int = 0
+
+    def scores(self, m: int) -> np.ndarray:
+        """Dense ``(M, M)`` partial R² of every screened pair (0 elsewhere), for AUPRC at small M."""
+        out = np.zeros((m, m))
+        np.maximum.at(out, (self.parent, self.child), self.partial_r2)
+        return out
+
+
+def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(M, W)`` parent table and bool mask from an edge list (W = the largest in-degree, ≥ 1)."""
+    order = np.argsort(child, kind="stable")
+    parent, child = parent[order], child[order]
+    counts = np.bincount(child, minlength=m)
+    width = max(1, int(counts.max(initial=0)))
+    slot = np.arange(child.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    table = np.repeat(((np.arange(m) + 1) % m)[:, None], width, axis=1)
+    mask = np.zeros((m, width), dtype=bool)
+    table[child, slot] = parent
+    mask[child, slot] = True
+    return torch.from_numpy(table.astype(np.int64)), torch.from_numpy(mask)
+
+
+def fit_regression(
+    z: np.ndarray,
+    *,
+    n_candidates: int = 10,
+    min_effect: float = 0.003,
+    fdr: float = 0.05,
+    ridge: float = 1e-2,
+    progress: bool = False,
+) -> RegressionFit:
+    """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (module docstring).
+
+    The covariates (stage 0) are the caller's: :func:`~cape_pipeline.causal.api.discover`
+    regresses the cell states and library size out first
+    (:func:`~cape_pipeline.causal.covariates.residualize`).
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 matrix, standardized columns (covariate-adjusted expression), no NaN.
+    n_candidates
+        k of :func:`~cape_pipeline.causal.screen.candidate_parents` (≤ 4k candidates each; 10).
+    min_effect
+        Floor on an edge's partial R² (0.003: the edge explains at least 0.3 % of its child's
+        within-state variance beyond the other candidates).
+    fdr
+        Benjamini–Hochberg level of the edge test and of the pruning (0.05).
+    ridge
+        Ridge λ of the regressions (correlation scale).
+    progress
+        Log each stage's counts at INFO (the stages are few and short; no bar).
+
+    Returns
+    -------
+    RegressionFit
+
+    Raises
+    ------
+    CapeDataError
+        Fewer than 10 rows or 2 features.
+    """
+    from cape_pipeline.errors import CapeDataError
+
+    n, m = z.shape
+    if n < 10 or m < 2:
+        raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
+    history: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
+    cand = candidate_parents(zt.to(torch.float32), int(n_candidates))
+    live = _live_mask(cand)
+    history.append({"stage": "screen", "n_candidate_pairs": int(live.sum()), "seconds": time.perf_counter() - t0})
+    t0 = time.perf_counter()
+    f_stat, r2, dof = partial_f(zt, cand, live, ridge=ridge)
+    lv = live.numpy()
+    child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
+    parent = cand.numpy()[lv]
+    f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
+    dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
+    p_e = min_effect_pvalues(f_e, dof_e, n, min_effect)
+    acc, q_e = _bh(p_e, fdr)
+    history.append({"stage": "edge test", "n_accepted": int(acc.sum()), "seconds": time.perf_counter() - t0})
+    if progress:
+        logger.info("Step I regression: %d of %d screened pairs accepted", int(acc.sum()), int(lv.sum()))
+    t0 = time.perf_counter()
+    # the skeleton: each accepted unordered pair once
+    lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
+    pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
+    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m)
+    history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
+                    "seconds": time.perf_counter() - t0})
+    t0 = time.perf_counter()
+    n_pruned = 0
+    if dag_p.size:
+        tab, mask = _table(dag_p, dag_c, m)
+        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge)
+        mk = mask.numpy()
+        pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
+        p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)
+        keep, _ = _bh(p_d, fdr)
+        n_pruned = int((~keep).sum())
+        w = np.sqrt(r2_d.numpy()[mk][keep])
+        adj = sp.csr_array((w, (pp[keep], cc[keep])), shape=(m, m))
+    else:
+        adj = sp.csr_array((m, m))
+    history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
+                    "seconds": time.perf_counter() - t0})
+    return RegressionFit(
+        parent=parent.astype(np.int64), child=child.astype(np.int64), f_stat=f_e, partial_r2=r2_e,
+        pvalue=p_e, qvalue=q_e, accepted=acc, adjacency=adj, history=history,
+        n_oriented=int(dag_p.size), n_pruned=n_pruned,
+    )

@@ -1,0 +1,453 @@
+"""UMI-count simulators of :mod:`cape_pipeline.datasets`: user-sized counts with cell types
+(:func:`simulated_counts`) and counts with a known regulatory graph from two mechanisms
+(:func:`simulated_grn_counts`, ours; :func:`simulated_hill_counts`, after SERGIO's description)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY
+from cape_pipeline.errors import CapeConfigError
+
+__all__ = ["simulated_counts", "simulated_grn_counts", "simulated_hill_counts"]
+
+
+def _nb_counts(rng: np.random.Generator, n_cells: int, m: int, mean: Any, *, shape: float) -> sp.csr_matrix:
+    """``(n_cells, m)`` float32 CSR negative-binomial counts (gamma–Poisson with gamma ``shape``),
+    drawn in row blocks of about 8M values; ``mean(start, stop)`` gives a block's ``(b, m)`` means."""
+    blocks = []
+    step = max(1, (1 << 23) // m)
+    for s in range(0, n_cells, step):
+        mu = mean(s, min(s + step, n_cells))
+        lam = rng.gamma(shape, mu / shape)
+        blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
+    return sp.vstack(blocks, format="csr")
+
+
+def simulated_counts(
+    n_cells: int = 3000,
+    n_genes: int = 15_000,
+    n_types: int = 8,
+    seed: int = 0,
+    *,
+    n_modules: int = 150,
+    module_share: float = 0.3,
+    target_umis: float = 3000.0,
+    type_effect: float = 1.0,
+) -> ad.AnnData:
+    """Simulate a UMI-count matrix with cell types and co-regulated gene modules (our generator).
+
+    Sized like a user's own 10x dataset (pbmc3k: 3,000 cells, ~10 % non-zero, median ~3,000
+    UMIs per cell). ``module_share`` of the genes fall into ``n_modules`` modules; each cell
+    type has its own mean activity per module (N(0, ``type_effect``²)), each cell its own
+    activity around it (N(0, 0.5²)), so genes of one module co-vary within and across types. A gene's mean is
+    ``base_g · s_c · exp(w_g · a_{c, module(g)})`` with ``base_g`` log-normal, library size
+    ``s_c`` log-normal(0, 0.3²) and loading ``w_g ~ U[0.5, 1.5]``; counts are negative
+    binomial (gamma–Poisson, dispersion 0.5). Generated in row blocks into a CSR matrix, so
+    20,000 × 20,000 fits in a few hundred MB.
+
+    Parameters
+    ----------
+    n_cells, n_genes, n_types
+        N, M (≥ 2 each) and the number of cell types (≥ 1; ``obs["cell_type"]``).
+    seed
+        Seed of a local numpy ``Generator``.
+    n_modules, module_share
+        Gene modules and the share of genes in one (the rest: background noise only).
+    target_umis
+        Median total UMIs per cell the base means are scaled to (approximately).
+    type_effect
+        Standard deviation (log scale) of the cell types' mean module activities, ≥ 0. At
+        the default 1.0 the types are far apart (annotation saturates at accuracy 1.0 from
+        1,000 cells); smaller values bring them closer (0 = one type in all but name). The
+        draws do not depend on it, so the same seed gives the same cells and genes.
+
+    Returns
+    -------
+    AnnData
+        ``X`` (N, M) CSR float32 raw counts; ``obs["cell_type"]`` categorical ``type0…``;
+        ``var_names`` ``gene0…``; ``var["module"]`` (−1: none);
+        ``uns["cape_dataset"] = "simulated-counts"`` and its parameters.
+
+    Raises
+    ------
+    CapeConfigError
+        If a size is below its minimum, ``module_share`` is outside [0, 1] or ``type_effect``
+        is negative or not finite.
+    """
+    name = "simulated-counts"
+    if n_cells < 2 or n_genes < 2 or n_types < 1 or n_modules < 1 or not 0 <= module_share <= 1:
+        raise CapeConfigError(
+            f"{name}: expected n_cells >= 2, n_genes >= 2, n_types >= 1, n_modules >= 1 and "
+            f"0 <= module_share <= 1, got {n_cells}, {n_genes}, {n_types}, {n_modules}, {module_share}"
+        )
+    if not (np.isfinite(type_effect) and type_effect >= 0):
+        raise CapeConfigError(f"{name}: type_effect: expected a finite number >= 0, got {type_effect!r}")
+    rng = np.random.default_rng(seed)
+    module = np.where(rng.random(n_genes) < module_share, rng.integers(0, n_modules, n_genes), -1)
+    loading = rng.uniform(0.5, 1.5, n_genes) * (module >= 0)
+    log_base = rng.normal(0.0, 1.5, n_genes)
+    base = np.exp(log_base)
+    base *= target_umis / base.sum()
+    type_mean = float(type_effect) * rng.normal(0.0, 1.0, (n_types, n_modules))
+    cell_type = rng.integers(0, n_types, n_cells)
+    size = np.exp(rng.normal(0.0, 0.3, n_cells))
+    mod_idx = np.where(module >= 0, module, 0)
+
+    def mean(s: int, e: int) -> np.ndarray:
+        act = type_mean[cell_type[s:e]] + rng.normal(0.0, 0.5, (e - s, n_modules))  # (b, modules)
+        return base * size[s:e, None] * np.exp(loading * act[:, mod_idx])
+
+    x = _nb_counts(rng, n_cells, n_genes, mean, shape=0.5)  # NB with dispersion 0.5
+    adata = ad.AnnData(
+        X=x,
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical([f"type{k}" for k in cell_type])},
+            index=[f"cell{k}" for k in range(n_cells)],
+        ),
+        var=pd.DataFrame({"module": module}, index=[f"gene{k}" for k in range(n_genes)]),
+    )
+    adata.uns["cape_dataset"] = name
+    adata.uns["cape_dataset_params"] = {
+        "n_cells": int(n_cells), "n_genes": int(n_genes), "n_types": int(n_types), "seed": int(seed),
+        "n_modules": int(n_modules), "module_share": float(module_share), "target_umis": float(target_umis),
+        "type_effect": float(type_effect),
+    }
+    return adata
+
+
+
+def simulated_grn_counts(
+    n_cells: int = 3000,
+    n_genes: int = 2000,
+    n_types: int = 8,
+    seed: int = 0,
+    *,
+    regulator_share: float = 0.1,
+    regulated_share: float = 0.5,
+    max_parents: int = 3,
+    type_sd: float = 1.0,
+    noise_sd: float = 0.5,
+    log_fold: float = 1.0,
+    dispersion: float = 2.0,
+    target_umis: float = 5000.0,
+) -> ad.AnnData:
+    """Simulate UMI counts driven by a known gene regulatory DAG, with cell types (our generator).
+
+    Unlike :func:`simulated_counts` (co-regulated modules, no graph), the genes' log-activities
+    follow a nonlinear structural equation model over a DAG, so Step I can be scored on counts:
+
+    - the first ``regulator_share`` of a random topological order are regulators (TF-like hubs);
+      each gene is regulated with probability ``regulated_share`` and then gets 1 to
+      ``max_parents`` parents drawn uniformly among the regulators before it;
+    - a gene without parents has activity ``a = μ[type, g] + ε`` with ``μ ~ N(0, type_sd²)`` per
+      cell type and ``ε ~ N(0, noise_sd²)``;
+    - a regulated gene has ``a = Σ_p w_p · tanh(s(a_p)) + ε``, ``s`` standardizing the parent
+      over the cells, ``w_p = ±U[0.5, 1.5]`` (sign uniform), so its cell-type signal comes only
+      through its parents;
+    - counts are negative binomial (gamma–Poisson, shape ``dispersion``) with mean
+      ``base_g · s_c · exp(log_fold · s(a_g))``, base log-normal(0, 1) scaled to
+      ``target_umis`` per cell, library size ``s_c`` log-normal(0, 0.3²).
+
+    Genes are computed one topological generation at a time (vectorized over the genes of a
+    generation, no loop over genes or cells); the counts are drawn in row blocks into CSR.
+
+    Parameters
+    ----------
+    n_cells, n_genes, n_types
+        N (≥ 2), M (≥ 2) and the number of cell types (≥ 1; ``obs["cell_type"]``).
+    seed
+        Seed of a local numpy ``Generator``.
+    regulator_share, regulated_share
+        Share of genes that may regulate others, and share of genes with parents (0–1 each).
+    max_parents
+        Most parents per regulated gene (≥ 1).
+    type_sd, noise_sd
+        SD of the per-type mean and of the per-cell noise of each activity.
+    log_fold
+        Effect of one SD of activity on the log mean count.
+    dispersion
+        Shape of the gamma–Poisson (larger: closer to Poisson).
+    target_umis
+        Mean total UMIs per cell (approximately).
+
+    Returns
+    -------
+    AnnData
+        ``X`` (N, M) CSR float32 raw counts; ``obs["cell_type"]`` categorical ``type0…``;
+        ``var_names`` ``gene0…``; ``var["regulator"]`` bool;
+        ``varp["true_dag"]`` sparse 0/1 ``(M, M)`` with ``[m, n] = 1`` ⇔ m → n;
+        ``uns["cape_dataset"] = "simulated-grn-counts"`` and its parameters.
+
+    Raises
+    ------
+    CapeConfigError
+        If a size is below its minimum or a share is outside [0, 1].
+    """
+    name = "simulated-grn-counts"
+    if (
+        n_cells < 2 or n_genes < 2 or n_types < 1 or max_parents < 1
+        or not (0 <= regulator_share <= 1 and 0 <= regulated_share <= 1)
+        or not (noise_sd > 0 and dispersion > 0 and type_sd >= 0)
+    ):
+        raise CapeConfigError(
+            f"{name}: expected n_cells >= 2, n_genes >= 2, n_types >= 1, max_parents >= 1, shares in "
+            f"[0, 1], noise_sd > 0, dispersion > 0 and type_sd >= 0, got {n_cells}, {n_genes}, {n_types}, "
+            f"{max_parents}, {regulator_share}, {regulated_share}, {noise_sd}, {dispersion}, {type_sd}"
+        )
+    rng = np.random.default_rng(seed)
+    m = int(n_genes)
+    n_reg = max(1, int(round(regulator_share * m)))
+    # parents, by position in the topological order: regulators before the child
+    regulated = rng.random(m) < regulated_share
+    regulated[0] = False
+    pool = np.minimum(np.arange(m), n_reg)  # regulators available before each position
+    k = np.where(regulated, rng.integers(1, max_parents + 1, m), 0)
+    k = np.minimum(k, pool)
+    # parents drawn with replacement among the regulators before the child, repeats dropped
+    child_pos = np.repeat(np.arange(m), k)
+    par_pos = np.floor(rng.random(child_pos.size) * pool[child_pos]).astype(np.int64)
+    pairs = np.unique(np.stack([par_pos, child_pos], 1), axis=0)
+    par_pos, child_pos = pairs[:, 0], pairs[:, 1]
+    has = np.bincount(child_pos, minlength=m) > 0
+    depth = np.zeros(m, dtype=np.int64)
+    by_child = np.argsort(child_pos, kind="stable")
+    ps_by_child = par_pos[by_child]
+    starts = np.searchsorted(child_pos[by_child], np.arange(n_reg))
+    ends = np.searchsorted(child_pos[by_child], np.arange(n_reg), side="right")
+    for pos in range(1, n_reg):  # regulators may regulate each other: one scalar pass over them, O(n_reg + E)
+        if ends[pos] > starts[pos]:
+            depth[pos] = depth[ps_by_child[starts[pos]:ends[pos]]].max() + 1
+    late = child_pos >= n_reg  # the other genes' parents are all regulators, settled above
+    np.maximum.at(depth, child_pos[late], depth[par_pos[late]] + 1)
+    w = rng.uniform(0.5, 1.5, child_pos.size) * rng.choice([-1.0, 1.0], child_pos.size)
+    cell_type = rng.integers(0, n_types, n_cells)
+    mu = rng.normal(0.0, type_sd, (n_types, m))
+    std = np.zeros((n_cells, m))
+    for g in range(int(depth.max(initial=0)) + 1):
+        nodes = np.flatnonzero(depth == g)
+        val = rng.normal(0.0, noise_sd, (n_cells, nodes.size))
+        roots = ~has[nodes]
+        val[:, roots] += mu[:, nodes[roots]][cell_type]  # (N, roots of this generation), not (N, M)
+        sel = np.isin(child_pos, nodes[~roots])
+        if sel.any():
+            # val[:, child] += Σ_p w_p tanh(s(a_p)), as one sparse product over the edges
+            into = sp.csr_matrix(
+                (w[sel], (np.arange(int(sel.sum())), np.searchsorted(nodes, child_pos[sel]))),
+                shape=(int(sel.sum()), nodes.size),
+            )
+            val += np.asarray((into.T @ np.tanh(std[:, par_pos[sel]]).T).T)
+        std[:, nodes] = (val - val.mean(0)) / np.maximum(val.std(0), 1e-12)
+    base = np.exp(rng.normal(0.0, 1.0, m))
+    base *= target_umis / base.sum() / np.exp(log_fold**2 / 2)
+    size = np.exp(rng.normal(0.0, 0.3, n_cells))
+    x = _nb_counts(rng, n_cells, m, lambda s, e: base * size[s:e, None] * np.exp(log_fold * std[s:e]), shape=dispersion)
+    order = rng.permutation(m)  # position → gene label
+    x = x[:, np.argsort(order)]  # column j = gene j
+    truth = sp.csr_matrix((np.ones(child_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
+    is_reg = np.zeros(m, dtype=bool)
+    is_reg[order[:n_reg]] = True
+    adata = ad.AnnData(
+        X=sp.csr_matrix(x),
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical([f"type{t}" for t in cell_type])},
+            index=[f"cell{c}" for c in range(n_cells)],
+        ),
+        var=pd.DataFrame({"regulator": is_reg}, index=[f"gene{g}" for g in range(m)]),
+    )
+    adata.varp[TRUE_DAG_KEY] = truth
+    adata.uns["cape_dataset"] = name
+    adata.uns["cape_dataset_params"] = {
+        "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
+        "regulator_share": float(regulator_share), "regulated_share": float(regulated_share),
+        "max_parents": int(max_parents), "type_sd": float(type_sd), "noise_sd": float(noise_sd),
+        "log_fold": float(log_fold), "dispersion": float(dispersion), "target_umis": float(target_umis),
+        "n_true_edges": int(child_pos.size),
+    }
+    return adata
+
+
+def simulated_hill_counts(
+    n_cells: int = 3000,
+    n_genes: int = 2000,
+    n_types: int = 6,
+    seed: int = 0,
+    *,
+    tf_share: float = 0.15,
+    master_share: float = 0.3,
+    max_parents: int = 4,
+    hill_n: float = 2.0,
+    noise_q: float = 0.8,
+    repress_share: float = 0.3,
+    outlier_share: float = 0.02,
+    target_umis: float = 4000.0,
+    library_sd: float = 0.4,
+    dropout_slope: float = 8.0,
+    dropout_quantile: float = 0.45,
+) -> ad.AnnData:
+    """Simulate UMI counts from a regulatory DAG with Hill kinetics, after SERGIO's description.
+
+    A second count generator with another mechanism than :func:`simulated_grn_counts`, written
+    from the description of SERGIO (Dibaeinia & Sinha 2020, *Cell Systems* 11:252): expression
+    is the steady state of production and decay, targets are driven by Hill functions of their
+    regulators on the linear scale, noise is intrinsic (it propagates down the graph), and the
+    counts carry SERGIO's technical noise (outlier genes, library size, dropout, Poisson):
+
+    - genes in a random topological order; the first ``tf_share`` are transcription factors
+      (TFs), the first ``master_share`` of those are master regulators (MRs, no parents); every
+      other gene gets 1 to ``max_parents`` parents among the TFs before it, chosen with
+      probability proportional to a Pareto(2) fitness of each TF (scale-free out-degree);
+    - an MR's production rate is ``b[type, g] ~ U(0.5, 5)`` per cell type; a target's is
+      ``basal_g + Σ_p K_gp · hill(x_p)`` with ``|K| ~ U(1, 5)``, ``hill(x) = xⁿ / (hⁿ + xⁿ)`` for
+      an activator and ``hⁿ / (hⁿ + xⁿ)`` for a repressor (``repress_share`` of the edges),
+      ``n = hill_n`` and ``h`` the regulator's mean steady state over the cell types (SERGIO's
+      half response); decay 1, so the steady state equals the production;
+    - each cell draws ``x_g = max(0, P_g + q·√P_g·ε)`` one topological generation at a time,
+      with ``P_g`` computed from *that cell's* regulator values (SERGIO's chemical-Langevin noise
+      at steady state, so a regulator's fluctuation reaches its targets);
+    - technical noise: ``outlier_share`` of the genes are scaled by ``exp(N(0.8, 1))``, each gene
+      by a capture efficiency ``exp(N(0, 1))``; cells are scaled to ``target_umis`` times a
+      log-normal(0, ``library_sd``) library size; an entry is kept with probability
+      ``1 / (1 + exp(−dropout_slope·(log1p(x) − q)))``, ``q`` the ``dropout_quantile`` of all
+      ``log1p(x)``; counts are Poisson.
+
+    Vectorized over cells and the genes of one generation; counts drawn in row blocks.
+
+    Parameters
+    ----------
+    n_cells, n_genes, n_types
+        N (≥ 2), M (≥ 4) and the number of cell types (≥ 1; ``obs["cell_type"]``).
+    seed
+        Seed of a local numpy ``Generator``.
+    tf_share, master_share
+        Share of genes that are TFs, and share of the TFs that are master regulators (0–1).
+    max_parents
+        Most parents per target (≥ 1).
+    hill_n, noise_q, repress_share
+        Hill coefficient, intrinsic noise q, share of repressing edges.
+    outlier_share, target_umis, library_sd, dropout_slope, dropout_quantile
+        SERGIO's technical-noise settings (outlier genes, mean UMIs per cell, library-size sd,
+        dropout logistic slope and midpoint quantile in [0, 1]).
+
+    Returns
+    -------
+    AnnData
+        ``X`` (N, M) CSR float32 counts; ``obs["cell_type"]``; ``var["tf"]`` bool;
+        ``varp["true_dag"]`` sparse 0/1 ``(M, M)`` with ``[m, n] = 1`` ⇔ m → n;
+        ``uns["cape_dataset"] = "simulated-hill-counts"`` and its parameters.
+
+    Raises
+    ------
+    CapeConfigError
+        If a size is below its minimum or a share or quantile is outside [0, 1].
+    """
+    name = "simulated-hill-counts"
+    shares = (tf_share, master_share, repress_share, outlier_share, dropout_quantile)
+    if (
+        n_cells < 2 or n_genes < 4 or n_types < 1 or max_parents < 1
+        or not all(0 <= v <= 1 for v in shares)
+        or not (hill_n > 0 and noise_q >= 0 and target_umis > 0 and library_sd >= 0)
+    ):
+        raise CapeConfigError(
+            f"{name}: expected n_cells >= 2, n_genes >= 4, n_types >= 1, max_parents >= 1, shares and "
+            f"dropout_quantile in [0, 1], hill_n > 0, noise_q >= 0, target_umis > 0, library_sd >= 0; got "
+            f"{n_cells}, {n_genes}, {n_types}, {max_parents}, {shares}, {hill_n}, {noise_q}, {target_umis}, {library_sd}"
+        )
+    rng = np.random.default_rng(seed)
+    m = int(n_genes)
+    n_tf = int(min(m - 1, max(2, round(tf_share * m))))
+    n_mr = int(min(n_tf - 1, max(1, round(master_share * n_tf))))
+    # parents by position: each target draws among the TFs before it, ∝ a Pareto fitness
+    fitness = rng.pareto(2.0, n_tf) + 1.0
+    cum = np.cumsum(fitness)
+    k = rng.integers(1, max_parents + 1, m)
+    k[:n_mr] = 0
+    child_pos = np.repeat(np.arange(m), k)
+    avail = np.minimum(child_pos, n_tf)  # TFs before the child
+    par_pos = np.searchsorted(cum, rng.random(child_pos.size) * cum[avail - 1], side="right")
+    par_pos = np.minimum(par_pos, avail - 1)
+    pairs = np.unique(np.stack([par_pos, child_pos], 1), axis=0)
+    par_pos, child_pos = pairs[:, 0], pairs[:, 1]
+    depth = np.zeros(m, dtype=np.int64)
+    while True:  # longest path from an MR, one sweep per generation
+        new = depth.copy()
+        np.maximum.at(new, child_pos, depth[par_pos] + 1)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    strength = rng.uniform(1.0, 5.0, par_pos.size)
+    repress = rng.random(par_pos.size) < repress_share
+    b = np.zeros((n_types, m))
+    b[:, :n_mr] = rng.uniform(0.5, 5.0, (n_types, n_mr))
+    basal = np.zeros(m)
+    basal[n_mr:] = rng.uniform(0.0, 0.5, m - n_mr)
+    half = np.ones(m)
+
+    def production(x: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """(rows, nodes) production rates of ``nodes`` given the regulator values in ``x``."""
+        sel = np.isin(child_pos, nodes)
+        xp = x[:, par_pos[sel]]
+        h = half[par_pos[sel]] ** hill_n
+        act = xp**hill_n / (h + xp**hill_n)
+        contrib = strength[sel] * np.where(repress[sel], 1.0 - act, act)
+        into = sp.csr_matrix(
+            (np.ones(int(sel.sum())), (np.arange(int(sel.sum())), np.searchsorted(nodes, child_pos[sel]))),
+            shape=(int(sel.sum()), nodes.size),
+        )
+        return np.asarray(contrib @ into) + basal[nodes]
+
+    steady = np.zeros((n_types, m))  # per-type steady states: the half responses
+    for g in range(int(depth.max()) + 1):
+        nodes = np.flatnonzero(depth == g)
+        steady[:, nodes] = b[:, nodes] + basal[nodes] if g == 0 else production(steady, nodes)
+        half[nodes] = np.maximum(steady[:, nodes].mean(0), 1e-3)
+    cell_type = rng.integers(0, n_types, n_cells)
+    x = np.zeros((n_cells, m))
+    for g in range(int(depth.max()) + 1):
+        nodes = np.flatnonzero(depth == g)
+        mean = b[cell_type][:, nodes] + basal[nodes] if g == 0 else production(x, nodes)
+        x[:, nodes] = np.maximum(mean + noise_q * np.sqrt(mean) * rng.normal(size=mean.shape), 0.0)
+    outlier = rng.random(m) < outlier_share
+    scale = np.exp(rng.normal(0.0, 1.0, m))
+    scale[outlier] *= np.exp(rng.normal(0.8, 1.0, int(outlier.sum())))
+    x *= scale
+    lib = np.exp(rng.normal(0.0, library_sd, n_cells))
+    x *= (target_umis * lib / np.maximum(x.sum(1), 1e-12))[:, None]
+    lx = np.log1p(x)
+    mid = float(np.quantile(lx, dropout_quantile))
+    blocks = []
+    step = max(1, (1 << 23) // m)
+    for s in range(0, n_cells, step):
+        blk = x[s : s + step]
+        keep = rng.random(blk.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (lx[s : s + step] - mid)))
+        blocks.append(sp.csr_matrix(rng.poisson(blk * keep).astype(np.float32)))
+    counts = sp.vstack(blocks, format="csr")
+    order = rng.permutation(m)  # position → gene label
+    counts = counts[:, np.argsort(order)]
+    truth = sp.csr_matrix((np.ones(par_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
+    is_tf = np.zeros(m, dtype=bool)
+    is_tf[order[:n_tf]] = True
+    adata = ad.AnnData(
+        X=sp.csr_matrix(counts),
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical([f"type{t}" for t in cell_type])},
+            index=[f"cell{c}" for c in range(n_cells)],
+        ),
+        var=pd.DataFrame({"tf": is_tf}, index=[f"gene{g}" for g in range(m)]),
+    )
+    adata.varp[TRUE_DAG_KEY] = truth
+    adata.uns["cape_dataset"] = name
+    adata.uns["cape_dataset_params"] = {
+        "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
+        "tf_share": float(tf_share), "master_share": float(master_share), "max_parents": int(max_parents),
+        "hill_n": float(hill_n), "noise_q": float(noise_q), "repress_share": float(repress_share),
+        "outlier_share": float(outlier_share), "target_umis": float(target_umis), "library_sd": float(library_sd),
+        "dropout_slope": float(dropout_slope), "dropout_quantile": float(dropout_quantile),
+        "n_true_edges": int(par_pos.size),
+    }
+    return adata
