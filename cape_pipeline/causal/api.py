@@ -227,7 +227,7 @@ def discover_scored(
     if method == "cape" and support == "regression":
         fit = fit_regression(
             x_std, n_candidates=_regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-            progress=progress,
+            seed=int(cfg.seed), progress=progress,
         )
         history = fit.history
         adj = fit.adjacency
@@ -238,6 +238,7 @@ def discover_scored(
         edge_scores = pd.DataFrame({
             "source": names[fit.parent].astype(str), "target": names[fit.child].astype(str),
             "score": fit.partial_r2, "f_stat": fit.f_stat, "qvalue": fit.qvalue, "accepted": fit.accepted,
+            "n_tests": fit.n_tests,
         })
         if ignored:
             params["unused_options"] = ignored

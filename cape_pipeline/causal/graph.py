@@ -278,8 +278,8 @@ class CausalGraph:
         rest.insert(2, "weight", 0.0)
         rest.insert(3, "in_dag", False)
         out = pd.concat([both, rest], ignore_index=True)
-        if "accepted" in out.columns:
-            out["accepted"] = out["accepted"].fillna(False).astype(bool)
+        if "accepted" in out.columns:  # a DAG edge the method did not score was not accepted by its test
+            out["accepted"] = out["accepted"].astype("boolean").fillna(False).astype(bool)
         return out
 
     def write_parquet(self, path: str | Path) -> None:

@@ -14,7 +14,10 @@ one on quantities the model cannot trade away:
    regressing them out of every feature first (Frisch–Waugh–Lovell), so the graph explains the
    covariation *within* states, not the states themselves.
 1. **Screen** (:func:`~cape_pipeline.causal.screen.candidate_parents`): ``4k`` candidate
-   parents per feature from correlation, residual and ``tanh`` rounds, O(N·M²) in row blocks.
+   parents per feature from correlation, residual and ``tanh`` rounds, O(N·M²) in row blocks,
+   on a random half of the cells; the stages below use the other half ("screen and clean",
+   Wasserman & Roeder 2009: a candidate chosen for its large sample correlation would
+   otherwise enter its test with that noise in its favour).
 2. **Neighbourhood regressions** (:func:`partial_f`): each feature is regressed on its
    candidates (ridge-stabilised least squares, batched over features); the statistic of
    candidate p of feature c is the partial F (the likelihood-ratio statistic of dropping p,
@@ -61,6 +64,13 @@ logger = logging.getLogger(__name__)
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
 _BATCH_ENTRIES = 1 << 24
+
+
+def _standardize(z: np.ndarray) -> np.ndarray:
+    """Columns centred and scaled to sd 1 (constant columns become 0)."""
+    z = z - z.mean(axis=0)
+    sd = z.std(axis=0)
+    return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
 
 
 def _live_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -300,6 +310,9 @@ class RegressionFit:
         candidates, the minimum-effect p-value and its Benjamini–Hochberg q-value.
     accepted
         ``(E,)`` bool: the pair passed the edge test (either orientation enters the skeleton).
+    n_tests
+        ``(E,)`` int64: on how many halves the pair was screened and tested (1 or 2; with
+        cross-fitting its statistics are the means and its p-value the Stouffer combination).
     adjacency
         ``(M, M)`` sparse float64 DAG: the oriented, pruned edges, weight ``|partial
         correlation|`` given the child's DAG parents.
@@ -316,6 +329,7 @@ class RegressionFit:
     pvalue: np.ndarray
     qvalue: np.ndarray
     accepted: np.ndarray
+    n_tests: np.ndarray
     adjacency: sp.csr_array
     history: list[dict[str, Any]] = field(default_factory=list)
     n_oriented: int = 0
@@ -342,6 +356,41 @@ def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor,
     return torch.from_numpy(table.astype(np.int64)), torch.from_numpy(mask)
 
 
+def _screen_and_test(
+    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float
+) -> tuple[np.ndarray, ...]:
+    """Candidates screened on ``z_screen``, regressions and minimum-effect p-values on ``z_test``.
+
+    Returns ``(parent, child, f, r2, p)``, each ``(E,)``, for every live candidate pair.
+    """
+    m = z_test.shape[1]
+    cand = candidate_parents(torch.from_numpy(np.ascontiguousarray(z_screen, dtype=np.float32)), int(k))
+    live = _live_mask(cand)
+    f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
+                                ridge=ridge)
+    lv = live.numpy()
+    child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
+    parent = cand.numpy()[lv]
+    f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
+    dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
+    return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, z_test.shape[0], min_effect)
+
+
+def _combine(parts: list[tuple[np.ndarray, ...]], m: int) -> tuple[np.ndarray, ...]:
+    """One row per pair over the halves: mean F and R², Stouffer-combined p, number of tests."""
+    from scipy.stats import norm
+
+    parent = np.concatenate([pt[0] for pt in parts]).astype(np.int64)
+    child = np.concatenate([pt[1] for pt in parts]).astype(np.int64)
+    key = parent * m + child
+    uniq, inv = np.unique(key, return_inverse=True)
+    cnt = np.bincount(inv).astype(np.float64)
+    mean = [np.bincount(inv, weights=np.concatenate([pt[i] for pt in parts])) / cnt for i in (2, 3)]
+    p = np.clip(np.concatenate([pt[4] for pt in parts]), 1e-300, 1.0 - 1e-16)
+    z = np.bincount(inv, weights=norm.isf(p)) / np.sqrt(cnt)
+    return uniq // m, uniq % m, mean[0], mean[1], norm.sf(z), cnt.astype(np.int64)
+
+
 def fit_regression(
     z: np.ndarray,
     *,
@@ -349,6 +398,8 @@ def fit_regression(
     min_effect: float = 0.003,
     fdr: float = 0.05,
     ridge: float = 1e-2,
+    crossfit: bool = True,
+    seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
     """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (module docstring).
@@ -370,6 +421,14 @@ def fit_regression(
         Benjamini–Hochberg level of the edge test and of the pruning (0.05).
     ridge
         Ridge λ of the regressions (correlation scale).
+    crossfit
+        Screen on one random half of the rows and test on the other, both ways, and combine
+        a pair's (one or two) p-values by Stouffer's method (True). Screening and testing on the
+        same rows (False) makes the test anti-conservative: the screen keeps the candidates whose
+        sample correlation is largest, noise included (at 150 cells × 193 genes, 91 % of the
+        kept edges were false that way).
+    seed
+        Seeds the split of the rows.
     progress
         Log each stage's counts at INFO (the stages are few and short; no bar).
 
@@ -389,22 +448,25 @@ def fit_regression(
         raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
-    cand = candidate_parents(zt.to(torch.float32), int(n_candidates))
-    live = _live_mask(cand)
-    history.append({"stage": "screen", "n_candidate_pairs": int(live.sum()), "seconds": time.perf_counter() - t0})
+    rows = np.random.default_rng(seed).permutation(n)
+    half = n // 2
+    if crossfit and half >= 10:
+        # cross-fitting: screen on one half, test on the other, then the other way round
+        za, zb = _standardize(z[rows[:half]]), _standardize(z[rows[half:]])
+        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect),
+                 _screen_and_test(zb, za, n_candidates, ridge, min_effect)]
+    else:
+        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect)]
+    history.append({"stage": "screen and test", "crossfit": len(parts) == 2,
+                    "n_candidate_pairs": int(sum(pt[0].size for pt in parts)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    f_stat, r2, dof = partial_f(zt, cand, live, ridge=ridge)
-    lv = live.numpy()
-    child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
-    parent = cand.numpy()[lv]
-    f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
-    dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
-    p_e = min_effect_pvalues(f_e, dof_e, n, min_effect)
+    parent, child, f_e, r2_e, p_e, n_tests = _combine(parts, m)
     acc, q_e = _bh(p_e, fdr)
-    history.append({"stage": "edge test", "n_accepted": int(acc.sum()), "seconds": time.perf_counter() - t0})
+    history.append({"stage": "edge test", "n_pairs": int(parent.size), "n_accepted": int(acc.sum()),
+                    "seconds": time.perf_counter() - t0})
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
     if progress:
-        logger.info("Step I regression: %d of %d screened pairs accepted", int(acc.sum()), int(lv.sum()))
+        logger.info("Step I regression: %d of %d screened pairs accepted", int(acc.sum()), int(parent.size))
     t0 = time.perf_counter()
     # the skeleton: each accepted unordered pair once
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
@@ -429,7 +491,6 @@ def fit_regression(
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
                     "seconds": time.perf_counter() - t0})
     return RegressionFit(
-        parent=parent.astype(np.int64), child=child.astype(np.int64), f_stat=f_e, partial_r2=r2_e,
-        pvalue=p_e, qvalue=q_e, accepted=acc, adjacency=adj, history=history,
-        n_oriented=int(dag_p.size), n_pruned=n_pruned,
+        parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
+        n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
     )
