@@ -14,7 +14,12 @@ from cape_pipeline.causal import CausalGraph, discover
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.covariates import cell_state_labels, residualize
 from cape_pipeline.causal.metrics import dag_metrics
-from cape_pipeline.causal.regression import fit_regression, greedy_likelihood_dag, min_effect_pvalues, partial_f
+from cape_pipeline.causal.regression import (
+    fit_regression,
+    greedy_likelihood_dag,
+    min_effect_pvalues,
+    partial_f,
+)
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
 
@@ -62,7 +67,7 @@ def test_greedy_orientation_points_a_hub_at_its_children_and_is_acyclic():
     n = 5000
     hub = rng.normal(size=n)
     kids = [0.7 * hub + rng.normal(size=n) for _ in range(6)]
-    z = _std(np.c_[hub, *kids])
+    z = _std(np.column_stack([hub, *kids]))
     # the skeleton: hub–child pairs only
     p, c = greedy_likelihood_dag(z, np.zeros(6, dtype=np.int64), np.arange(1, 7))
     assert p.size == 6
