@@ -69,8 +69,11 @@ CAPE_SETS = {
     "cape-no-covariates": ["discover.covariates=none"],
     "cape-states-only": ["discover.covariates=states"],
     "learned-covariates": ["discover.support=learned"],
+    "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
+    "cape-min-effect-0.006": ["discover.min_effect=0.006"],
 }
-ABLATIONS = ("cape-no-covariates", "cape-states-only", "learned-covariates")
+ABLATIONS = ("cape-no-covariates", "cape-states-only", "learned-covariates", "cape-min-effect-0.0015",
+             "cape-min-effect-0.006")
 #: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
 #: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
 TREE_MAX_CELLS = 1000
@@ -223,6 +226,7 @@ LABELS = {
     "cape": "cape (default)", "learned": "learned (previous default)", "pearson": "|Pearson|",
     "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2", "cape-no-covariates": "cape, no covariates",
     "cape-states-only": "cape, states only", "learned-covariates": "learned + covariates",
+    "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)"}
 
