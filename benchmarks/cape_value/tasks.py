@@ -22,9 +22,11 @@ the MethylGPT-style task of ``run.py``, MedAE). ``core``: ``default``, ``cape [t
 ``cape [discover]``; ``variants``: as for perturbation. The ElasticNet clock is the reference.
 
 Each (arm, seed) is one ``run.py`` process with one torch thread; ``--workers`` run side by side
-(the machine has 2 cores). A finished run leaves ``results_<task>/parts/<job>/raw.jsonl``
-and is skipped when the script runs again; at the end every part is gathered into
-``results_<task>/raw.jsonl``, which ``tasks_report.py <task>`` reads.
+(the machine has 2 cores). A finished run leaves ``results_<task>/parts/<job>/raw.jsonl`` (and
+its ``run.log``); at the end every part is gathered into ``results_<task>/raw.jsonl``, the one
+tracked file of rows, which ``tasks_report.py <task>`` reads. The parts are scratch (ignored by
+git, deletable once gathered): a job whose row is already in ``raw.jsonl`` or in a part is
+skipped when the script runs again.
 
 Usage (from the repository root)::
 
@@ -111,11 +113,19 @@ def describe_graphs(spec: Spec, out: Path, d_model: int) -> list[dict]:
     return rows
 
 
-def run_job(spec: Spec, out: Path, arm: str, graph: str, seed: int, d_model: int) -> str:
-    """One ``run.py`` process for (arm, graph, seed); its stdout goes to the part's ``run.log``."""
+def gathered(out: Path) -> set[tuple[str, str, int]]:
+    """The (arm, graph, seed) jobs whose rows are already in ``out/raw.jsonl``."""
+    f = out / "raw.jsonl"
+    rows = [json.loads(line) for line in f.read_text().splitlines() if line] if f.exists() else []
+    return {(r["pe"], r["graph"], r["seed"]) for r in rows}
+
+
+def run_job(spec: Spec, out: Path, arm: str, graph: str, seed: int, d_model: int, done: frozenset = frozenset()) -> str:
+    """One ``run.py`` process for (arm, graph, seed), unless ``done`` (the rows of ``raw.jsonl``)
+    or a part already holds it; its stdout goes to the part's ``run.log``."""
     part = out / "parts" / f"{arm}_{graph}_s{seed}"
     raw = part / "raw.jsonl"
-    if raw.exists() and raw.stat().st_size:
+    if (arm, graph, seed) in done or (raw.exists() and raw.stat().st_size):
         return f"{part.name}: done before"
     part.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "run.py", "--tasks", spec.run_task, "--seeds", str(seed), "--arms", arm,
@@ -128,8 +138,13 @@ def run_job(spec: Spec, out: Path, arm: str, graph: str, seed: int, d_model: int
 
 
 def gather(out: Path) -> int:
-    """Concatenate every part's rows into ``out/raw.jsonl`` (sorted by arm, graph, seed); the row count."""
-    rows = [json.loads(line) for f in sorted((out / "parts").glob("*/raw.jsonl")) for line in f.read_text().splitlines() if line]
+    """Add every part's rows to those already in ``out/raw.jsonl`` (a part's row replaces the
+    gathered row of its arm, graph and seed), sorted by arm, graph, seed; the row count."""
+    old = out / "raw.jsonl"
+    rows = [json.loads(line) for line in old.read_text().splitlines() if line] if old.exists() else []
+    new = [json.loads(line) for f in sorted((out / "parts").glob("*/raw.jsonl")) for line in f.read_text().splitlines() if line]
+    fresh = {(r["pe"], r["graph"], r["seed"]) for r in new}
+    rows = [r for r in rows if (r["pe"], r["graph"], r["seed"]) not in fresh] + new
     rows.sort(key=lambda r: (r["pe"], r["graph"], r["seed"]))
     tmp = out / "raw.jsonl.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -156,8 +171,9 @@ def main() -> None:
     if a.gather:
         arms = []
     jobs = [(arm, graph, seed) for seed in a.seeds for arm, graph in arms]  # seed-major: whole seeds first
+    done = frozenset(gathered(out))
     with ThreadPoolExecutor(a.workers) as pool:
-        for msg in pool.map(lambda j: run_job(spec, out, *j, a.d_model), jobs):
+        for msg in pool.map(lambda j: run_job(spec, out, *j, a.d_model, done), jobs):
             print(msg, time.strftime("%H:%M:%S"), "load", os.getloadavg()[0], flush=True)
     print(f"{gather(out)} rows in {out / 'raw.jsonl'}")
 

@@ -2,8 +2,8 @@
 
 Runs CAPE (default = spectral acyclicity, sampled posterior; the majorant acyclicity; the
 DAG-GNN-style mean posterior) and the correlation ablation with the package defaults on synthetic-mlp M = 10, 20,
-50 (scale-free, 2M edges, N = 2000, seed 0) and Sachs (log1p), caching each case in
-``cache/`` like ``run_baselines.py`` (which runs the gcastle methods in the background), then
+50 (scale-free, 2M edges, N = 2000, seed 0) and Sachs (log1p), recording each case in
+``cases.jsonl`` like ``run_baselines.py`` (which runs the gcastle methods in the background), then
 writes ``RESULTS.md`` from every cached case.
 
 Usage: python benchmarks/discover/accuracy.py [--datasets synth10,...] [--report-only]

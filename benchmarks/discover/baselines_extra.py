@@ -1,8 +1,8 @@
 """CAPE (default) vs DAGMA (linear, MLP), correlation and partial-correlation on synth20/synth50.
 
 Each (dataset, method) case runs in a subprocess at one torch thread with a wall-clock limit
-(``--limit``; ``--mlp-limit`` for dagma-mlp) and is cached in ``cache/`` as
-``{dataset}__x-{method}.json``; a case over its limit is cached as ``"not run (time)"``.
+(``--limit``; ``--mlp-limit`` for dagma-mlp) and is recorded in ``cases.jsonl`` as
+case ``{dataset}__x-{method}``; a case over its limit is recorded as ``"not run (time)"``.
 The table goes to ``RESULTS_baselines.md``.
 
 Usage: OMP_NUM_THREADS=1 python benchmarks/discover/baselines_extra.py \

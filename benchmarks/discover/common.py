@@ -14,7 +14,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE / "cache"
+CASES = HERE / "cases.jsonl"
+"""Every measured case of ``accuracy.py``, ``run_baselines.py``, ``baselines_extra.py`` and
+``seeds.py``: one JSON line per case, ``{"case": "DATASET__METHOD", **record}``, appended as
+cases finish (the last line of a case wins). Until issue 41 these were one file per case in
+``cache/``; the records are the same."""
 SYNTH_SIZES = (10, 20, 50)
 SEED = 0
 
@@ -108,20 +112,41 @@ def measure(dataset: str, *, seed: int = SEED, **discover_kwargs):
     return rec, g
 
 
-def cache_path(dataset: str, method: str) -> Path:
-    return CACHE / f"{dataset}__{method}.json"
-
-
 def read_cache(dataset: str, method: str) -> dict | None:
-    p = cache_path(dataset, method)
-    return json.loads(p.read_text()) if p.is_file() else None
+    """The last record of case ``dataset__method`` in :data:`CASES`, or None."""
+    key, rec = f"{dataset}__{method}", None
+    if CASES.is_file():
+        for line in CASES.read_text().splitlines():
+            if line.strip() and (r := json.loads(line))["case"] == key:
+                rec = r
+    return None if rec is None else {k: v for k, v in rec.items() if k != "case"}
 
 
 def write_cache(dataset: str, method: str, rec: dict) -> None:
-    CACHE.mkdir(exist_ok=True)
-    tmp = cache_path(dataset, method).with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec, indent=1, default=float))
-    tmp.replace(cache_path(dataset, method))
+    """Append ``rec`` as case ``dataset__method`` to :data:`CASES` (one write of one line, so
+    scripts running side by side do not mix their records)."""
+    line = json.dumps({"case": f"{dataset}__{method}", **rec}, default=float) + "\n"
+    with CASES.open("a") as f:
+        f.write(line)
+
+
+def save_record(path: Path, run: str, rec: dict) -> None:
+    """Put ``rec`` as the line ``{"run": run, **rec}`` of the JSON-lines file ``path``, in place of
+    an earlier line of that run (written atomically: a temporary file, then a rename)."""
+    lines = [ln for ln in (path.read_text().splitlines() if path.is_file() else [])
+             if ln.strip() and json.loads(ln)["run"] != run]
+    lines.append(json.dumps({"run": run, **rec}, default=float))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def load_record(path: Path, run: str) -> dict:
+    """The record of ``run`` in the JSON-lines file ``path`` (without its ``run`` key)."""
+    for ln in path.read_text().splitlines():
+        if ln.strip() and (r := json.loads(ln))["run"] == run:
+            return {k: v for k, v in r.items() if k != "run"}
+    raise KeyError(f"{path}: no run {run!r}")
 
 
 def run_case(script: str, dataset: str, method: str, *, limit: float, cache_key: str | None = None) -> float:

@@ -2,7 +2,7 @@
 
 Reads what the other scripts measured (nothing is run here):
 
-- ``cache/seeds-*__{dataset}__{seed}.json`` from ``seeds.py`` (synth10/20/50, Sachs; 3 seeds) for
+- the ``seeds-*__{dataset}__{seed}`` cases of ``cases.jsonl`` from ``seeds.py`` (synth10/20/50, Sachs; 3 seeds) for
   ``--support low-rank`` (tag ``seeds``), ``screened`` and ``learned``;
 - ``suite.jsonl`` from ``suite.py`` (M = 200–5000; cape = low rank, cape-screened,
   cape-learned, dagma, correlation and its oracle-best threshold);

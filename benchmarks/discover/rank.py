@@ -5,7 +5,7 @@ so it never tests the low-rank constraint. Here M = 200 (synthetic-mlp: scale-fr
 N = 2000, seed 0; the same generator as accuracy.py) and CAPE runs at rank 40 (the default)
 and at rank M − 1 (full), beside the correlation graph. The "oracle" line is what *any* rank-r
 matrix can do on this graph: the top-|E| entries of the best rank-r approximation (SVD) of the
-true 0/1 adjacency, as a precision. Writes ``rank_m{M}.json``.
+true 0/1 adjacency, as a precision. Writes the run ``rank_m{M}`` of ``rank.jsonl``.
 
 Usage: python benchmarks/discover/rank.py [--m 200] [--ranks 40,199]
 """
@@ -13,7 +13,6 @@ Usage: python benchmarks/discover/rank.py [--m 200] [--ranks 40,199]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -58,7 +57,7 @@ def main() -> None:
         print(f"| {w['method']} | {w['shd']} | {w['f1']:.3f} | {w['skeleton_f1']:.3f} | {w['auprc']:.3f} "
               f"| {w['nnz']} | {'' if orc is None else f'{orc:.3f}'} | {w['seconds']:.0f} |")
     out = {"rows": rows, "machine": common.machine(), "command": common.command()}
-    (common.HERE / f"rank_m{a.m}.json").write_text(json.dumps(out, indent=1, default=float))
+    common.save_record(common.HERE / "rank.jsonl", f"rank_m{a.m}", out)
 
 
 if __name__ == "__main__":

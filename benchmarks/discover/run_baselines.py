@@ -1,8 +1,8 @@
 """Run gcastle baselines (default settings) on the Step I benchmark datasets and cache results.
 
 Each (dataset, method) case runs in a subprocess with a wall-clock limit; results (metrics,
-seconds, load average) are cached as JSON in ``cache/`` so reruns reuse them. A case over the
-limit is cached as ``{"status": "not run (time)"}``.
+seconds, load average) are recorded in ``cases.jsonl`` so reruns reuse them. A case over the
+limit is recorded as ``{"status": "not run (time)"}``.
 
 Usage: python benchmarks/discover/run_baselines.py --methods notears,notears-low-rank \
           --datasets synth10,synth20,synth50,sachs --limit 1200

@@ -2,13 +2,14 @@
 
 Each M runs in its own subprocess (so peak RSS, from ``resource.getrusage``, is per case) on a
 random sparse linear SEM (2 parents per node), with the package defaults except ``epochs``
-(default 2: the per-epoch time is the quantity measured). Writes ``scale.json``, ``scale.png``
-(log-log) and prints the fitted slope of log(seconds/epoch) on log(M).
+(default 2: the per-epoch time is the quantity measured). Writes the run ``scale`` of
+``scale_runs.jsonl`` (one line per run, keyed by ``run``), ``scale.png`` (log-log) and prints the fitted
+slope of log(seconds/epoch) on log(M).
 
 Usage: python benchmarks/discover/scale.py [--sizes 100,300,1000,3000] [--epochs 2] [--threads 1]
-       python benchmarks/discover/scale.py --full 1000   (one full default run, timed)
+       python benchmarks/discover/scale.py --full 1000   (one full default run, timed: run ``scale_full``)
        python benchmarks/discover/scale.py --device cuda --sizes 1000,3000,10000,20000
-           (writes scale_cuda.json / scale_cuda.png / scale_full_cuda.json instead; peak GPU
+           (writes the runs scale_cuda / scale_full_cuda and scale_cuda.png instead; peak GPU
            memory from torch.cuda.max_memory_allocated)
 """
 
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 N = 10_000
+OUT = common.HERE / "scale_runs.jsonl"
 
 
 def one(m: int, epochs: int, threads: int, full: bool = False, device: str = "cpu", seed: int = 0) -> dict:
@@ -79,13 +81,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--one", type=int)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda (results go to *_cuda.json)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (results go to the runs *_cuda)")
     ap.add_argument("--seed", type=int, default=0,
                     help="seed of the fit (the data are always seed 0); a --full run with seed != 0 "
-                         "writes scale_full[_cuda]_seed{S}.json")
-    ap.add_argument("--report", action="store_true", help="re-print/plot from scale.json")
+                         "writes the run scale_full[_cuda]_seed{S}")
+    ap.add_argument("--report", action="store_true", help="re-print/plot from the run scale[_cuda] of scale_runs.jsonl")
     ap.add_argument("--full", type=int, metavar="M",
-                    help="time one full default run (100 epochs) at this M; writes scale_full.json")
+                    help="time one full default run (100 epochs) at this M; writes the run scale_full")
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(a.one, a.epochs, a.threads, full=a.full is not None, device=a.device,
@@ -107,13 +109,13 @@ def main() -> None:
               f"({verdict} the 5-minute target), peak RSS {row['peak_rss_mib']:.0f} MiB"
               + (f"; {row['n_edges']} edges, F1 {row['f1']:.3f} vs the true DAG" if "f1" in row else ""))
         res = {"row": row, "machine": common.machine(), "command": common.command()}
-        (common.HERE / f"scale_full{sfx}{'' if a.seed == 0 else f'_seed{a.seed}'}.json").write_text(json.dumps(res, indent=1))
+        common.save_record(OUT, f"scale_full{sfx}{'' if a.seed == 0 else f'_seed{a.seed}'}", res)
         return
     print("command:", common.command())
     print("machine:", common.machine())
     rows = []
     if a.report:
-        saved = json.loads((common.HERE / f"scale{sfx}.json").read_text())
+        saved = common.load_record(OUT, f"scale{sfx}")
         print("measured by:", saved["command"], "|", saved["machine"])
         rows = saved["rows"]
         for r in rows:
@@ -145,7 +147,7 @@ def main() -> None:
     fig.savefig(common.HERE / f"scale{sfx}.png", dpi=120)
     if not a.report:
         res = {"rows": rows, "slope": slope, "machine": common.machine(), "command": common.command()}
-        (common.HERE / f"scale{sfx}.json").write_text(json.dumps(res, indent=1))
+        common.save_record(OUT, f"scale{sfx}", res)
     print(f"slope in M: {slope:.2f}")
     for r in rows:
         # the default run is 100 epochs in 20 outer steps, extrapolated from the measured

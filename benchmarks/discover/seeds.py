@@ -2,7 +2,7 @@
 
 The accuracy table (``accuracy.py``) is one run (seed 0) per method, as the issue asks; this
 script shows how much of a difference between rows is seed noise. Each (dataset, seed) case is
-cached as ``cache/seeds__{dataset}__{seed}.json`` (``cache/seeds-mean__...`` for
+recorded in ``cases.jsonl`` as case ``seeds__{dataset}__{seed}`` (``seeds-mean__...`` for
 ``--posterior mean``).
 
 Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--support low-rank|screened|learned] [--force]

@@ -1,7 +1,7 @@
 """Step I speed: CAPE vs gcastle DAG_GNN at M = 50, N = 2000, default settings each.
 
-Both sides come from the accuracy cache (``cache/synth50__cape-spectral.json`` written by
-``accuracy.py`` and ``cache/synth50__dag-gnn.json`` written by ``run_baselines.py``; the
+Both sides come from the recorded cases (``cases.jsonl``: ``synth50__cape-spectral`` written by
+``accuracy.py`` and ``synth50__dag-gnn`` written by ``run_baselines.py``; the
 latter runs in the background with a wall-clock limit). Prints the wall-time ratio and SHDs,
 or says which side was not run.
 

@@ -7,11 +7,8 @@ import platform
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import spearmanr
-from sklearn.metrics import average_precision_score
 
 from cape_pipeline.causal.graph import CausalGraph
 
@@ -64,30 +61,6 @@ GRAPHS = {
     "sf2000": lambda: scale_free(2000, 1),
     "sf5000": lambda: scale_free(5000, 1),
 }
-
-
-def mean_average_precision(emb, graph: CausalGraph, rows: np.ndarray | None = None) -> float:
-    """Nickel & Kiela reconstruction mAP: for each node, rank all others by distance and score
-    its DAG neighbours (either direction); mean AP over nodes with at least one neighbour."""
-    adj = graph.adjacency
-    und = ((adj != 0) + (adj != 0).T).tocsr()
-    idx = np.arange(graph.n_features) if rows is None else rows
-    aps = []
-    for start in range(0, idx.size, 256):
-        chunk = idx[start : start + 256]
-        dist = emb.distances(chunk)
-        for r, i in enumerate(chunk):
-            truth = und[[i]].toarray().ravel().astype(bool)
-            mask = np.ones_like(truth)
-            mask[i] = False
-            if truth[mask].any():
-                aps.append(average_precision_score(truth[mask], -dist[r, mask]))
-    return float(np.mean(aps))
-
-
-def hierarchy_rho(emb) -> float:
-    """Spearman ρ between ‖e‖ and −PageRank (positive: high-PageRank roots near the origin)."""
-    return float(spearmanr(np.linalg.norm(emb.poincare, axis=1), -emb.pagerank)[0])
 
 
 def machine() -> str:

@@ -10,11 +10,17 @@ Tables:
 3. Session 7's pbmc table (angles of an older Step I, max |φ| 0.003): `results_pe`,
    `results_pe_corr`, `results_attention*`.
 
-Usage: python benchmarks/peers/summarize.py > benchmarks/peers/RESULTS_table.md
+Every run's rows are in ``runs.jsonl``, tagged with ``src``: the ``benchmarks/tasks/run.py --out``
+folder they were written to (``results_pe``, ``results_peers_pbmc``, …). After new runs,
+``--gather`` folds each ``results_*/raw.jsonl`` into it (replacing that folder's rows); the
+folders and their logs are scratch, not tracked.
+
+Usage: python benchmarks/peers/summarize.py [--gather] > benchmarks/peers/RESULTS_table.md
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -22,19 +28,32 @@ import numpy as np
 from scipy import stats
 
 HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs.jsonl"
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def gather() -> None:
+    """Fold every ``results_*/raw.jsonl`` into :data:`RUNS`, in place of the rows of that folder."""
+    rows = _read(RUNS)
+    for f in sorted(HERE.glob("results_*/raw.jsonl")):
+        src = f.parent.name
+        rows = [r for r in rows if r["src"] != src] + [{"src": src, **r} for r in _read(f)]
+    tmp = RUNS.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(RUNS)
 
 
 def load(*subs: str, tag: dict[str, str] | None = None) -> list[dict]:
+    """The rows of the runs written to ``subs`` (in that order), arms renamed by ``tag``."""
+    runs = _read(RUNS)
     rows = []
     for sub in subs:
-        f = HERE / sub / "raw.jsonl"
-        if f.exists():
-            new = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            for r in new:
-                r["src"] = sub
-                if tag and sub in tag:
-                    r["pe"] = f"{r['pe']} {tag[sub]}"
-            rows += new
+        for r in runs:
+            if r["src"] == sub:
+                rows.append({**r, "pe": f"{r['pe']} {tag[sub]}"} if tag and sub in tag else dict(r))
     return rows
 
 
@@ -80,23 +99,34 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3, n_p
 
 
 ANNOT = [("macro_f1", "macro-F1"), ("accuracy", "accuracy")]
-print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
-pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
-pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
-             tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
-table(pbmc, ANNOT, n_paired=2)
-ref = [r for r in pbmc if "reference_macro_f1" in r]
-if ref:
-    print(f"\nlogistic regression on the same splits: macro-F1 {ms([r['reference_macro_f1'] for r in ref])}, "
-          f"accuracy {ms([r['reference_accuracy'] for r in ref])}")
-print("\n## 2. Simulated perturbation (40 genes, true-DAG angles), MSE on the top-20 DE genes (lower is better)\n")
-pert = load("results_perturbation")
-table(pert, [("mse_top20", "MSE all"), ("mse_top20_single", "MSE single"), ("mse_top20_double", "MSE double"),
-             ("pearson_delta", "Pearson Δ")], digits=4)
-if pert:
-    print(f"\nreferences on the same split: no change (control mean) {pert[0]['reference_ctrl_mse_top20']:.4f}, "
-          f"linear model {pert[0]['reference_linear_mse_top20']:.4f}")
-print("\n## 3. Session 7: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
-old = load("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2",
-           tag={"results_pe_corr": "[correlation-graph angles]"})
-table(old, ANNOT, n_paired=2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gather", action="store_true", help="first fold results_*/raw.jsonl into runs.jsonl")
+    if ap.parse_args().gather:
+        gather()
+    print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
+    pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
+    pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
+                 tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
+    table(pbmc, ANNOT, n_paired=2)
+    ref = [r for r in pbmc if "reference_macro_f1" in r]
+    if ref:
+        print(f"\nlogistic regression on the same splits: macro-F1 {ms([r['reference_macro_f1'] for r in ref])}, "
+              f"accuracy {ms([r['reference_accuracy'] for r in ref])}")
+    print("\n## 2. Simulated perturbation (40 genes, true-DAG angles), MSE on the top-20 DE genes (lower is better)\n")
+    pert = load("results_perturbation")
+    table(pert, [("mse_top20", "MSE all"), ("mse_top20_single", "MSE single"), ("mse_top20_double", "MSE double"),
+                 ("pearson_delta", "Pearson Δ")], digits=4)
+    if pert:
+        print(f"\nreferences on the same split: no change (control mean) {pert[0]['reference_ctrl_mse_top20']:.4f}, "
+              f"linear model {pert[0]['reference_linear_mse_top20']:.4f}")
+    print("\n## 3. Session 7: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
+    old = load("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2",
+               tag={"results_pe_corr": "[correlation-graph angles]"})
+    table(old, ANNOT, n_paired=2)
+
+
+if __name__ == "__main__":
+    main()

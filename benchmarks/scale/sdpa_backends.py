@@ -6,6 +6,8 @@ padded to half length), batch 32, one thread, at the head sizes the backbones us
 Usage::
 
     python benchmarks/scale/sdpa_backends.py
+
+Its output is quoted in the ``step`` block of ``RESULTS.md``.
 """
 
 from __future__ import annotations

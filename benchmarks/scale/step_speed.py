@@ -9,7 +9,9 @@ values); a training step is 3x the forward. Peak: the best of a 2048^3 matmul in
 at the same thread count.
 
 Run from the repository root:
-    python benchmarks/scale/step_speed.py [--variants fp32,bf16,compile] [--reps 8] > benchmarks/scale/STEP_SPEED.md
+    python benchmarks/scale/step_speed.py [--variants fp32,bf16,compile] [--reps 8]
+
+Its output (less the title line) is the ``step`` block of ``RESULTS.md``.
 """
 
 from __future__ import annotations
