@@ -92,23 +92,26 @@ def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
 
 
 def _paired_p(row: dict) -> float:
-    """Two-sided p of the paired t-test behind the row's interval (NaN below 2 seeds)."""
+    """Two-sided p of the paired t-test behind the row's interval (scipy's ``ttest_1samp`` of the
+    per-seed differences, i.e. ``ttest_rel``; NaN below 2 seeds, 0 when every seed moved alike)."""
     from scipy import stats
 
     if row["n"] < 2 or not row["sd"]:
         return float("nan") if row["n"] < 2 else 0.0
-    t = row["mean"] / (row["sd"] / np.sqrt(row["n"]))
-    return float(2 * stats.t.sf(abs(t), row["n"] - 1))
+    return float(stats.ttest_1samp(row["differences"], 0.0).pvalue)
 
 
 def _holm(rows: list[dict], alpha: float = 0.05) -> list[dict]:
-    """Holm's step-down over every row of the table: ``holm`` is True where the row's effect
-    survives the adjustment for the number of rows (family-wise error ``alpha``)."""
-    order = sorted((i for i, r in enumerate(rows) if np.isfinite(r["p"])), key=lambda i: rows[i]["p"])
-    k, alive = len(order), True
-    for rank, i in enumerate(order):
-        alive = alive and rows[i]["p"] <= alpha / (k - rank)
-        rows[i]["holm"] = alive
+    """Holm's step-down over every row of the table (statsmodels ``multipletests``, method
+    ``"holm"``): ``holm`` is True where the row's effect survives the adjustment for the number
+    of rows (family-wise error ``alpha``)."""
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, r in enumerate(rows) if np.isfinite(r["p"])]
+    if idx:
+        reject = multipletests([rows[i]["p"] for i in idx], alpha=alpha, method="holm")[0]
+        for i, rej in zip(idx, reject, strict=True):
+            rows[i]["holm"] = bool(rej)
     return rows
 
 

@@ -4,16 +4,13 @@ enough power").
 
 The main job compares arms on the same seeds: a seed fixes the data split and the model's
 initialization, so ``arm − baseline`` per seed removes the split's variance
-(:func:`paired_differences`). For n paired seeds with
-difference sd s, a two-sided paired t-test at level 1 − α detects an effect δ with
-probability ``power`` when
-
-    δ ≥ (t_{1−α/2, n−1} + t_{power, n−1}) · s / √n            (the minimum detectable effect)
-
-(the usual normal-approximation formula with t quantiles for small n; Cohen 1988, Ch. 2;
-Lehr 1992, Stat. Med. 11:1099). :func:`seeds_needed` inverts it for n. Both use the *measured*
-sd of the paired differences, so they are only as good as that estimate (with 3 seeds it is
-rough: report n beside them).
+(:func:`paired_differences`; the interval is scipy's ``ttest_rel(...).confidence_interval``).
+For n paired seeds with difference sd s, the minimum detectable effect is the δ that a
+two-sided paired t-test at level 1 − α detects with probability ``power``: statsmodels'
+``TTestPower`` solves the noncentral-t power equation for the standardized effect δ / s
+(Cohen 1988, Ch. 2). :func:`seeds_needed` solves the same equation for n. Both use the
+*measured* sd of the paired differences, so they are only as good as that estimate (with 3
+seeds it is rough: report n beside them).
 """
 
 from __future__ import annotations
@@ -61,7 +58,9 @@ def minimum_detectable_effect(sd: float | None, n: int, *, level: float = 0.95, 
     Returns
     -------
     float or None
-        ``(t_{1−α/2, n−1} + t_{power, n−1}) · sd / √n`` in the metric's units; ``None`` when
+        ``d · sd`` in the metric's units, with ``d`` the standardized effect that
+        ``statsmodels.stats.power.TTestPower`` (one-sample t on the paired differences,
+        two-sided, α = 1 − level) detects with probability ``power`` at ``n``; ``None`` when
         ``n < 2`` or ``sd`` is ``None`` / not finite.
 
     Raises
@@ -72,10 +71,12 @@ def minimum_detectable_effect(sd: float | None, n: int, *, level: float = 0.95, 
     _check(level, power)
     if n < 2 or sd is None or not math.isfinite(sd):
         return None
-    from scipy import stats
+    if sd == 0:
+        return 0.0
+    from statsmodels.stats.power import TTestPower
 
-    t = float(stats.t.ppf(0.5 + level / 2, n - 1)) + float(stats.t.ppf(power, n - 1))
-    return t * float(sd) / math.sqrt(n)
+    d = TTestPower().solve_power(nobs=n, alpha=1.0 - level, power=power, alternative="two-sided")
+    return float(d) * float(sd)
 
 
 def seeds_needed(sd: float | None, effect: float, *, level: float = 0.95, power: float = POWER, max_n: int = 10_000) -> int | None:
@@ -110,14 +111,15 @@ def seeds_needed(sd: float | None, effect: float, *, level: float = 0.95, power:
         return None
     if sd == 0:
         return 2
-    n = max(2, math.ceil(((1.96 + 0.84) * sd / effect) ** 2))  # normal approximation, then walk up
-    n = max(2, n - 2)
-    while n <= max_n:
-        mde = minimum_detectable_effect(sd, n, level=level, power=power)
-        if mde is not None and mde <= effect:
-            return n
-        n += 1
-    return None
+    from statsmodels.stats.power import TTestPower
+
+    # the n at which the paired t-test reaches ``power`` (continuous), rounded up
+    n = TTestPower().solve_power(effect_size=float(effect) / float(sd), alpha=1.0 - level, power=power,
+                                 alternative="two-sided")
+    if not math.isfinite(float(n)):
+        return None
+    n = max(2, math.ceil(float(n) - 1e-9))
+    return n if n <= max_n else None
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float | None]:
@@ -142,13 +144,15 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
     """Paired differences ``arm − baseline`` per task and metric, over the seeds both ran.
 
     Runs of the two arms with the same (task, seed) share the data split, so the difference
-    per seed removes the split's variance. The interval is the t-interval of the mean
-    difference, ``mean ± t_{(1+level)/2, n−1} · sd / √n``; ``None`` for n = 1.
+    per seed removes the split's variance. The interval is scipy's paired t-interval of the
+    mean difference (``scipy.stats.ttest_rel(arm, baseline).confidence_interval(level)``,
+    ``mean ± t_{(1+level)/2, n−1} · sd / √n``); ``None`` for n = 1.
 
     Returns
     -------
     list of dict
-        ``{task, metric, n, mean, sd, ci_low, ci_high, higher_is_better, verdict}``; ``verdict``
+        ``{task, metric, n, mean, sd, differences, ci_low, ci_high, higher_is_better, verdict}``
+        (``differences``: the per-seed ``arm − baseline`` values); ``verdict``
         is ``better`` / ``worse`` when the interval excludes 0 (in the metric's direction for
         ``arm``), ``negligible`` when it does but ``|mean| <`` :data:`NEGLIGIBLE`, else
         ``unclear``.
@@ -164,28 +168,35 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "d
             continue
         metrics = [m for m in runs[(task, arm, seeds[0])] if not m.startswith("reference_")]
         for metric in metrics:
-            d = np.array([runs[(task, arm, s)][metric] - runs[(task, baseline, s)].get(metric, np.nan) for s in seeds])
-            d = d[np.isfinite(d)]
-            if d.size == 0:
+            a = np.array([runs[(task, arm, s)][metric] for s in seeds], dtype=np.float64)
+            b = np.array([runs[(task, baseline, s)].get(metric, np.nan) for s in seeds], dtype=np.float64)
+            ok = np.isfinite(a - b)
+            if not ok.any():
                 continue
-            mean, sd = _mean_sd(list(d))
-            row = {"task": task, "metric": metric, "n": int(d.size), "mean": mean, "sd": sd,
-                   "higher_is_better": higher_is_better(metric)}
+            diff = a[ok] - b[ok]
+            mean, sd = _mean_sd(list(diff))
+            row = {"task": task, "metric": metric, "n": int(ok.sum()), "mean": mean, "sd": sd,
+                   "higher_is_better": higher_is_better(metric), "differences": [float(v) for v in diff]}
             rows.append(_at_level(row, level))
     return rows
 
 
 def _at_level(row: dict[str, Any], level: float) -> dict[str, Any]:
-    """``row`` (``n``, ``mean``, ``sd``, ``higher_is_better``) with its t-interval at ``level``
-    (``ci_low``, ``ci_high``; ``None`` for n = 1) and the ``verdict`` it gives."""
+    """``row`` (``n``, ``mean``, ``sd``, ``higher_is_better``, ``differences``) with scipy's
+    paired t-interval at ``level`` (``ci_low``, ``ci_high``; ``None`` for n = 1) and the
+    ``verdict`` it gives. The paired t-test is the one-sample t-test of the per-seed
+    differences (``scipy.stats.ttest_rel(a, b)`` ≡ ``ttest_1samp(a − b, 0)``)."""
     from scipy import stats
 
     lo = hi = None
     verdict = "unclear"
     n, mean, sd = row["n"], row["mean"], row["sd"]
     if n > 1 and sd is not None:
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
-        lo, hi = mean - half, mean + half
+        if sd > 0:
+            ci = stats.ttest_1samp(row["differences"], 0.0).confidence_interval(confidence_level=level)
+            lo, hi = float(ci.low), float(ci.high)
+        else:  # every seed moved by the same amount: a point interval
+            lo = hi = mean
         if lo > 0 or hi < 0:
             verdict = ("better" if (lo > 0) == row["higher_is_better"] else "worse") if abs(mean) >= NEGLIGIBLE else "negligible"
     return {**row, "ci_low": lo, "ci_high": hi, "verdict": verdict}

@@ -19,12 +19,17 @@ from cape_pipeline.pipeline.power import (
 from cape_pipeline.tasks import TaskResult
 
 
-def test_mde_matches_the_t_formula_and_shrinks_with_seeds():
+def test_mde_is_statsmodels_ttestpower_and_shrinks_with_seeds():
     from scipy import stats
+    from statsmodels.stats.power import TTestPower
 
     sd, n = 0.04, 10
-    want = (stats.t.ppf(0.975, 9) + stats.t.ppf(0.8, 9)) * sd / math.sqrt(n)
-    assert minimum_detectable_effect(sd, n) == pytest.approx(want)
+    mde = minimum_detectable_effect(sd, n)
+    # at the MDE the paired t-test has exactly the asked power
+    assert TTestPower().power(mde / sd, n, 0.05, alternative="two-sided") == pytest.approx(0.8, abs=1e-6)
+    # and it is close to the textbook normal-approximation formula with t quantiles
+    approx = (stats.t.ppf(0.975, 9) + stats.t.ppf(0.8, 9)) * sd / math.sqrt(n)
+    assert mde == pytest.approx(approx, rel=0.05)
     assert minimum_detectable_effect(sd, 30) < minimum_detectable_effect(sd, 10) < minimum_detectable_effect(sd, 3)
     assert minimum_detectable_effect(sd, 1) is None and minimum_detectable_effect(None, 5) is None
     with pytest.raises(CapeConfigError, match="power"):
