@@ -39,9 +39,9 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cape_pipeline.causal.acyclicity import h_spectral_sparse
 from cape_pipeline.causal.postprocess import greedy_dag, is_acyclic
 from cape_pipeline.causal.screen import candidate_parents
-from cape_pipeline.causal.screened import h_spectral_sparse
 
 __all__ = ["CandidateMLP", "LearnedFit", "fit_learned", "learned_options"]
 

@@ -38,6 +38,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cape_pipeline.causal.acyclicity import h_spectral_sparse
 from cape_pipeline.causal.model import ElboTerms, EntrywiseMLP, standardize_batch
 from cape_pipeline.causal.screen import screen_parents
 
@@ -86,63 +87,6 @@ class _SparseProduct(torch.autograd.Function):
             pattern = _csr(crow_child, parents.reshape(-1), torch.zeros_like(w).reshape(-1), m)
             grad_w = torch.sparse.sampled_addmm(pattern, g_t, fx, beta=0.0).values().view(m, k)
         return grad_fx, grad_w, None, None, None, None, None
-
-
-def _sparse_matvec(w2: torch.Tensor, idx: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``(B x)[p] = Σ_{c, j: P[c, j] = p} W²[c, j] x[c]`` for ``B = A ∘ A`` (edge p → c)."""
-    out = torch.zeros_like(x)
-    return out.index_add_(0, idx.reshape(-1), (w2 * x[:, None]).reshape(-1))
-
-
-def _sparse_rmatvec(w2: torch.Tensor, idx: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``(Bᵀ y)[c] = Σ_j W²[c, j] y[P[c, j]]``."""
-    return (w2 * y[idx]).sum(dim=1)
-
-
-def h_spectral_sparse(
-    w: torch.Tensor, idx: torch.Tensor, n_iter: int = 10, state: dict[str, torch.Tensor] | None = None
-) -> torch.Tensor:
-    """Spectral-radius acyclicity ``ρ(A ∘ A)`` of the screened sparse A (NO-BEARS; SDCD).
-
-    Power iteration (warm-started from ``state``) gives the right/left Perron vectors x, y;
-    the value ``yᵀ (A∘A) x / yᵀx`` is differentiable in ``w`` with the eigenvalue-perturbation
-    gradient, as :func:`~cape_pipeline.causal.acyclicity.h_spectral`. Cost O(M·k) per
-    iteration.
-
-    Parameters
-    ----------
-    w
-        ``(M, k)`` weights, ``A[P[c, j], c] = w[c, j]``.
-    idx
-        ``(M, k)`` int64 candidate parents ``P``.
-    n_iter
-        Power-iteration steps.
-    state
-        Optional dict with warm starts ``"x"``, ``"y"``; updated in place.
-
-    Returns
-    -------
-    torch.Tensor
-        0-dim, ≥ 0, zero iff the support of A with nonzero weights is acyclic.
-    """
-    m = w.shape[0]
-    with torch.no_grad():
-        w2 = w.detach().pow(2)
-        ones = torch.ones(m, dtype=w.dtype, device=w.device)
-        x = ones if state is None or "x" not in state else state["x"].abs() + 1e-6
-        y = ones if state is None or "y" not in state else state["y"].abs() + 1e-6
-        x, y = x / x.norm(), y / y.norm()
-        # no floor: on a DAG whose longest path is shorter than n_iter the iterates reach 0
-        # exactly and so does h (with gradient 0); a warm start is re-seeded from |x| + 1e-6
-        for _ in range(n_iter):
-            bx = _sparse_matvec(w2, idx, x)
-            x = bx / bx.norm().clamp_min(1e-30)
-            by = _sparse_rmatvec(w2, idx, y)
-            y = by / by.norm().clamp_min(1e-30)
-        if state is not None:
-            state["x"], state["y"] = x, y
-    # yᵀ B x = Σ_{c,j} w²[c,j] y[P[c,j]] x[c]
-    return (w.pow(2) * y[idx] * x[:, None]).sum() / (y @ x).clamp_min(1e-30)
 
 
 class ScreenedSEMVAE(nn.Module):
