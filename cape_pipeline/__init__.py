@@ -11,13 +11,18 @@ The torch-based parts (``discover``, ``embed``, ``encode``, ``load_encodings``,
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import Any
 
 from cape_pipeline import pp
-from cape_pipeline._version import __version__
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError, CapeInputError
 from cape_pipeline.io import read
+
+try:  # read once from the installed metadata
+    __version__ = importlib.metadata.version("cape_pipeline")
+except importlib.metadata.PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.1.0+unknown"
 
 _LAZY = {
     "discover": ("cape_pipeline.causal.api", "discover"),

@@ -88,7 +88,7 @@ def test_usage_errors_exit_2(args, needle, capsys):
 
 
 def test_version(capsys):
-    from cape_pipeline._version import __version__
+    from cape_pipeline import __version__
 
     code, out, _ = _run(["--version"], capsys)
     assert code == 0 and __version__ in out

@@ -84,7 +84,7 @@ def test_umap_legend_has_a_title():
 
 
 def test_step1_panel_says_the_thresholded_graph_is_acyclic():
-    from cape_pipeline.pl.figures import plot_training_curves
+    from cape_pipeline.pl.curves import plot_training_curves
 
     g = _graph(10)
     history = [{"h": 0.5, "neg_elbo": 10.0}, {"h": 0.04, "neg_elbo": 8.0}]

@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from cape_pipeline.causal import CausalGraph, dag_metrics
 from cape_pipeline.cli import main
 from cape_pipeline.errors import CapeConfigError, CapeFileError
-from cape_pipeline.reproduce import FIG3_FILES, FIG3_N_NODES, reproduce_fig3
+from cape_pipeline.paper import FIG3_FILES, FIG3_N_NODES, reproduce_fig3
 
 # small N and a short Step I budget keep this fast; the real command uses the library defaults
 N, EPOCHS, SEED = 500, 50, 1

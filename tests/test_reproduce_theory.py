@@ -13,7 +13,7 @@ import torch
 from cape_pipeline.cli import main
 from cape_pipeline.encodings.rope import apply_rotary
 from cape_pipeline.errors import CapeConfigError, CapeFileError
-from cape_pipeline.reproduce_theory import (
+from cape_pipeline.paper.theory import (
     FIGS2_FILES,
     FIGS3_FILES,
     attention_bias_noise,

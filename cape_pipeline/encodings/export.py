@@ -282,7 +282,7 @@ class CapeEncodings:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from cape_pipeline._version import __version__
+        from cape_pipeline import __version__
 
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))

@@ -104,7 +104,7 @@ class TrainedModel:
 
     # ------------------------------------------------------------------------------- io
     def _config(self) -> dict[str, Any]:
-        from cape_pipeline._version import __version__
+        from cape_pipeline import __version__
         from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
 
         bb = self.backbone

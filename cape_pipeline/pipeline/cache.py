@@ -29,6 +29,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from cape_pipeline import __version__
 from cape_pipeline._utils import (
     canonical_json,
     fsync_path,
@@ -37,7 +38,6 @@ from cape_pipeline._utils import (
     hash_file,
     write_json_atomic,
 )
-from cape_pipeline._version import __version__
 
 log = logging.getLogger(__name__)
 

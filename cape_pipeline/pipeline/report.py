@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline import __version__
 from cape_pipeline._utils import atomic_path, write_json_atomic
-from cape_pipeline._version import __version__
 from cape_pipeline.pipeline._report_sections import (
     ZERO_ANGLE_WARN,
     angle_use_lines,

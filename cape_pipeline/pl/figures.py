@@ -1,4 +1,5 @@
-"""Figures for Steps I–III: the causal DAG, the Poincaré embedding and the training loss.
+"""Figures for Steps I–III: the causal DAG (alone or against a true DAG) and the Poincaré embedding
+(a disk, or the 3-D ball when d = 3); the training curves are in :mod:`cape_pipeline.pl.curves`.
 
 Every function draws on an Agg-backed :class:`matplotlib.figure.Figure` (no pyplot global
 state), returns it, and writes a PNG when ``save`` is given.
@@ -16,12 +17,14 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.pl._utils import as_embedding_arrays, maybe_save, new_axes
+from cape_pipeline.pl.curves import plot_training_curves
 
-__all__ = ["plot_dag", "plot_poincare", "plot_loss"]
+__all__ = ["plot_dag", "plot_poincare", "save_encoding_figures"]
 
 
 def _subgraph_for_display(graph: CausalGraph, max_edges: int) -> tuple[Any, str]:
@@ -51,9 +54,14 @@ def _subgraph_for_display(graph: CausalGraph, max_edges: int) -> tuple[Any, str]
     return g, caption
 
 
-def _layout(g: Any, layout: str, seed: int) -> dict[Any, np.ndarray]:
+def _layout(g: Any, layout: str, seed: int, order: Sequence[str] = ()) -> dict[Any, np.ndarray]:
     import networkx as nx
 
+    if layout == "circle":  # clockwise from the top in ``order``: an edge (a chord) never crosses a node
+        rank = {n: i for i, n in enumerate(order)}
+        nodes = sorted(g.nodes, key=lambda n: rank.get(n, len(rank)))
+        angle = np.pi / 2 - 2 * np.pi * np.arange(len(nodes)) / max(1, len(nodes))
+        return {n: np.array([np.cos(a), np.sin(a)]) for n, a in zip(nodes, angle, strict=True)}
     if layout == "layered" and nx.is_directed_acyclic_graph(g) and g.number_of_nodes():
         for layer, nodes in enumerate(nx.topological_generations(g)):
             for n in nodes:
@@ -61,7 +69,7 @@ def _layout(g: Any, layout: str, seed: int) -> dict[Any, np.ndarray]:
         pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
         return {n: np.array([x, -y]) for n, (x, y) in pos.items()}
     if layout not in ("layered", "spring"):
-        raise ValueError(f"layout: expected 'layered' or 'spring', got {layout!r}")
+        raise ValueError(f"layout: expected 'layered', 'spring' or 'circle', got {layout!r}")
     return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes())))
 
 
@@ -83,6 +91,26 @@ def _spread_labels(xy: np.ndarray, min_gap: float) -> np.ndarray:
     return out
 
 
+TRUTH_COLORS = {"correct": "tab:green", "reversed": "tab:orange", "extra": "tab:red", "missed": "0.6"}
+"""Edge colors of :func:`plot_dag` against a true DAG, by status of the edge."""
+
+
+def _against_truth(g: Any, graph: CausalGraph, truth: CausalGraph) -> tuple[list[str], list[tuple[str, str]]]:
+    """Status of each edge of ``g`` against ``truth`` (``correct``, ``reversed`` or ``extra``), and
+    the true edges among ``g``'s nodes that ``graph`` has in neither direction (``missed``)."""
+    if not isinstance(truth, CausalGraph) or set(truth.feature_names.astype(str)) != set(graph.feature_names.astype(str)):
+        raise ValueError("truth: expected a CausalGraph over the same features as graph")
+    t = truth.to_frame()
+    true_edges = list(zip(t["source"], t["target"], strict=True))
+    true_set = set(true_edges)
+    f = graph.to_frame()
+    found = set(zip(f["source"], f["target"], strict=True))
+    status = ["correct" if (s, d) in true_set else "reversed" if (d, s) in true_set else "extra" for s, d in g.edges]
+    missed = [(s, d) for s, d in true_edges
+              if (s, d) not in found and (d, s) not in found and s in g.nodes and d in g.nodes]
+    return status, missed
+
+
 def plot_dag(
     graph: CausalGraph,
     *,
@@ -91,6 +119,7 @@ def plot_dag(
     pagerank: np.ndarray | None = None,
     labels: bool | None = None,
     seed: int = 0,
+    truth: CausalGraph | None = None,
     ax: Axes | None = None,
     save: str | os.PathLike[str] | None = None,
 ) -> Figure:
@@ -107,7 +136,9 @@ def plot_dag(
         splits the graph, the largest weakly connected component.
     layout
         ``"layered"`` (topological generations, roots on top; falls back to spring for
-        graphs with cycles) or ``"spring"``.
+        graphs with cycles), ``"spring"``, or ``"circle"`` (the features clockwise on a circle
+        from the top in the graph's order, so no edge passes through a node: the same places
+        for two graphs over the same features).
     pagerank
         ``(M,)`` values to color nodes by (e.g. ``encodings.pagerank``); default: uniform color.
     labels
@@ -116,6 +147,11 @@ def plot_dag(
         given, else degree).
     seed
         Seed of the spring layout.
+    truth
+        A true DAG over the same features: each edge is colored by its status against it
+        (:data:`TRUTH_COLORS`: green in the truth, orange reversed, red not in the truth), the
+        true edges found in neither direction are drawn dashed grey, and a legend counts them.
+        Default: edges colored by the sign of their weight.
     ax
         Axes to draw on; default: a new figure.
     save
@@ -130,7 +166,7 @@ def plot_dag(
     TypeError
         If ``graph`` is not a CausalGraph or an AnnData.
     ValueError
-        For an unknown ``layout``.
+        For an unknown ``layout``, or a ``truth`` over other features.
     CapeDataError
         An AnnData without ``varp["cape_dag"]`` (a ``ValueError``; names ``tl.discover``).
     """
@@ -146,7 +182,7 @@ def plot_dag(
         raise TypeError(f"graph: expected a CausalGraph or an AnnData after tl.discover, got {type(graph).__name__}")
     fig, ax = new_axes(ax, (7, 6))
     g, caption = _subgraph_for_display(graph, max_edges)
-    pos = _layout(g, layout, seed)
+    pos = _layout(g, layout, seed, graph.feature_names.astype(str))
     nodes = list(g.nodes)
     if pagerank is not None:
         lookup = dict(zip(graph.feature_names.astype(str), np.asarray(pagerank), strict=True))
@@ -156,6 +192,9 @@ def plot_dag(
     weights = np.array([abs(d["weight"]) for _, _, d in g.edges(data=True)])
     widths = 0.5 + 2.5 * weights / weights.max() if weights.size else []
     edge_color = ["tab:red" if d["weight"] < 0 else "0.35" for _, _, d in g.edges(data=True)]
+    if truth is not None:
+        status, missed = _against_truth(g, graph, truth)
+        edge_color = [TRUTH_COLORS[s] for s in status]
     size = 300 if len(nodes) <= 40 else max(20, 6000 // max(1, len(nodes)))
     drawn = nx.draw_networkx_nodes(
         g, pos, nodelist=nodes, node_color=color, node_size=size, cmap="viridis", ax=ax
@@ -163,6 +202,15 @@ def plot_dag(
     nx.draw_networkx_edges(
         g, pos, width=widths, edge_color=edge_color, arrowsize=10, node_size=size, ax=ax, alpha=0.8
     )
+    if truth is not None:
+        if missed:
+            nx.draw_networkx_edges(nx.DiGraph(missed), pos, width=1.2, edge_color=TRUTH_COLORS["missed"],
+                                   style="dashed", arrowsize=10, node_size=size, ax=ax, alpha=0.8)
+        labels_of = {"correct": "correct", "reversed": "reversed", "extra": "not in truth"}
+        handles = [Line2D([], [], color=TRUTH_COLORS[k], lw=2, label=f"{v} ({status.count(k)})")
+                   for k, v in labels_of.items()]
+        handles.append(Line2D([], [], color=TRUTH_COLORS["missed"], lw=2, ls="--", label=f"missed ({len(missed)})"))
+        ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
     if labels if labels is not None else len(nodes) <= 40:
         nx.draw_networkx_labels(g, pos, font_size=8, ax=ax)
     elif labels is None:  # larger graphs: name the hubs (top HUB_LABELS by PageRank, else degree)
@@ -176,7 +224,8 @@ def plot_dag(
         caption += f"; the {len(hubs)} hubs by {'PageRank' if pagerank is not None else 'degree'} named"
     if pagerank is not None and drawn is not None:
         fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
-    ax.set_title(f"Causal DAG ({caption}); red = negative weight", fontsize=9)
+    against = "; edges against the true DAG" if truth is not None else "; red = negative weight"
+    ax.set_title(f"Causal DAG ({caption}){against}", fontsize=9)
     ax.set_axis_off()
     maybe_save(fig, save)
     return fig
@@ -199,12 +248,75 @@ def _project_2d(e: np.ndarray) -> tuple[np.ndarray, str]:
     return xy, f"true radius ‖e‖, direction from a 2-D PCA of the {e.shape[1]}-D ball"
 
 
+def _strongest_edges(graph: CausalGraph, names: np.ndarray, max_edges: int) -> list[tuple[int, int]]:
+    """Row indices (into ``names``) of the ``max_edges`` edges of largest |weight|, strongest first."""
+    df = graph.to_frame()
+    df = df.reindex(df["weight"].abs().sort_values(ascending=False).index[:max_edges])
+    index = {n: i for i, n in enumerate(names)}
+    return [(index[s], index[t]) for s, t in zip(df["source"], df["target"], strict=True)]
+
+
+def _label_rows(annotate: int | Sequence[str], pr: np.ndarray, names: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """Rows to name: the ``annotate`` shown features of largest PageRank, or the named ones."""
+    ranked = np.argsort(-np.where(shown, pr, -np.inf))  # features not shown are not labelled
+    return (
+        ranked[: min(int(annotate), int(shown.sum()))]
+        if isinstance(annotate, int)
+        else np.flatnonzero(np.isin(names, list(annotate)))
+    )
+
+
+def _coincident_groups(e: np.ndarray, rows: np.ndarray, tol: float = 0.05) -> list[list[int]]:
+    """``rows`` (ascending) grouped greedily by Euclidean distance < ``tol`` to the group's first point."""
+    left = sorted(int(i) for i in rows)
+    groups = []
+    while left:
+        group = [j for j in left if np.linalg.norm(e[j] - e[left[0]]) < tol]
+        groups.append(group)
+        left = [j for j in left if j not in group]
+    return groups
+
+
+def _ball_3d(e: np.ndarray, pr: np.ndarray, names: np.ndarray, graph: CausalGraph | None, *,
+             annotate: int | Sequence[str], edges: bool, max_edges: int, ax: Axes | None) -> tuple[Figure, Axes]:
+    """:func:`plot_poincare` with ``projection="3d"``: the unit ball of R³, its wireframe sphere, the
+    edges as lines, the points colored by PageRank; points that (nearly) coincide share one label."""
+    if ax is None:
+        fig = Figure(figsize=(7.5, 6.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1, projection="3d")
+    elif getattr(ax, "name", "") != "3d":
+        raise ValueError("ax: projection='3d' needs 3-D axes (fig.add_subplot(projection='3d'))")
+    a: Any = ax
+    fig = a.figure
+    u, v = np.mgrid[0 : 2 * np.pi : 25j, 0 : np.pi : 13j]
+    a.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.55", alpha=0.15, lw=0.6)
+    if edges and graph is not None and graph.n_edges:
+        for i, j in _strongest_edges(graph, names, max_edges):
+            a.plot(*(np.stack([e[i], e[j]]).T), color="0.35", lw=1.0, alpha=0.8)
+    # a linear color scale: the ball is for small graphs, whose PageRank spans less than a decade
+    sc = a.scatter(e[:, 0], e[:, 1], e[:, 2], c=pr, cmap="viridis", s=70 if len(e) <= 40 else 18,
+                   depthshade=False, edgecolors="k", linewidths=0.5)
+    for group in _coincident_groups(e, _label_rows(annotate, pr, names, np.ones(len(e), dtype=bool))):
+        p = e[group[0]]
+        a.text(p[0], p[1], p[2], "  " + ",".join(names[group]), fontsize=9)
+    fig.colorbar(sc, ax=a, label="PageRank π (Eq. 18)", shrink=0.6, pad=0.1)
+    for setter in (a.set_xlim, a.set_ylim, a.set_zlim):
+        setter(-1, 1)
+    a.set_box_aspect((1, 1, 1))
+    a.set_xlabel("e₀")
+    a.set_ylabel("e₁")
+    a.set_zlabel("e₂")
+    return fig, a
+
+
 def plot_poincare(
     obj: Any,
     *,
     annotate: int | Sequence[str] = 10,
     edges: bool = True,
     max_edges: int = 300,
+    projection: str = "2d",
     ax: Axes | None = None,
     save: str | os.PathLike[str] | None = None,
 ) -> Figure:
@@ -223,8 +335,12 @@ def plot_poincare(
         Draw the DAG's edges (the strongest ``max_edges``) as faint lines when a graph is attached.
     max_edges
         Maximum number of edges drawn.
+    projection
+        ``"2d"``: the unit disk (d > 2 keeps each radius and takes the direction of a 2-D PCA).
+        ``"3d"`` (d = 3 only): the unit ball of R³ in perspective, every point drawn (PageRank
+        on a linear color scale); points that (nearly) coincide share one label.
     ax
-        Axes to draw on; default: a new figure.
+        Axes to draw on (3-D axes for ``projection="3d"``); default: a new figure.
     save
         Write a PNG here.
 
@@ -236,20 +352,29 @@ def plot_poincare(
     ------
     TypeError
         If ``obj`` has no ``poincare``/``pagerank``.
+    ValueError
+        An unknown ``projection``, or ``"3d"`` with d ≠ 3 or with 2-D ``ax``.
     """
     e, pr, names, graph = as_embedding_arrays(obj)
     e = np.asarray(e, dtype=np.float64)
     pr = np.asarray(pr, dtype=np.float64)
     names = np.asarray(names).astype(str)
+    kappa = (getattr(obj, "params", None) or {}).get("curvature")
+    curv = f", curvature −{kappa:.3g}" if isinstance(kappa, (int, float)) and kappa == kappa else ""
+    if projection not in ("2d", "3d"):
+        raise ValueError(f"projection: expected '2d' or '3d', got {projection!r}")
+    if projection == "3d":
+        if e.shape[1] != 3:
+            raise ValueError(f"projection='3d' draws the unit ball of R³: expected d = 3, got d = {e.shape[1]}")
+        fig, ax = _ball_3d(e, pr, names, graph, annotate=annotate, edges=edges, max_edges=max_edges, ax=ax)
+        ax.set_title(f"Poincaré ball, M = {len(e)}, d = 3{curv}", fontsize=9)
+        maybe_save(fig, save)
+        return fig
     xy, how = _project_2d(e)
     fig, ax = new_axes(ax, (6.5, 6))
     ax.add_patch(Circle((0, 0), 1.0, fill=False, color="0.3", lw=1))
     if edges and graph is not None and graph.n_edges:
-        df = graph.to_frame()
-        df = df.reindex(df["weight"].abs().sort_values(ascending=False).index[:max_edges])
-        index = {n: i for i, n in enumerate(names)}
-        for s, t in zip(df["source"], df["target"], strict=True):
-            i, j = index[s], index[t]
+        for i, j in _strongest_edges(graph, names, max_edges):
             ax.plot([xy[i, 0], xy[j, 0]], [xy[i, 1], xy[j, 1]], color="0.7", lw=0.5, zorder=1)
     positive = pr[pr > 0]
     norm = (
@@ -268,12 +393,7 @@ def plot_poincare(
         s=18 if shown.sum() > 200 else 40, zorder=2,
     )
     fig.colorbar(sc, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
-    ranked = np.argsort(-np.where(shown, pr, -np.inf))  # features at the origin are not labelled
-    label_idx = (
-        ranked[: min(int(annotate), int(shown.sum()))]
-        if isinstance(annotate, int)
-        else np.flatnonzero(np.isin(names, list(annotate)))
-    )
+    label_idx = _label_rows(annotate, pr, names, shown)  # features at the origin are not labelled
     spots = _spread_labels(xy[label_idx] + 0.02, 0.045)
     for i, spot in zip(label_idx, spots, strict=True):
         moved = np.abs(spot - (xy[i] + 0.02)).max() > 1e-9
@@ -288,162 +408,9 @@ def plot_poincare(
     else:
         ax.set_xlabel("e₀")
         ax.set_ylabel("e₁" if e.shape[1] == 2 else "")
-    kappa = (getattr(obj, "params", None) or {}).get("curvature")
-    curv = f", curvature −{kappa:.3g}" if isinstance(kappa, (int, float)) and kappa == kappa else ""
     ax.set_title(f"Poincaré ball, M = {len(e)}, d = {e.shape[1]}{curv} ({how})", fontsize=9)
     maybe_save(fig, save)
     return fig
-
-
-def plot_loss(
-    history: Sequence[float] | Mapping[str, Sequence[float]] | Any,
-    *,
-    logy: bool = False,
-    label: str | None = None,
-    ax: Axes | None = None,
-    save: str | os.PathLike[str] | None = None,
-) -> Figure:
-    """Training curves: loss per epoch (Eq. 15 for the embedding, Eq. 10 terms for Step I).
-
-    Parameters
-    ----------
-    history
-        A sequence of floats, an object with ``loss_history`` (HyperbolicEmbedding), an
-        AnnData after :func:`cape_pipeline.tl.embed` (its stored loss curve), or a
-        mapping ``{label: sequence}`` of several curves. A mapping is drawn one panel per curve
-        (their scales differ, e.g. −ELBO and h(A)), or overlaid when ``ax`` is given; empty
-        curves are skipped.
-    logy
-        Logarithmic y axis.
-    label
-        Legend label (single curve).
-    ax
-        Axes to draw on (to overlay several curves); default: a new figure.
-    save
-        Write a PNG here.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    ValueError
-        If there is no loss value to draw.
-    """
-    if hasattr(history, "uns") and hasattr(history, "var_names"):  # an AnnData after tl.embed
-        from cape_pipeline import _keys
-
-        stored = (history.uns.get(_keys.UNS) or {}).get("embed", {}).get("loss_history")
-        if stored is None:
-            raise ValueError("plot_loss: adata.uns['cape']['embed']['loss_history'] not found; run "
-                             "cape_pipeline.tl.embed(adata) first")
-        history, label = np.asarray(stored, dtype=np.float64), label or "embed (Eq. 15)"
-    if isinstance(history, Mapping):
-        curves = {
-            str(k): np.asarray(v, dtype=np.float64).ravel() for k, v in history.items() if len(v)
-        }
-    else:
-        curves = {
-            label or "": np.asarray(getattr(history, "loss_history", history), dtype=np.float64)
-        }
-    if not curves or any(v.ndim != 1 or v.size == 0 for v in curves.values()):
-        raise ValueError("history: expected a non-empty sequence of loss values")
-    if ax is not None or len(curves) == 1:
-        fig, ax = new_axes(ax, (6, 4))
-        axes = [ax] * len(curves)
-    else:
-        fig = Figure(figsize=(4.2 * len(curves), 3.6), layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = list(fig.subplots(1, len(curves), squeeze=False)[0])
-    for (name, values), a in zip(curves.items(), axes, strict=True):
-        a.plot(np.arange(1, values.size + 1), values, label=name or None)
-        a.set_xlabel("epoch" if len(curves) == 1 or "embed" in name else "step")
-        a.set_ylabel("loss")
-        if logy:
-            a.set_yscale("log")
-        if len(curves) > 1 and len(set(map(id, axes))) > 1:
-            a.set_title(name, fontsize=9)
-        elif name:
-            a.legend()
-        a.grid(alpha=0.3)
-    maybe_save(fig, save)
-    return fig
-
-
-def plot_training_curves(
-    embed_loss: Sequence[float], discover_history: Sequence[Mapping[str, Any]], *, graph: CausalGraph | None = None
-) -> Figure:
-    """Two panels: Step II loss per epoch (Eq. 15), and Step I −ELBO and h(A) at the end of each
-    augmented-Lagrangian outer step (Eqs. 8 and 10, log scale). A panel without data says why
-    (a given graph has no Step I history).
-
-    Parameters
-    ----------
-    embed_loss
-        Loss per epoch of :func:`cape_pipeline.hyperbolic.embed` (``loss_history``).
-    discover_history
-        ``CausalGraph.history`` of Step I: one mapping per outer step with ``h`` (and
-        ``neg_elbo`` for method ``cape``), or per epoch with ``stage``, ``val_nll`` and ``h``
-        (support ``"learned"``: validation NLL per stage and ρ(A) on a second axis).
-    graph
-        The returned DAG: when the acyclicity measure ends above 0 but this thresholded graph
-        is acyclic, the Step I panel says so (h measures the continuous weights, not the
-        returned graph).
-    """
-    fig = Figure(figsize=(11, 4), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_embed, ax_disc = fig.subplots(1, 2)
-    if len(embed_loss):
-        plot_loss(list(embed_loss), ax=ax_embed, label="contrastive + PageRank loss (Eq. 15)")
-    else:
-        _no_curve(ax_embed, "no Step II loss recorded")
-    ax_embed.set_title("Step II: hyperboloid embedding")
-    steps = [h for h in discover_history if "h" in h]
-    if steps and all("stage" in h and "val_nll" in h for h in steps):
-        # support="learned": validation NLL per epoch, stages side by side, and ρ(A) in stage 2
-        x = np.arange(1, len(steps) + 1)
-        stage = np.array([int(h["stage"]) for h in steps])
-        val = np.array([float(h["val_nll"]) for h in steps])
-        names = {1: "stage 1: learned screen", 2: "stage 2: acyclic fit", 3: "stage 3: refit on the DAG"}
-        for k in np.unique(stage):
-            ax_disc.plot(x[stage == k], val[stage == k], label=f"validation NLL, {names.get(int(k), k)}")
-        ax_disc.set_xlabel("epoch (all stages)")
-        ax_disc.set_ylabel("held-out Gaussian NLL (nats per row)")
-        two = stage == 2
-        if two.any():
-            ax_h = ax_disc.twinx()
-            ax_h.plot(x[two], [max(float(h["h"]), 1e-16) for h, t in zip(steps, two, strict=True) if t],
-                      color="0.3", ls="--", label="ρ(A), stage 2")
-            ax_h.set_yscale("log")
-            ax_h.set_ylabel("spectral radius ρ(A) (log scale)")
-            ax_h.legend(loc="upper center")
-        ax_disc.legend(loc="upper right", fontsize=8)
-    elif steps:
-        x = np.arange(1, len(steps) + 1)
-        if all("neg_elbo" in h for h in steps):
-            ax_disc.plot(x, [float(h["neg_elbo"]) for h in steps], marker="o", label="−ELBO")
-        ax_disc.plot(x, [max(float(h["h"]), 1e-16) for h in steps], marker="s", label="h(A)")
-        ax_disc.set_yscale("log")
-        ax_disc.set_xlabel("outer step (augmented Lagrangian)")
-        ax_disc.set_ylabel("value at the end of the outer step (log scale)")
-        ax_disc.legend()
-    else:
-        _no_curve(ax_disc, "no Step I history:\nthe graph was given (discover.method=true-dag)\nor came from a baseline")
-    last_h = float(steps[-1]["h"]) if steps else 0.0
-    if graph is not None and last_h > 0 and graph.is_dag():
-        ax_disc.text(0.02, 0.02, f"the last h = {last_h:.2g} > 0 measures the continuous weights;\n"
-                     f"the returned graph ({graph.n_edges} edges above the threshold) is acyclic (checked)",
-                     transform=ax_disc.transAxes, fontsize=7, va="bottom",
-                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9})
-    ax_disc.set_title("Step I: causal discovery")
-    return fig
-
-
-def _no_curve(ax: Axes, text: str) -> None:
-    """An empty panel that says why it is empty (no axes with meaningless ticks)."""
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35")
-    ax.set_axis_off()
 
 
 def save_encoding_figures(

@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.encodings import encode
-from cape_pipeline.hyperbolic import embed
+from cape_pipeline.hyperbolic import HyperbolicEmbedding, embed
 from cape_pipeline.pl import plot_dag, plot_loss, plot_poincare
 
 
@@ -27,7 +27,23 @@ def test_plot_dag_small_and_large(emb, tmp_path):
     fig = plot_dag(emb.graph, max_edges=20, layout="spring", save=tmp_path / "top.png")
     assert "top 20" in fig.axes[0].get_title()
     with pytest.raises(ValueError):
-        plot_dag(CausalGraph.from_edges([("a", "b")]), layout="circle")
+        plot_dag(CausalGraph.from_edges([("a", "b")]), layout="radial")
+
+
+def test_plot_dag_on_a_circle_against_a_true_dag():
+    """Fig. 3a's view: the features on a circle from the top, each edge colored by its status
+    against the true DAG, the true edges found in neither direction dashed, counts in a legend."""
+    names = ["a", "b", "c", "d"]
+    truth = CausalGraph.from_edges([("a", "b"), ("b", "c"), ("c", "d")], feature_names=names)
+    learned = CausalGraph.from_edges([("a", "b"), ("c", "b"), ("a", "d")], feature_names=names)
+    ax = plot_dag(learned, layout="circle", truth=truth).axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["correct (1)", "reversed (1)", "not in truth (1)", "missed (1)"]
+    at = {t.get_text(): t.get_position() for t in ax.texts}  # the node labels: a, b, c, d clockwise from the top
+    np.testing.assert_allclose([at[n] for n in names], [[0, 1], [1, 0], [0, -1], [-1, 0]], atol=1e-12)
+    assert "against the true DAG" in ax.get_title()
+    with pytest.raises(ValueError, match="same features"):
+        plot_dag(learned, truth=CausalGraph.from_edges([("x", "y")]))
 
 
 def test_plot_poincare_embedding_and_encodings(emb, tmp_path):
@@ -38,6 +54,25 @@ def test_plot_poincare_embedding_and_encodings(emb, tmp_path):
     assert isinstance(fig, Figure)
     with pytest.raises(TypeError):
         plot_poincare(np.zeros((3, 2)))
+
+
+def test_plot_poincare_ball_in_3d(emb, tmp_path):
+    """``projection="3d"`` (Fig. 3c): the unit ball of R³; every feature named, points that coincide
+    (here the isolated ones at the origin) under one label."""
+    names = ["a", "b", "c", "d", "e"]
+    e = np.array([[0.1, 0.0, 0.0], [0.5, 0.2, 0.0], [0.0, -0.7, 0.3], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    graph = CausalGraph.from_edges([("a", "b"), ("b", "c")], feature_names=names)
+    e3 = HyperbolicEmbedding(np.zeros((5, 4)), e, np.array([0.4, 0.2, 0.2, 0.1, 0.1]), np.array(names), graph=graph)
+    fig = plot_poincare(e3, projection="3d", save=tmp_path / "ball.png")
+    assert _is_png(tmp_path / "ball.png") and fig.axes[0].name == "3d"
+    labels = [t.get_text().strip() for t in fig.axes[0].texts]
+    assert sorted(",".join(labels).split(",")) == names and "d,e" in labels
+    with pytest.raises(ValueError, match="d = 3"):
+        plot_poincare(emb, projection="3d")  # d = 6
+    with pytest.raises(ValueError, match="3-D axes"):
+        plot_poincare(e3, projection="3d", ax=Figure().add_subplot())
+    with pytest.raises(ValueError, match="projection"):
+        plot_poincare(e3, projection="4d")
 
 
 def test_plot_loss(emb, tmp_path):

@@ -57,10 +57,11 @@ def _payload(tag: str) -> dict[str, bytes]:
 
 
 # The writer server, spawned once per module with `sys.executable -c`. argv: PKG. The package
-# __init__ is not run (it imports pandas and anndata, ~3 s): stub package modules let
-# `cape_pipeline.pipeline.cache` and `cape_pipeline._utils` load on their own; the code under
-# test is the same files. For each request line {"job", "args", "kill_at"} it forks a writer
-# process, which prints {"ready": pid}, runs the job and prints {"done": ...}; after the line
+# __init__ is not run (it imports pandas and anndata, ~3 s): stub package modules (the root one
+# given the `__version__` that __init__ sets) let `cape_pipeline.pipeline.cache` and
+# `cape_pipeline._utils` load on their own; the code under test is the same files. For each
+# request line {"job", "args", "kill_at"} it forks a writer process, which prints {"ready": pid},
+# runs the job and prints {"done": ...}; after the line
 # "reap" (sent once the parent has killed the writer or let it be) it prints {"exit": status}.
 # Forking makes a trial cost milliseconds instead of an interpreter start (~0.2 s).
 # `instrument()` wraps os.rename/replace/chmod and shutil.rmtree; `point()` is a numbered kill
@@ -69,7 +70,7 @@ def _payload(tag: str) -> dict[str, bytes]:
 _SERVER = (
     textwrap.dedent(
         """
-        import importlib.util, json, os, shutil, signal, sys, time, traceback
+        import importlib.metadata, importlib.util, json, os, shutil, signal, sys, time, traceback
         from pathlib import Path
         PKG = sys.argv[1]
         for _name, _d in (("cape_pipeline", PKG), ("cape_pipeline.pipeline", PKG + "/pipeline")):
@@ -77,6 +78,7 @@ _SERVER = (
                 _name, _d + "/__init__.py", submodule_search_locations=[_d]
             )
             sys.modules[_name] = importlib.util.module_from_spec(_spec)
+        sys.modules["cape_pipeline"].__version__ = importlib.metadata.version("cape_pipeline")  # as __init__ sets it
         from cape_pipeline._utils import atomic_path
         from cape_pipeline.pipeline.cache import ArtifactCache, code_fingerprint, library_versions
         code_fingerprint(), library_versions()  # cached before forking: kills land in the I/O

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cape_pipeline.cli import STAGE_NAMES, _complete_set, _complete_source, _complete_stage, main
+from cape_pipeline.cli import main
+from cape_pipeline.cli.run import STAGE_NAMES, complete_set, complete_source, complete_stage
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pipeline import STAGE_ORDER, STAGES, run_pipeline
 from cape_pipeline.pipeline.params import param_docs, stage_params
@@ -122,19 +123,19 @@ def test_stage_help_points_to_params(capsys):
 
 # ---------------------------------------------------------------------------- completion
 def test_completion_callbacks(tmp_path, monkeypatch):
-    assert _complete_stage("e") == ["embed", "encode", "evaluate"]
-    assert "discover." in _complete_set("dis")
-    assert _complete_set("discover.su") == ["discover.support="]
-    assert _complete_set("nope.x") == []
+    assert complete_stage("e") == ["embed", "encode", "evaluate"]
+    assert "discover." in complete_set("dis")
+    assert complete_set("discover.su") == ["discover.support="]
+    assert complete_set("nope.x") == []
     (tmp_path / "cells.h5ad").write_bytes(b"")
     (tmp_path / "notes.txt").write_text("")
     (tmp_path / "sub").mkdir()
-    got = _complete_source(str(tmp_path) + "/")
+    got = complete_source(str(tmp_path) + "/")
     assert str(tmp_path / "cells.h5ad") in got and str(tmp_path / "sub") + "/" in got
     assert not any(g.endswith("notes.txt") for g in got)
     monkeypatch.chdir(tmp_path)
-    assert "cells.h5ad" in _complete_source("ce") and "notes.txt" not in _complete_source("")
-    assert "sachs" in _complete_source("sa")
+    assert "cells.h5ad" in complete_source("ce") and "notes.txt" not in complete_source("")
+    assert "sachs" in complete_source("sa")
 
 
 def test_shell_completion_end_to_end():

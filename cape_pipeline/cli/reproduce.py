@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cape_pipeline._cli_common import DebugOpt, VerboseOpt, _setup_logging, out_console
+from cape_pipeline.cli._common import DebugOpt, VerboseOpt, out_console, setup_logging
 
 reproduce_app = typer.Typer(help="Reproduce figures of paper 000 with this package's code.", no_args_is_help=True)
 
@@ -33,9 +33,9 @@ def reproduce_fig3_cmd(
     """Fig. 3: 10-node BA DAG, MLP SEM data, learned DAG (Step I), its Poincaré ball P^3 (Step II)."""
     from rich.table import Table
 
-    from cape_pipeline.reproduce import reproduce_fig3
+    from cape_pipeline.paper import reproduce_fig3
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     rec = reproduce_fig3(out, n_samples=n_samples, seed=seed, epochs=epochs, progress=True)
     sp, spc = rec["spearman_norm_vs_neg_pagerank"], rec["spearman_norm_vs_neg_pagerank_connected"]
     table = Table(title=f"Fig. 3 (seed {rec['seed']}, N = {rec['n_samples']})", show_header=False)
@@ -67,9 +67,9 @@ def reproduce_figs2_cmd(
     """Fig. S2: upper bound A+ of the attention score over Poincaré distance x norm (Props. 4.1, 4.2)."""
     from rich.table import Table
 
-    from cape_pipeline.reproduce_theory import reproduce_figS2
+    from cape_pipeline.paper import reproduce_figS2
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     rec = reproduce_figS2(out, seed=seed, n_distance=n_distance, n_norm=n_norm, dim=dim)
     table = Table(title=f"Fig. S2 (seed {rec['seed']}, D = {rec['dim']})", show_header=False)
     lo, hi = rec["a_plus_range"]
@@ -99,9 +99,9 @@ def reproduce_figs3_cmd(
     """Fig. S3: average attention bias ξ_N against N under Gaussian positional noise (Prop. A.10)."""
     from rich.table import Table
 
-    from cape_pipeline.reproduce_theory import reproduce_figS3
+    from cape_pipeline.paper import reproduce_figS3
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     rec = reproduce_figS3(
         out, seed=seed, sigma=tuple(sigma) if sigma else (0.1, 0.2, 0.3), n_max=n_max, repeats=repeats, dim=dim, noise=noise
     )

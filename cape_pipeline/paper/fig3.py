@@ -1,4 +1,4 @@
-"""Reproductions of the paper's figures with this package's code (``cape reproduce …``).
+"""Fig. 3 of paper 000 redrawn with this package's code (``cape reproduce fig3``).
 
 :func:`reproduce_fig3` re-runs paper 000, Sec. 5.1, Fig. 3: a 10-node Barabási–Albert DAG, data
 from gcastle's ``IIDSimulation`` (MLP SEM, Gaussian noise, N = 5000), the DAG learned by Step I
@@ -9,25 +9,30 @@ from gcastle's ``IIDSimulation`` (MLP SEM, Gaussian noise, N = 5000), the DAG le
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shlex
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.errors import CapeConfigError, CapeFileError
-from cape_pipeline.pl._utils import maybe_save
+from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.paper.common import (
+    finite_or_none,
+    jsonable,
+    machine_info,
+    new_figure,
+    output_dir,
+    save_png,
+    versions,
+)
+from cape_pipeline.pl import plot_dag, plot_poincare
 
 __all__ = ["FIG3_FILES", "FIG3_N_EDGES", "FIG3_N_NODES", "reproduce_fig3"]
 
@@ -51,85 +56,21 @@ FIG3_FILES = {
 }
 
 
-def _new_figure(figsize: tuple[float, float]) -> Figure:
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+def _by_index(graph: CausalGraph) -> CausalGraph:
+    """``graph`` with feature ``j`` named ``"j"``: the node labels of Fig. 3 (the ``ID`` of its table)."""
+    return replace(graph, feature_names=np.arange(graph.n_features).astype(str))
 
 
-def _circle_layout(m: int) -> dict[int, np.ndarray]:
-    """Nodes 0..M−1 clockwise on a circle from the top: no edge (a chord) passes through a node."""
-    angle = np.pi / 2 - 2 * np.pi * np.arange(m) / m
-    return {j: np.array([np.cos(a), np.sin(a)]) for j, a in enumerate(angle)}
-
-
-def _draw_dag(
-    ax: Axes,
-    pos: dict[int, np.ndarray],
-    edges: list[tuple[int, int]],
-    colors: list[str],
-    *,
-    styles: list[str] | None = None,
-) -> None:
-    import networkx as nx
-
-    g = nx.DiGraph()
-    g.add_nodes_from(pos)
-    g.add_edges_from(edges)
-    nx.draw_networkx_nodes(g, pos, node_color="#cfe3f5", edgecolors="0.2", node_size=420, ax=ax)
-    nx.draw_networkx_labels(g, pos, font_size=9, ax=ax)
-    if edges:
-        nx.draw_networkx_edges(
-            g,
-            pos,
-            edgelist=edges,
-            edge_color=colors,
-            style=styles or "solid",
-            width=1.6,
-            arrowsize=14,
-            node_size=420,
-            ax=ax,
-        )
-    ax.set_aspect("equal")
-    ax.set_axis_off()
-
-
-def _plot_dags(b_true: np.ndarray, w_learned: np.ndarray, path: Path) -> None:
-    """Fig. 3a: true and learned DAG on the same layout; learned edges colored by status."""
-    pos = _circle_layout(b_true.shape[0])
-    fig = _new_figure((11, 5.5))
+def _plot_dags(true: CausalGraph, learned: CausalGraph, path: Path) -> None:
+    """Fig. 3a: true and learned DAG on the same circle; learned edges colored by status against the truth."""
+    fig = new_figure((11, 5.5))
     ax_t, ax_l = fig.subplots(1, 2)
-    true_edges = [(int(i), int(j)) for i, j in zip(*np.nonzero(b_true), strict=True)]
-    _draw_dag(ax_t, pos, true_edges, ["0.15"] * len(true_edges))
-    ax_t.set_title(f"(a) true DAG ({len(true_edges)} edges)", fontsize=10)
-
-    b_learned = w_learned != 0
-    edges: list[tuple[int, int]] = []
-    colors: list[str] = []
-    styles: list[str] = []
-    counts = {"correct": 0, "reversed": 0, "extra": 0, "missing": 0}
-    for i, j in zip(*np.nonzero(b_learned), strict=True):
-        status = "correct" if b_true[i, j] else "reversed" if b_true[j, i] else "extra"
-        counts[status] += 1
-        edges.append((int(i), int(j)))
-        colors.append({"correct": "tab:green", "reversed": "tab:orange", "extra": "tab:red"}[status])
-        styles.append("solid")
-    for i, j in true_edges:
-        if not b_learned[i, j] and not b_learned[j, i]:
-            counts["missing"] += 1
-            edges.append((i, j))
-            colors.append("0.75")
-            styles.append("dashed")
-    _draw_dag(ax_l, pos, edges, colors, styles=styles)
-    ax_l.set_title(f"(a) learned DAG, CAPE Step I ({int(b_learned.sum())} edges)", fontsize=10)
-    handles = [
-        Line2D([], [], color="tab:green", lw=2, label=f"correct ({counts['correct']})"),
-        Line2D([], [], color="tab:orange", lw=2, label=f"reversed ({counts['reversed']})"),
-        Line2D([], [], color="tab:red", lw=2, label=f"not in truth ({counts['extra']})"),
-        Line2D([], [], color="0.75", lw=2, ls="--", label=f"missed ({counts['missing']})"),
-    ]
-    ax_l.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
-    maybe_save(fig, path)
+    true, learned = _by_index(true), _by_index(learned)
+    plot_dag(true, layout="circle", labels=True, ax=ax_t)
+    ax_t.set_title(f"(a) true DAG ({true.n_edges} edges)", fontsize=10)
+    plot_dag(learned, layout="circle", labels=True, truth=true, ax=ax_l)
+    ax_l.set_title(f"(a) learned DAG, CAPE Step I ({learned.n_edges} edges)", fontsize=10)
+    save_png(fig, path)
 
 
 def _plot_adjacency(
@@ -137,7 +78,7 @@ def _plot_adjacency(
 ) -> None:
     """Fig. 3b: true 0/1 adjacency and learned weighted adjacency, metrics in the titles."""
     m = b_true.shape[0]
-    fig = _new_figure((11, 4.8))
+    fig = new_figure((11, 4.8))
     ax_t, ax_l = fig.subplots(1, 2)
     ax_t.imshow(b_true.astype(float), cmap="Greys", vmin=0, vmax=1)
     ax_t.set_title(f"(b) true adjacency ({int(b_true.sum())} edges)", fontsize=10)
@@ -157,78 +98,19 @@ def _plot_adjacency(
         ax.set_yticks(range(m))
         ax.set_xlabel("n (child)")
         ax.set_ylabel("m (parent)")
-    maybe_save(fig, path)
+    save_png(fig, path)
 
 
-def _coincident_groups(e: np.ndarray, tol: float = 0.05) -> list[list[int]]:
-    """Indices grouped greedily by Euclidean distance < ``tol`` to the group's first point."""
-    left = list(range(len(e)))
-    groups = []
-    while left:
-        i = left[0]
-        group = [j for j in left if np.linalg.norm(e[j] - e[i]) < tol]
-        groups.append(group)
-        left = [j for j in left if j not in group]
-    return groups
-
-
-def _plot_poincare(
-    e: np.ndarray, pagerank: np.ndarray, w_learned: np.ndarray, rho: float | None, path: Path
-) -> None:
+def _plot_poincare(emb: Any, learned: CausalGraph, rho: float | None, path: Path) -> None:
     """Fig. 3c: the points in the unit ball of R³, colored by PageRank, learned edges as lines."""
-    fig = _new_figure((7.5, 6.5))
-    ax: Any = fig.add_subplot(1, 1, 1, projection="3d")
-    u, v = np.mgrid[0 : 2 * np.pi : 25j, 0 : np.pi : 13j]
-    ax.plot_wireframe(
-        np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.55", alpha=0.15, lw=0.6
-    )
-    for i, j in zip(*np.nonzero(w_learned), strict=True):
-        ax.plot(*(np.stack([e[i], e[j]]).T), color="0.35", lw=1.0, alpha=0.8)
-    sc = ax.scatter(e[:, 0], e[:, 1], e[:, 2], c=pagerank, cmap="viridis", s=70, depthshade=False,
-                    edgecolors="k", linewidths=0.5)
-    for group in _coincident_groups(e):  # one label for points that (nearly) coincide
-        p = e[group[0]]
-        ax.text(p[0], p[1], p[2], "  " + ",".join(map(str, group)), fontsize=9)
-    fig.colorbar(sc, ax=ax, label="PageRank π (Eq. 18)", shrink=0.6, pad=0.1)
-    for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
-        setter(-1, 1)
-    ax.set_box_aspect((1, 1, 1))
-    ax.set_xlabel("x")
-    ax.set_ylabel("y")
-    ax.set_zlabel("z")
+    fig = new_figure((7.5, 6.5))
+    ax = fig.add_subplot(1, 1, 1, projection="3d")
+    view = replace(emb, feature_names=np.arange(emb.n_features).astype(str), graph=_by_index(learned))
+    plot_poincare(view, projection="3d", annotate=emb.n_features, ax=ax)
+    ax.set(xlabel="x", ylabel="y", zlabel="z")  # the columns of fig3_coordinates.csv
     rho_txt = "n/a" if rho is None else f"{rho:.3f}"
-    ax.set_title(
-        f"(c) Poincaré ball P³ of the learned DAG; Spearman(‖e‖, −π) = {rho_txt}", fontsize=10
-    )
-    maybe_save(fig, path)
-
-
-def _output_dir(out: Any) -> Path:
-    """``out`` as a Path; a CapeFileError when it exists and is not a directory."""
-    if (out := Path(out)).exists() and not out.is_dir():
-        raise CapeFileError(f"{out}: exists and is not a directory (expected an output directory)")
-    return out
-
-
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(float(x)) else None
-
-
-def _jsonable(obj: Any) -> Any:
-    """A strict-JSON copy: numpy scalars → Python numbers, NaN/inf → None, unknown types → str."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float):
-        return _finite_or_none(obj)
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    return str(obj)
+    ax.set_title(f"(c) Poincaré ball P³ of the learned DAG; Spearman(‖e‖, −π) = {rho_txt}", fontsize=10)
+    save_png(fig, path)
 
 
 def _command(out: Path, seed: int, n_samples: int, epochs: int | None) -> str:
@@ -237,31 +119,6 @@ def _command(out: Path, seed: int, n_samples: int, epochs: int | None) -> str:
     if epochs is not None:
         args += ["--epochs", str(epochs)]
     return shlex.join(args)
-
-
-def _machine() -> dict[str, Any]:
-    import torch
-
-    return {
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "load_average": [round(v, 2) for v in os.getloadavg()],
-        "cuda": torch.cuda.is_available(),
-    }
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from cape_pipeline._version import __version__
-
-    out = {"cape_pipeline": __version__}
-    for pkg in ("torch", "geoopt", "gcastle", "networkx", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:  # pragma: no cover - all are dependencies
-            out[pkg] = "not installed"
-    return out
 
 
 def reproduce_fig3(
@@ -348,7 +205,7 @@ def reproduce_fig3(
         raise CapeConfigError(f"n_samples: expected an integer >= 2, got {n_samples!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
         raise CapeConfigError(f"seed: expected an integer in [0, 2**32 - 1], got {seed!r}")
-    out = _output_dir(out)
+    out = output_dir(out)
     n_samples, seed = int(n_samples), int(seed)
     runtime: dict[str, float] = {}
     t_start = time.perf_counter()
@@ -383,16 +240,16 @@ def reproduce_fig3(
         warnings.simplefilter("ignore", ConstantInputWarning)
         res = spearmanr(norms, -pagerank)
         res_c = spearmanr(norms[connected], -pagerank[connected]) if connected.sum() >= 3 else None
-    rho, p_value = _finite_or_none(res.statistic), _finite_or_none(res.pvalue)
+    rho, p_value = finite_or_none(res.statistic), finite_or_none(res.pvalue)
 
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     files = {role: out / name for role, name in FIG3_FILES.items()}
     b_true = true.adjacency.toarray() != 0
     w_learned = learned.adjacency.toarray()
-    _plot_dags(b_true, w_learned, files["dags"])
+    _plot_dags(true, learned, files["dags"])
     _plot_adjacency(b_true, w_learned, metrics, float(learned.params["threshold"]), files["adjacency"])
-    _plot_poincare(e, pagerank, w_learned, rho, files["poincare"])
+    _plot_poincare(emb, learned, rho, files["poincare"])
     table = pd.DataFrame(
         {
             "ID": np.arange(learned.n_features),  # node j is feature x{j}
@@ -435,10 +292,10 @@ def reproduce_fig3(
         "discover_params": learned.params,
         "embed_params": emb.params,
         "embed_final_loss": emb.loss_history[-1] if len(emb.loss_history) else None,
-        "machine": _machine(),
-        "versions": _versions(),
+        "machine": machine_info(),
+        "versions": versions(),
         "files": {role: str(p) for role, p in files.items()},
     }
-    record = _jsonable(record)
+    record = jsonable(record)
     write_json_atomic(files["summary"], record)
     return record

@@ -1,4 +1,4 @@
-"""What the ``cape`` command and its sub-apps share: the two consoles and the common options."""
+"""What the ``cape`` command and its sub-apps share: the two consoles, the common options and the logging setup."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
 
 
-def _setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(message)s",

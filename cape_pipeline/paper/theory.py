@@ -22,8 +22,14 @@ import pandas as pd
 
 from cape_pipeline._utils import atomic_path, write_json_atomic
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.pl._utils import maybe_save
-from cape_pipeline.reproduce import _jsonable, _machine, _new_figure, _output_dir, _versions
+from cape_pipeline.paper.common import (
+    jsonable,
+    machine_info,
+    new_figure,
+    output_dir,
+    save_png,
+    versions,
+)
 
 __all__ = ["FIGS2_FILES", "FIGS3_FILES", "BiasNoise", "BoundSurface", "attention_bias_noise", "attention_bound_surface",
            "attention_score", "monotonicity_report", "reproduce_figS2", "reproduce_figS3"]
@@ -303,16 +309,16 @@ def attention_bias_noise(sigma: Any = (0.1, 0.2, 0.3), *, n_max: int = 100, repe
 def _record(figure: str, command: list[str], seed: int, runtime: dict[str, float], files: dict[str, Path],
             body: dict[str, Any]) -> dict[str, Any]:
     """The JSON record (strict JSON) written to ``files["summary"]`` and returned."""
-    record = _jsonable({"figure": figure, "command": shlex.join(command), "seed": seed, **body,
-                        "runtime_s": {k: round(v, 3) for k, v in runtime.items()}, "machine": _machine(),
-                        "versions": _versions(), "files": {role: str(p) for role, p in files.items()}})
+    record = jsonable({"figure": figure, "command": shlex.join(command), "seed": seed, **body,
+                       "runtime_s": {k: round(v, 3) for k, v in runtime.items()}, "machine": machine_info(),
+                       "versions": versions(), "files": {role: str(p) for role, p in files.items()}})
     write_json_atomic(files["summary"], record)
     return record
 
 
 def _plot_s2(s: BoundSurface, path: Path) -> None:
     """Fig. S2: 3-D surface of A⁺ over (d_p, ψ) and a map of A⁺ − max A⁺ with the feasible edge."""
-    fig = _new_figure((12, 5))
+    fig = new_figure((12, 5))
     ax3: Any = fig.add_subplot(1, 2, 1, projection="3d")
     gd, gp = np.meshgrid(s.distance, 1 - s.norm, indexing="ij")
     ax3.plot_surface(gd, gp, s.a_plus, cmap="viridis", linewidth=0, antialiased=True)
@@ -324,12 +330,12 @@ def _plot_s2(s: BoundSurface, path: Path) -> None:
     ax2.set_title("attenuation; red: edge of feasible pairs (‖Δe‖ = 2r, feasible below)", fontsize=9)
     for ax in (ax3, ax2):
         ax.set(xlabel="Poincaré distance $d_p$", ylabel="causal generality ψ = 1 − r")
-    maybe_save(fig, path)
+    save_png(fig, path)
 
 
 def _plot_s3(b: BiasNoise, path: Path) -> None:
     """Fig. S3: one scatter panel of ξ_N against N per σ, zero line red, E(ξ_N) dashed."""
-    fig = _new_figure((4.2 * b.sigma.size, 4))
+    fig = new_figure((4.2 * b.sigma.size, 4))
     axes = np.atleast_1d(fig.subplots(1, b.sigma.size, sharey=True))
     for s, ax in enumerate(axes):
         ax.scatter(np.repeat(b.n, b.xi.shape[2]), b.xi[s].ravel(), s=3, alpha=0.25, color="tab:blue", linewidths=0)
@@ -338,7 +344,7 @@ def _plot_s3(b: BiasNoise, path: Path) -> None:
         ax.set(title=f"σ = {b.sigma[s]:g} ({b.noise} noise)", xlabel="N (noise pairs)")
     axes[0].set_ylabel("average attention bias ξ_N (Eq. A.95)")
     axes[0].legend(loc="upper right", fontsize=8)
-    maybe_save(fig, path)
+    save_png(fig, path)
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:  # atomic, 12 significant digits
@@ -384,7 +390,7 @@ def reproduce_figS2(out: str | os.PathLike[str], *, seed: int = 0, n_distance: i
     """
     n_distance, n_norm = _int(n_distance, "n_distance", 2, 10_000), _int(n_norm, "n_norm", 2, 10_000)
     seed, dim = _int(seed, "seed", 0, 2**32 - 1), _int(dim, "dim", 4, even=True)
-    out = _output_dir(out)
+    out = output_dir(out)
     t0 = time.perf_counter()
     s = attention_bound_surface(np.linspace(1, 5, n_distance), np.linspace(0.01, 0.99, n_norm), dim=dim, seed=seed)
     runtime = {"compute": time.perf_counter() - t0}
@@ -452,7 +458,7 @@ def reproduce_figS3(out: str | os.PathLike[str], *, seed: int = 0, sigma: Any = 
     CapeFileError
         ``out`` exists and is not a directory.
     """
-    out = _output_dir(out)
+    out = output_dir(out)
     t0 = time.perf_counter()
     b = attention_bias_noise(sigma, n_max=n_max, repeats=repeats, dim=dim, noise=noise, seed=seed)
     runtime = {"compute": time.perf_counter() - t0}

@@ -1,41 +1,32 @@
-"""The ``cape`` command line: ``cape datasets``, ``cape run SOURCE``, one subcommand per stage and ``cape reproduce``.
-
-Bad input ends with one line on stderr naming the file/column/parameter and what was expected,
-exit status 2 and no traceback (``--debug`` shows it). Internal errors exit with status 1.
-"""
+"""The commands that run the pipeline (``cape run``, one per stage) and describe it (``cape params``,
+``cape datasets``), with their options and shell completions; :mod:`cape_pipeline.cli` registers them."""
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cape_pipeline.errors import CapeFitError, CapeInputError
-
-app = typer.Typer(
-    name="cape",
-    help="CAPE: causal DAG -> hyperboloid -> rotary encodings -> transformers, for tabular omics.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-)
-from cape_pipeline._cli_common import (  # noqa: E402
+from cape_pipeline.cli._common import (
     DebugOpt,
     VerboseOpt,
     WorkdirOpt,
-    _setup_logging,
     console,
     out_console,
+    setup_logging,
 )
+from cape_pipeline.errors import CapeInputError
+
+__all__ = [
+    "RUN_STATE", "STAGE_NAMES", "complete_set", "complete_source", "complete_stage", "datasets_cmd", "params_cmd",
+    "run_cmd", "stage_command",
+]
 
 STAGE_NAMES = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
 
 
-def _complete_source(incomplete: str) -> list[str]:
+def complete_source(incomplete: str) -> list[str]:
     """Shell completion of SOURCE: catalog names and data files / directories."""
     from cape_pipeline.io.catalog import load_catalog
 
@@ -51,17 +42,17 @@ def _complete_source(incomplete: str) -> list[str]:
     return names + files
 
 
-def _complete_stage(incomplete: str) -> list[str]:
+def complete_stage(incomplete: str) -> list[str]:
     """Shell completion of a stage name."""
     return [s for s in STAGE_NAMES if s.startswith(incomplete)]
 
 
-def _complete_set(incomplete: str) -> list[str]:
+def complete_set(incomplete: str) -> list[str]:
     """Shell completion of ``--set stage.param=``."""
     from cape_pipeline.pipeline.params import stage_params
 
     if "." not in incomplete:
-        return [f"{s}." for s in _complete_stage(incomplete)]
+        return [f"{s}." for s in complete_stage(incomplete)]
     stage = incomplete.split(".", 1)[0]
     if stage not in STAGE_NAMES:
         return []
@@ -71,7 +62,7 @@ def _complete_set(incomplete: str) -> list[str]:
 SourceArg = Annotated[
     str,
     typer.Argument(
-        help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).", autocompletion=_complete_source
+        help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).", autocompletion=complete_source
     ),
 ]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Copy the exported products of the last stage here.")]
@@ -81,7 +72,7 @@ SetOpt = Annotated[
     typer.Option(
         "--set",
         help="Override a parameter: stage.param=value (repeatable); `cape params` lists them all.",
-        autocompletion=_complete_set,
+        autocompletion=complete_set,
     ),
 ]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
@@ -101,65 +92,18 @@ CompareOpt = Annotated[
 ]
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        from cape_pipeline._version import __version__
-
-        out_console.print(f"cape_pipeline {__version__}", highlight=False)
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
-    ] = False,
-) -> None:
-    pass
-
-
-_RUN_STATE: dict[str, Any] = {"stage": None, "finished": []}
-"""What the stage reporter last saw, for the one line printed when a signal stops ``cape``."""
-
-
-class _Stopped(BaseException):
-    """Raised in the main thread by the SIGTERM / SIGINT handler (a BaseException, as KeyboardInterrupt,
-    so no ``except Exception`` in a stage swallows it; every temporary artifact is removed on the
-    way out)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    raise _Stopped(signum)
-
-
-def _stopped_line(signame: str) -> str:
-    """One line: which signal stopped which stage, what is kept, how to resume."""
-    stage = _RUN_STATE["stage"]
-    finished = _RUN_STATE["finished"]
-    where = f"during stage '{stage}'" if stage else "before any stage ran"
-    kept = f"; finished and cached: {', '.join(finished)}" if finished else ""
-    lost = f"; nothing of '{stage}' was stored" if stage else ""
-    return (f"stopped by {signame} {where}{lost}{kept}; rerun the same command to resume from the cache"
-            if stage or finished else f"stopped by {signame}")
-
-
-def _say_stopped(signum: int) -> int:
-    """Print :func:`_stopped_line` for ``signum``; the exit status 128 + signum."""
-    console.print(f"[red]{_stopped_line(signal.Signals(signum).name)}[/red]", markup=True, highlight=False)
-    return 128 + int(signum)
+RUN_STATE: dict[str, Any] = {"stage": None, "finished": []}
+"""What the stage reporter last saw, for the one line :func:`cape_pipeline.cli.main` prints when a
+signal stops ``cape``."""
 
 
 def _report(stage: str, rec: Any, event: str) -> None:
     if event == "start":
-        _RUN_STATE["stage"] = stage
+        RUN_STATE["stage"] = stage
         console.print(f"[bold]▶ {stage}[/bold] running…")
         return
-    _RUN_STATE["stage"] = None
-    _RUN_STATE["finished"].append(stage)
+    RUN_STATE["stage"] = None
+    RUN_STATE["finished"].append(stage)
     s = rec.summary
     shape = f"  {s['n_obs']} obs × {s['n_vars']} features" if "n_obs" in s else ""
     extra = "".join(f"  {k}={v}" for k, v in s.items() if k not in ("n_obs", "n_vars", "data_fingerprint"))
@@ -220,7 +164,7 @@ def _run(
     from cape_pipeline.pipeline.config import merge, parse_assignments, read_config_file
     from cape_pipeline.pipeline.runner import plan_pipeline, run_pipeline
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     if workdir.exists() and not workdir.is_dir():
         raise CapeInputError(f"--workdir {workdir}: exists and is not a directory; give a directory for the cache")
     if out is not None and out.exists() and not out.is_dir():
@@ -278,7 +222,6 @@ def _run(
         out_console.print(f"exported {p}")
 
 
-@app.command("datasets")
 def datasets_cmd(debug: DebugOpt = False) -> None:
     """List the datasets of the catalog (data_catalog.yaml)."""
     from cape_pipeline.io.catalog import catalog_path, load_catalog
@@ -294,7 +237,6 @@ def datasets_cmd(debug: DebugOpt = False) -> None:
         out_console.print(f"    {e.description}", highlight=False)
 
 
-@app.command("run")
 def run_cmd(
     source: SourceArg,
     workdir: WorkdirOpt = Path("cape_work"),
@@ -302,7 +244,7 @@ def run_cmd(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     until: Annotated[
-        str | None, typer.Option("--until", help="Last stage to run.", autocompletion=_complete_stage)
+        str | None, typer.Option("--until", help="Last stage to run.", autocompletion=complete_stage)
     ] = None,
     device: DeviceOpt = None,
     seed: SeedOpt = None,
@@ -320,7 +262,9 @@ def run_cmd(
     _run(source, until, workdir, out, config, set_, device, seed, verbose, compare, threads, dry_run)
 
 
-def _stage_command(stage: str) -> None:
+def stage_command(stage: str) -> Any:
+    """The command ``cape STAGE``: run the stages up to ``stage``."""
+
     def cmd(
         source: SourceArg,
         workdir: WorkdirOpt = Path("cape_work"),
@@ -340,25 +284,13 @@ def _stage_command(stage: str) -> None:
         f"Run the stages up to {stage} on SOURCE, reusing cached upstream results.\n\n"
         f"Parameters of this stage (--set {stage}.NAME=VALUE): `cape params {stage}`."
     )
-    app.command(stage)(cmd)
+    return cmd
 
 
-for _stage in STAGE_NAMES:
-    _stage_command(_stage)
-
-
-from cape_pipeline._cli_cache import cache_app  # noqa: E402
-from cape_pipeline._cli_reproduce import reproduce_app  # noqa: E402
-
-app.add_typer(cache_app, name="cache")
-app.add_typer(reproduce_app, name="reproduce")
-
-
-@app.command("params")
 def params_cmd(
     stage: Annotated[
         str | None,
-        typer.Argument(help="A stage (default: every stage).", autocompletion=_complete_stage, show_default=False),
+        typer.Argument(help="A stage (default: every stage).", autocompletion=complete_stage, show_default=False),
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
@@ -381,92 +313,3 @@ def params_cmd(
         out_console.print(table)
 
 
-def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
-    """(Exit, ClickException, Abort) classes of click and of typer's bundled copy (typer ≥ 0.22
-    vendors click as ``typer._click``, whose exceptions are not ``click``'s)."""
-    import importlib
-
-    exits: list[type] = [typer.Exit]
-    errors: list[type] = []
-    aborts: list[type] = [typer.Abort]
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        exits += [c for c in (getattr(mod, "Exit", None),) if isinstance(c, type)]
-        errors += [c for c in (getattr(mod, "ClickException", None),) if isinstance(c, type)]
-        aborts += [c for c in (getattr(mod, "Abort", None),) if isinstance(c, type)]
-    return tuple(exits), tuple(errors), tuple(aborts)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``cape`` script; returns the exit status.
-
-    Exit status: 0 success, 2 bad input or usage, 1 internal error, 143 stopped by SIGTERM
-    (e.g. a SLURM time limit), 130 stopped by SIGINT (Ctrl-C); a stop prints one line naming
-    the signal, the stage it interrupted (nothing of which is stored) and the stages finished.
-    """
-    exit_exc, click_exc, abort_exc = _click_exceptions()
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
-    _RUN_STATE.update(stage=None, finished=[])
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        # SIGTERM: SLURM's time limit, torchrun stopping its workers. SIGINT (Ctrl-C) too, unless
-        # it is ignored (a background job, nohup): typer would turn its KeyboardInterrupt into
-        # a silent return value
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_signal)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_signal)
-    try:
-        code = app(args=args, standalone_mode=False, prog_name="cape")
-        if isinstance(code, int) and code:  # typer returns the code of a typer.Exit(n) raised in a command
-            return code
-    except _Stopped as stop:
-        return _say_stopped(stop.signum)
-    except KeyboardInterrupt:
-        return _say_stopped(signal.SIGINT)
-    except (CapeInputError, CapeFitError) as exc:  # bad input: 2; a fit that diverged: 1
-        if debug:
-            raise
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        return 2 if isinstance(exc, CapeInputError) else 1
-    except exit_exc as exc:
-        return int(getattr(exc, "exit_code", 0) or 0)
-    except click_exc as exc:
-        exc.show()
-        return exc.exit_code
-    except abort_exc as exc:  # click turns a KeyboardInterrupt (SIGINT, Ctrl-C) into Abort
-        if isinstance(exc.__context__, KeyboardInterrupt) or _RUN_STATE["stage"] or _RUN_STATE["finished"]:
-            return _say_stopped(signal.SIGINT)
-        console.print("aborted")
-        return 128 + signal.SIGINT
-    except OSError as exc:  # e.g. --out or the workdir removed or made read-only mid-run
-        if debug:
-            raise
-        path = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-        console.print(
-            f"[red]error:[/red] {exc.strerror or exc}:{path} (a path was removed or made unwritable during the run?); "
-            "stages that finished are cached: rerun the same command to resume",
-            markup=True, highlight=False,
-        )
-        return 1
-    except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI
-        if debug:
-            raise
-        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug for the traceback)")
-        return 1
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return 0
-
-
-def entrypoint() -> None:
-    """Console-script wrapper: ``sys.exit(main())``."""
-    sys.exit(main())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    entrypoint()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cape_pipeline._cli_common import DebugOpt, WorkdirOpt, out_console
+from cape_pipeline.cli._common import DebugOpt, WorkdirOpt, out_console
 from cape_pipeline.errors import CapeInputError
 
 if TYPE_CHECKING:
