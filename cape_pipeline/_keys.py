@@ -1,4 +1,6 @@
-"""Default AnnData keys written by :mod:`cape_pipeline.tl` (one place, as scanpy's ``_keys``)."""
+"""Default AnnData keys written by :mod:`cape_pipeline.tl` (one place, as scanpy's ``_keys``), and the
+pipeline's stage order (read by the stages, the CLI and ``workflows/Snakefile``; importing this
+module imports nothing heavy)."""
 
 from __future__ import annotations
 
@@ -17,3 +19,7 @@ LIBRARY_SIZE = "cape_library_size"
 :func:`cape_pipeline.pp.preprocess` when the input held counts; Step I's library-size covariate."""
 UNS = "cape"
 """``uns``: parameters and diagnostics of each step, under ``"discover"``, ``"embed"``, ``"encode"``."""
+
+STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
+"""The pipeline's stages in the order they run (``cape run --until``, one ``cape STAGE`` command each,
+one Snakemake rule each)."""

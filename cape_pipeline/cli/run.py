@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cape_pipeline._keys import STAGE_ORDER
 from cape_pipeline.cli._common import (
     DebugOpt,
     VerboseOpt,
@@ -23,7 +24,8 @@ __all__ = [
     "run_cmd", "stage_command",
 ]
 
-STAGE_NAMES = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
+STAGE_NAMES = STAGE_ORDER
+"""The stage commands, in :data:`cape_pipeline._keys.STAGE_ORDER`."""
 
 
 def complete_source(incomplete: str) -> list[str]:

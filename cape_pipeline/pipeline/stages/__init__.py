@@ -6,9 +6,9 @@ Order: ingest, preprocess (:mod:`.data`), discover, embed, encode, train, evalua
 
 from __future__ import annotations
 
+from cape_pipeline._keys import STAGE_ORDER
 from cape_pipeline.pipeline.stages import data, discover, embed, encode, evaluate, train
 from cape_pipeline.pipeline.stages._base import (
-    STAGE_ORDER,
     Stage,
     StageContext,
     config_params,

@@ -18,8 +18,6 @@ from cape_pipeline.errors import CapeFileError
 
 log = logging.getLogger(__name__)
 
-STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
-
 
 @dataclass
 class StageContext:
