@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.pl._utils import as_embedding_arrays, maybe_save, new_axes
+from cape_pipeline.pl._utils import as_embedding_arrays, maybe_save, new_axes, place_labels
 from cape_pipeline.pl.curves import plot_training_curves
 
 __all__ = ["plot_dag", "plot_poincare", "save_encoding_figures"]
@@ -144,7 +144,8 @@ def plot_dag(
     labels
         Draw every node name (``True``), none (``False``), or by default every name when at
         most 40 nodes are shown and else the :data:`HUB_LABELS` hubs (largest PageRank when
-        given, else degree).
+        given, else degree). No two label boxes intersect: a label that would cover another moves
+        up or down with a leader line to its node (:func:`~cape_pipeline.pl._utils.place_labels`).
     seed
         Seed of the spring layout.
     truth
@@ -211,22 +212,22 @@ def plot_dag(
                    for k, v in labels_of.items()]
         handles.append(Line2D([], [], color=TRUTH_COLORS["missed"], lw=2, ls="--", label=f"missed ({len(missed)})"))
         ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
+    rank = {n: lookup[n] for n in nodes} if pagerank is not None else {n: float(g.degree(n)) for n in nodes}
+    by_rank = sorted(nodes, key=lambda n: -rank[n])
+    named: list[str] = []
     if labels if labels is not None else len(nodes) <= 40:
-        nx.draw_networkx_labels(g, pos, font_size=8, ax=ax)
+        named = by_rank
     elif labels is None:  # larger graphs: name the hubs (top HUB_LABELS by PageRank, else degree)
-        if pagerank is not None:
-            rank = {n: lookup[n] for n in nodes}
-        else:
-            rank = {n: float(g.degree(n)) for n in nodes}
-        hubs = sorted(nodes, key=lambda n: -rank[n])[:HUB_LABELS]
-        nx.draw_networkx_labels(g, pos, labels={n: n for n in hubs}, font_size=8, ax=ax,
-                                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
-        caption += f"; the {len(hubs)} hubs by {'PageRank' if pagerank is not None else 'degree'} named"
+        named = by_rank[:HUB_LABELS]
+        caption += f"; the {len(named)} hubs by {'PageRank' if pagerank is not None else 'degree'} named"
     if pagerank is not None and drawn is not None:
         fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
     against = "; edges against the true DAG" if truth is not None else "; red = negative weight"
     ax.set_title(f"Causal DAG ({caption}){against}", fontsize=9)
     ax.set_axis_off()
+    if named:  # last, once the layout is final: no two label boxes intersect
+        place_labels(ax, pos, named, fontsize=8,
+                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
     maybe_save(fig, save)
     return fig
 

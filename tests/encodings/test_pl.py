@@ -46,6 +46,43 @@ def test_plot_dag_on_a_circle_against_a_true_dag():
         plot_dag(learned, truth=CausalGraph.from_edges([("x", "y")]))
 
 
+def _label_boxes(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.axes[0].texts]
+
+
+def _intersecting(boxes):
+    """Pairs of label boxes whose interiors intersect (touching edges allowed)."""
+    out = []
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1:]:
+            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if w > 1e-6 and h > 1e-6:
+                out.append((a, b))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["circle", "layered", "spring"])
+def test_plot_dag_labels_never_overlap(layout, tmp_path):
+    """`make demo`'s dag.png printed "LST1ROBP" where two hub labels collided: every drawn label
+    box is now disjoint from the others, on a crowded graph (40 long names on a small canvas, all
+    named) and on a large one (hubs named), whatever the layout."""
+    rng = np.random.default_rng(1)
+    names = [f"GENE-LONG-NAME-{i:02d}" for i in range(40)]
+    a = np.triu(rng.random((40, 40)) < 0.15, 1) * 1.0
+    fig = plot_dag(CausalGraph.from_adjacency(a, names), layout=layout, save=tmp_path / "dag.png")
+    boxes = _label_boxes(fig)
+    assert len(boxes) == 40 and not _intersecting(boxes)
+    m = 300
+    big = np.triu(rng.random((m, m)) < 0.02, 1) * rng.uniform(0.5, 2, (m, m))
+    fig = plot_dag(CausalGraph.from_adjacency(big, [f"HLA-{i}" for i in range(m)]), layout=layout,
+                   pagerank=rng.random(m), max_edges=150)
+    boxes = _label_boxes(fig)
+    assert len(boxes) >= 5 and not _intersecting(boxes)
+
+
 def test_plot_poincare_embedding_and_encodings(emb, tmp_path):
     fig = plot_poincare(emb, save=tmp_path / "p.png")
     assert isinstance(fig, Figure) and _is_png(tmp_path / "p.png")
