@@ -16,8 +16,9 @@ distance ``d_H(p_m, p_n) = arccosh(max(1, x0 y0 − ⟨x_{1:}, y_{1:}⟩))`` and
 per head. The ``<cls>`` token (index 0) is exempt: its conformal factor is 1 and row 0 and
 column 0 of Ω are 1, whatever point the caller placed there.
 
-Numerics: ``d²`` is computed from ``u = max(0, z − 1)`` (``z = cosh d``, one matmul per chunk)
-as ``arccosh(1 + u)²`` for ``u > _SMALL`` and its Taylor series ``2u − u²/3`` below, so
+Numerics (:func:`cape_pipeline.hyperbolic.lorentz.pairwise_sq_dist_smooth`, the package's one
+Lorentz distance for attention): ``d²`` is computed from ``u = max(0, z − 1)`` (``z = cosh d``,
+one matmul per chunk) as ``arccosh(1 + u)²`` for ``u > SMOOTH_SMALL`` and its Taylor series ``2u − u²/3`` below, so
 gradients stay finite at coincident points (``arccosh'(1) = ∞``); distances are the square
 root of that with a zero-gradient floor, as :mod:`cape_pipeline.models.cone` does. The
 geometry runs in float32 (float64 when x or the positions are float64) with autocast off;
@@ -36,67 +37,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from cape_pipeline.encodings.rope import RotaryMultiheadAttention
+from cape_pipeline.hyperbolic.lorentz import (
+    dist0_smooth,
+    pairwise_dist_smooth,
+    pairwise_sq_dist_smooth,
+)
 
 __all__ = ["lorentz_norm", "lorentz_pairwise_distance", "RiemannAttention"]
 
-_SMALL = 1e-4
-"""Below this ``u = cosh d − 1`` the squared distance uses ``2u − u²/3`` (error O(u³))."""
-
-_EPS = 1e-12
-"""Squared distances at or below this give distance 0 (zero gradient) in the sqrt."""
-
-
-def _sq_from_cosh_minus_one(u: torch.Tensor) -> torch.Tensor:
-    """``arccosh(1 + u)²`` for ``u = cosh d − 1`` (clamped to ≥ 0), with finite gradients at 0."""
-    u = u.clamp_min(0.0)
-    big = torch.acosh(1.0 + u.clamp_min(_SMALL)) ** 2
-    return torch.where(u > _SMALL, big, 2.0 * u - u * u / 3.0)
-
-
-def _safe_sqrt(sq: torch.Tensor) -> torch.Tensor:
-    return torch.where(sq > _EPS, torch.sqrt(sq.clamp_min(_EPS)), torch.zeros_like(sq))
-
-
-def _pairwise_sq(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``(..., N, d+1), (..., K, d+1) → (..., N, K)`` squared geodesic distances."""
-    z = x[..., :, :1] * y[..., :, 0].unsqueeze(-2) - x[..., :, 1:] @ y[..., :, 1:].transpose(-2, -1)
-    return _sq_from_cosh_minus_one(z - 1.0)
-
-
-def lorentz_norm(x: torch.Tensor) -> torch.Tensor:
-    """Geodesic distance from the origin ``o = (1, 0, …, 0)``: ``ρ = arccosh(max(1, x0))``.
-
-    Parameters
-    ----------
-    x
-        ``(..., d+1)`` float points of the hyperboloid (Lorentz model, curvature −1,
-        coordinates ``(x0, x1..xd)``, ``x0 = sqrt(1 + ‖x_{1:}‖²)``).
-
-    Returns
-    -------
-    torch.Tensor
-        ``(...)`` distances (dimensionless, curvature −1 units), same dtype and device; exactly
-        0 with finite (zero) gradient at the origin. Source: paper 001 Eq. 9 with ``m → ρ_m``.
-    """
-    return _safe_sqrt(_sq_from_cosh_minus_one(x[..., 0] - 1.0))
-
-
-def lorentz_pairwise_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """All-pairs geodesic distances ``d_H(x_i, y_j) = arccosh(max(1, x0 y0 − ⟨x_{1:}, y_{1:}⟩))``.
-
-    Parameters
-    ----------
-    x, y
-        ``(..., N, d+1)`` and ``(..., K, d+1)`` float hyperboloid points (Lorentz model,
-        curvature −1); leading axes broadcast.
-
-    Returns
-    -------
-    torch.Tensor
-        ``(..., N, K)`` distances, same dtype; 0 with finite gradients for coincident points.
-        Its square enters Ω of paper 001 Eqs. 21–22.
-    """
-    return _safe_sqrt(_pairwise_sq(x, y))
+lorentz_norm = dist0_smooth
+"""``ρ = d_H(o, x)`` with finite gradients at the origin: :func:`cape_pipeline.hyperbolic.lorentz.dist0_smooth`."""
+lorentz_pairwise_distance = pairwise_dist_smooth
+"""All-pairs ``d_H`` with finite gradients at coincident points:
+:func:`cape_pipeline.hyperbolic.lorentz.pairwise_dist_smooth`."""
 
 
 class RiemannAttention(RotaryMultiheadAttention):
@@ -233,7 +186,7 @@ class RiemannAttention(RotaryMultiheadAttention):
                     scores = scores + bias[..., start:stop, :].to(work)
                 if pad is not None:
                     scores = scores.masked_fill(pad, float("-inf"))
-                d2 = _pairwise_sq(pos[:, start:stop], pos)  # (B, c, M)
+                d2 = pairwise_sq_dist_smooth(pos[:, start:stop], pos)  # (B, c, M)
                 keep = not_cls[start:stop, None] & not_cls[None, :]  # <cls> row/col: Ω = 1
                 d2 = torch.where(keep, d2, torch.zeros_like(d2))
                 omega = torch.exp(-d2[:, None] * inv_two_var)  # (B, H, c, M), Eq. 21
