@@ -26,6 +26,11 @@ from cape_pipeline.datasets._counts import (
     simulated_grn_counts,
     simulated_hill_counts,
 )
+from cape_pipeline.datasets._interventions import (
+    parse_condition,
+    simulate_methylation_age,
+    simulate_perturbation_data,
+)
 from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, sdcd_sem
 from cape_pipeline.errors import CapeConfigError, CapeFileError
 
@@ -39,6 +44,9 @@ __all__ = [
     "simulated_counts",
     "simulated_grn_counts",
     "simulated_hill_counts",
+    "simulate_perturbation_data",
+    "simulate_methylation_age",
+    "parse_condition",
     "norman",
     "hpancreas",
     "altumage",

@@ -230,8 +230,15 @@ def estimate(plan: TrainPlan, step_seconds: float) -> TrainPlan:
     return plan
 
 
-def discover_estimate(n_obs: int, n_vars: int) -> float:
-    """A rough estimate of Step I's seconds with the default (learned) support on this kind of
+def discover_estimate(n_obs: int, n_vars: int, support: str = "learned") -> float:
+    """A rough estimate of Step I's seconds with the ``"learned"`` or ``"regression"`` support
+    (NaN for the others) on this kind of 2-core CPU.
+
+    ``"regression"`` (the default for single-cell data): ``REGRESSION_FIXED_S + REGRESSION_PER_ENTRY
+    · N · M``, fitted to ``benchmarks/scale/step1.jsonl`` (Step I alone on simulated counts,
+    M = 2,000 HVGs; the cost is the screen, O(N·M²/2) per half, and the regressions, O(N·M·K²)).
+
+    ``"learned"``: on this kind of
     2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000
     HVGs): ``max(210 + 2.5e-6 · N · M, 1.0e-5 · N · M)``.
 
@@ -242,7 +249,16 @@ def discover_estimate(n_obs: int, n_vars: int) -> float:
     and overestimates 20,000 cells by ~20 %). An order of magnitude, not a promise: other
     data stop early at other epochs."""
     nm = float(n_obs) * float(n_vars)
+    if support == "regression":
+        return REGRESSION_FIXED_S + REGRESSION_PER_ENTRY * nm
+    if support != "learned":
+        return float("nan")
     return max(210.0 + 2.5e-6 * nm, 1.0e-5 * nm)
+
+
+#: the regression support's estimate (:func:`discover_estimate`): seconds, and seconds per N·M
+REGRESSION_FIXED_S = 5.0
+REGRESSION_PER_ENTRY = 1.5e-6
 
 
 def _hms(seconds: float) -> str:

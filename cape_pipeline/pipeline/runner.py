@@ -299,8 +299,11 @@ def plan_pipeline(
     lines = [f"dry run on {source}: ingest and preprocess done ({adata.n_obs:,} cells × {adata.n_vars:,} features)"]
     skip = cfg.encodings is not None
     if not skip:
-        support = configs["discover"].support_for(adata.n_vars, adata.n_obs)
-        est = discover_estimate(adata.n_obs, adata.n_vars) if support == "learned" else float("nan")
+        from cape_pipeline.causal.covariates import cell_context
+
+        single_cell, _ = cell_context(adata)
+        support = configs["discover"].support_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
+        est = discover_estimate(adata.n_obs, adata.n_vars, support)
         lines.append(f"Step I (discover, support={support}): roughly {_hms(est)} (a formula fitted to benchmarks/scale, "
                      "not measured here)")
     if cfg.checkpoint:

@@ -23,6 +23,7 @@ import anndata as ad
 import numpy as np
 import torch
 
+from cape_pipeline.datasets import simulate_methylation_age, simulate_perturbation_data
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.tasks._base import TaskConfig, TaskResult
@@ -32,7 +33,6 @@ from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster
 from cape_pipeline.tasks.perturbation import PerturbationConfig, predict_perturbation
 from cape_pipeline.tasks.results import TrainOutput
-from cape_pipeline.tasks.simulate import simulate_methylation_age, simulate_perturbation_data
 
 __all__ = [
     "TrainOutput",

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from cape_pipeline.datasets import parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
 from cape_pipeline.models.positions import FeaturePositions
@@ -42,7 +43,6 @@ from cape_pipeline.tasks._training import (
     use_pretrained,
 )
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
-from cape_pipeline.tasks.simulate import parse_condition
 
 __all__ = [
     "PerturbationConfig",

@@ -4,14 +4,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.tasks.simulate import (
+from cape_pipeline.datasets._interventions import (
     MLPSEM,
     parse_condition,
     scale_free_dag,
     simulate_methylation_age,
     simulate_perturbation_data,
 )
+from cape_pipeline.errors import CapeConfigError
 
 
 def test_scale_free_dag_is_acyclic_and_seeded():
