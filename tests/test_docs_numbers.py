@@ -37,6 +37,19 @@ def test_readme_cost_table_is_rendered_from_the_measurements():
     )
 
 
+def test_readme_step1_table_is_rendered_from_the_measurements():
+    """README's table of Step I with the current default comes from benchmarks/scale/step1.jsonl."""
+    rep = _report()
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- step1: begin -->\n", 1)[1].split("\n<!-- step1: end -->", 1)[0]
+    recs = rep.load_step1()
+    assert recs and all(r["dag"]["n_edges"] is not None for r in recs)
+    assert block == rep.step1_table(recs), (
+        "README.md's Step I table differs from benchmarks/scale/step1.jsonl: run "
+        "python benchmarks/scale/scale_report.py --write-readme"
+    )
+
+
 def test_every_row_is_a_measured_run():
     rep = _report()
     for r in rep.load():

@@ -73,13 +73,60 @@ def cost_table(recs: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def write_readme_cost(readme: Path = ROOT / "README.md") -> None:
-    """Replace README's cost block with :func:`cost_table` (atomic write)."""
-    text = readme.read_text()
-    begin, end = "<!-- cost: begin -->\n", "\n<!-- cost: end -->"
+def load_step1() -> list[dict]:
+    """``step1.jsonl`` (Step I alone, ``scale.py --step1-only``): the newest record per dataset,
+    the demo first, then by cells."""
+    path = HERE / "step1.jsonl"
+    if not path.exists():
+        return []
+    newest = {}
+    for ln in path.read_text().splitlines():
+        if ln.strip():
+            r = json.loads(ln)
+            newest[r["data"]] = r
+    return sorted(newest.values(), key=lambda r: (r["data"] != "pbmc68k_reduced", r["cells"]))
+
+
+STEP1_HEADER = (
+    "| data | cells × genes | Step I | peak memory | edges kept | support, covariates | load before |\n"
+    "|---|---|---|---|---|---|---|"
+)
+
+
+def step1_table(recs: list[dict]) -> str:
+    """README's table of Step I alone with the current default, rendered from ``step1.jsonl``
+    (between ``<!-- step1: begin -->`` and ``<!-- step1: end -->``; checked by
+    ``tests/test_docs_numbers.py``)."""
+    rows = [STEP1_HEADER]
+    for r in recs:
+        d = r.get("dag") or {}
+        iso = d.get("isolated_share")
+        edges = f"{d['n_edges']:,}" if d.get("n_edges") is not None else "–"
+        if iso is not None:
+            edges += f" ({100 * iso:.0f} % of genes without one)"
+        name = "pbmc68k_reduced (`make demo`)" if r["data"] == "pbmc68k_reduced" else "simulated counts"
+        rows.append(
+            f"| {name} | {r['cells']:,} × {r['genes']:,} | {fmt_s(r['stages'].get('discover', {}).get('seconds'))} | "
+            f"{r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {d.get('support')}, {d.get('covariates_used')} | "
+            f"{load_cell(r)} |"
+        )
+    return "\n".join(rows)
+
+
+def _replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- {name}: begin -->\n", f"\n<!-- {name}: end -->"
     i, j = text.index(begin) + len(begin), text.index(end)
+    return text[:i] + body + text[j:]
+
+
+def write_readme_cost(readme: Path = ROOT / "README.md") -> None:
+    """Replace README's cost block with :func:`cost_table` and its Step I block with
+    :func:`step1_table` (atomic write)."""
+    text = _replace_block(readme.read_text(), "cost", cost_table(load()))
+    if "<!-- step1: begin -->" in text:
+        text = _replace_block(text, "step1", step1_table(load_step1()))
     tmp = readme.with_suffix(".md.tmp")
-    tmp.write_text(text[:i] + cost_table(load()) + text[j:])
+    tmp.write_text(text)
     tmp.replace(readme)
 
 

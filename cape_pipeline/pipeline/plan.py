@@ -257,8 +257,8 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned") -> floa
 
 
 #: the regression support's estimate (:func:`discover_estimate`): seconds, and seconds per N·M
-REGRESSION_FIXED_S = 5.0
-REGRESSION_PER_ENTRY = 1.5e-6
+REGRESSION_FIXED_S = 2.0
+REGRESSION_PER_ENTRY = 2.7e-6
 
 
 def _hms(seconds: float) -> str:

@@ -172,3 +172,23 @@ def test_discover_estimate_fixed_part_then_linear_in_cells():
     assert discover_estimate(3000, 2000) == pytest.approx(225.0)  # measured 224 s
     assert discover_estimate(50_000, 2000) == pytest.approx(1000.0)  # measured 1,050-1,095 s beside other jobs
     assert discover_estimate(100_000, 2000) == pytest.approx(2 * discover_estimate(50_000, 2000))
+
+
+def test_regression_discover_estimate_follows_the_step1_measurements():
+    """The regression support's estimate (the default for single-cell data) stays within a
+    factor of 2 of every Step I-alone run in benchmarks/scale/step1.jsonl from 1,000 cells on
+    (2,000 HVGs; the runs shared the 2 cores with other jobs, so they are upper figures), and
+    the other supports have none."""
+    import json
+    from pathlib import Path
+
+    from cape_pipeline.pipeline.plan import discover_estimate
+
+    rows = [json.loads(ln) for ln in (Path(__file__).parents[2] / "benchmarks/scale/step1.jsonl").read_text().splitlines()
+            if ln.strip()]
+    measured = [(r["cells"], r["stages"]["discover"]["seconds"]) for r in rows if r["data"].startswith("sim")]
+    assert len(measured) >= 4
+    for n, sec in measured:
+        est = discover_estimate(n, 2000, "regression")
+        assert sec / 2 <= est <= 2 * sec, (n, sec, est)
+    assert np.isnan(discover_estimate(3000, 2000, "low-rank"))
