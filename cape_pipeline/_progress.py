@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["LogProgress", "progress", "progress_task", "active"]
+__all__ = ["LogProgress", "progress", "progress_task", "active", "interactive"]
 
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("cape_progress", default=None)
 
@@ -136,7 +136,9 @@ class LogProgress:
         print(f"[{stamp}] {head}: {counts}{tail}", file=stream, flush=True)
 
 
-def _interactive() -> bool:
+def interactive() -> bool:
+    """Whether stderr is a terminal or a Jupyter kernel (rich's detection): live bars there,
+    timestamped log lines elsewhere (CI logs, Snakemake, batch jobs)."""
     from rich.console import Console
 
     c = Console(stderr=True)
@@ -155,7 +157,7 @@ def progress(build: Callable[[], Any], unit: str = "steps", prefix: str = "") ->
     prefix
         Words before each log line's description.
     """
-    return build() if _interactive() else LogProgress(unit=unit, prefix=prefix)
+    return build() if interactive() else LogProgress(unit=unit, prefix=prefix)
 
 
 @contextlib.contextmanager

@@ -261,7 +261,8 @@ REGRESSION_FIXED_S = 2.0
 REGRESSION_PER_ENTRY = 2.7e-6
 
 
-def _hms(seconds: float) -> str:
+def format_clock(seconds: float) -> str:
+    """Seconds as ``m:ss`` (``h:mm:ss`` from one hour), ``"?"`` for NaN: the plan's estimates."""
     if not seconds == seconds:
         return "?"
     s = int(round(seconds))
@@ -285,7 +286,7 @@ def plan_lines(plan: TrainPlan) -> list[str]:
     if plan.step_seconds == plan.step_seconds:
         lines.append(
             f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here → about "
-            f"{_hms(plan.seconds_max)} for the train stage ({_hms(plan.seconds_max / max(plan.runs, 1))} per run; "
+            f"{format_clock(plan.seconds_max)} for the train stage ({format_clock(plan.seconds_max / max(plan.runs, 1))} per run; "
             "fine-tuning to its full budget; measured within ±11 % on a quiet machine, benchmarks/scale)"
         )
     lines += [f"  note: {n}" for n in plan.notes]
@@ -315,7 +316,7 @@ def train_plan(
         The train stage's :class:`~cape_pipeline.pipeline.stages.train.TrainConfig`, its resolved
         tasks and arms.
     settings
-        The task-config overrides of the run (``_task_settings`` of the train stage: width,
+        The task-config overrides of the run (``task_settings`` of the train stage: width,
         sizes, budget).
     x
         ``dense_x(adata)`` when the caller has it already (the train stage's shared

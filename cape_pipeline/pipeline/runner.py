@@ -285,15 +285,15 @@ def plan_pipeline(
     CapeInputError
         As :func:`run_pipeline` for the stages it runs and the configs it checks.
     """
-    from cape_pipeline.pipeline.plan import _hms, discover_estimate, plan_lines, train_plan
-    from cape_pipeline.pipeline.stages.train import _resolve_tasks, _task_settings
+    from cape_pipeline.pipeline.plan import discover_estimate, format_clock, plan_lines, train_plan
+    from cape_pipeline.pipeline.stages.train import resolve_tasks, task_settings
 
     configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device)
     res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
     adata = _resolve(res.outputs, "preprocess")
     cfg = configs["train"]
     ctx = StageContext(source=source)
-    tasks = _resolve_tasks(cfg, ctx, adata)
+    tasks = resolve_tasks(cfg, ctx, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(configs["embed"].dim)
     lines = [f"dry run on {source}: ingest and preprocess done ({adata.n_obs:,} cells × {adata.n_vars:,} features)"]
@@ -304,10 +304,10 @@ def plan_pipeline(
         single_cell, _ = cell_context(adata)
         support = configs["discover"].support_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
         est = discover_estimate(adata.n_obs, adata.n_vars, support)
-        lines.append(f"Step I (discover, support={support}): roughly {_hms(est)} (a formula fitted to benchmarks/scale, "
+        lines.append(f"Step I (discover, support={support}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale, "
                      "not measured here)")
     if cfg.checkpoint:
         lines.append("train starts from a scGPT checkpoint: its sizes set the model; no calibration in a dry run")
-    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=not cfg.checkpoint)
+    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=not cfg.checkpoint)
     lines += plan_lines(plan)
     return lines

@@ -48,7 +48,7 @@ def _show_progress(progress: bool | None) -> bool:
     ``scanpy.settings.verbosity`` is ``info`` (2) or more."""
     if progress is not None:
         return bool(progress)
-    from cape_pipeline._progress import _interactive
+    from cape_pipeline._progress import interactive
 
     try:
         import scanpy as sc
@@ -56,7 +56,7 @@ def _show_progress(progress: bool | None) -> bool:
         verbose = int(sc.settings.verbosity) >= 2
     except Exception:  # noqa: BLE001 - scanpy missing or an odd verbosity object: stay quiet
         verbose = False
-    return verbose or _interactive()
+    return verbose or interactive()
 
 
 def discover(

@@ -121,12 +121,12 @@ def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
 
 def test_train_stage_passes_step_budgets_and_rejects_negative_ones() -> None:
     from cape_pipeline.errors import CapeConfigError
-    from cape_pipeline.pipeline.stages.train import TrainConfig, _task_settings
+    from cape_pipeline.pipeline.stages.train import TrainConfig, task_settings
 
-    s = _task_settings(TrainConfig(pretrain_max_steps=50, finetune_max_steps=0), 64, True)
+    s = task_settings(TrainConfig(pretrain_max_steps=50, finetune_max_steps=0), 64, True)
     cfg = resolve_config(TASK_CONFIGS["annotation"], s)
     assert cfg.pretrain_max_steps == 50 and cfg.finetune_max_steps == 0
-    default = resolve_config(TASK_CONFIGS["annotation"], _task_settings(TrainConfig(), 64, True))
+    default = resolve_config(TASK_CONFIGS["annotation"], task_settings(TrainConfig(), 64, True))
     assert (default.pretrain_max_steps, default.finetune_max_steps) == (600, 1000)
     with pytest.raises(CapeConfigError, match="max_steps"):
         resolve_config(TASK_CONFIGS["annotation"], {"pretrain_max_steps": -1})

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cape_pipeline.pipeline.stages._base import Stage, StageContext, _copy_atomic
-from cape_pipeline.pipeline.stages.train import _encodings_from_dir
+from cape_pipeline.pipeline.stages.train import encodings_from_dir
 
 
 # ---------------------------------------------------------------------------- evaluate
@@ -30,7 +30,7 @@ def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageCont
 
     train = inputs["train"]
     # without the encode stage, train used a ready encodings directory
-    encode = inputs["encode"] if "encode" in inputs else _encodings_from_dir(train.encodings_dir)
+    encode = inputs["encode"] if "encode" in inputs else encodings_from_dir(train.encodings_dir)
     return build_report(
         train=train,
         adata=inputs["preprocess"],

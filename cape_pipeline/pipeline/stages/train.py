@@ -217,7 +217,9 @@ class TrainConfig:
         return None if self.init is None else str(Path(self.init.partition(":")[2]).expanduser())
 
 
-def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
+def resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> list[str]:
+    """The tasks to train: ``cfg.tasks`` when set, else the catalog entry's ``tasks`` for a named
+    dataset, else those the data's labels allow (used by the stage and the dry run)."""
     if cfg.tasks is not None:
         return list(cfg.tasks)
     from cape_pipeline.io.catalog import load_catalog
@@ -231,10 +233,10 @@ def _resolve_tasks(cfg: TrainConfig, ctx: StageContext, adata: ad.AnnData) -> li
 
 def _train_encodings(inputs: Mapping[str, Any], cfg: TrainConfig) -> EncodeOutput:
     """The encodings train uses: the encode stage's, or those of ``cfg.encodings``."""
-    return inputs["encode"] if cfg.encodings is None else _encodings_from_dir(cfg.encodings)
+    return inputs["encode"] if cfg.encodings is None else encodings_from_dir(cfg.encodings)
 
 
-def _encodings_from_dir(path: str) -> EncodeOutput:
+def encodings_from_dir(path: str) -> EncodeOutput:
     """An :class:`EncodeOutput` for a ready encodings directory (validated by ``load_encodings``)."""
     from cape_pipeline.encodings import load_encodings
 
@@ -269,7 +271,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     if cfg.checkpoint:
         adata, init = _vocabulary_subset(adata, cfg.checkpoint)
     enc = _train_encodings(inputs, cfg).encodings
-    tasks = _resolve_tasks(cfg, ctx, adata)
+    tasks = resolve_tasks(cfg, ctx, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     try:
         positions = FeaturePositions.from_encodings(enc, adata.var_names, missing=cfg.encodings_missing)
@@ -297,7 +299,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     # pretraining per (arm, seed) serves both
     share = "annotation" in tasks and "clustering" in tasks
     x_all = dense_x(adata) if share else None
-    plan = train_plan(adata, cfg, tasks, arms, _task_settings(cfg, d_model, True), measure=init is None, x=x_all)
+    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all)
     for line in plan_lines(plan):
         plan_log.info(line)
     from cape_pipeline.models.ablation import angle_use
@@ -306,7 +308,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]
     for seed, arm in _progress(jobs, ctx.progress, "run", label=lambda j: f"{j[1]} seed {j[0]}"):
         pe, identity = parse_arm(arm)
-        task_cfg = {**_task_settings(cfg, d_model, identity), "attention": arm_attention(arm)}
+        task_cfg = {**task_settings(cfg, d_model, identity), "attention": arm_attention(arm)}
         # only what this arm's PE and attention use, so a shared pretraining is keyed by it
         arm_angles = check_pe_inputs(pe, positions, adata.n_vars, task_cfg["attention"])
         shared = None
@@ -369,7 +371,7 @@ def _vocabulary_subset(adata: ad.AnnData, checkpoint: str) -> tuple[ad.AnnData, 
     return adata[:, keep].copy(), info
 
 
-def _task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, Any]:
+def task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, Any]:
     """The task config overrides (``{"model": {...}, budget...}``) of one arm of ``cfg``; with a
     checkpoint (``init``) the sizes come from it and only ``max_tokens`` is passed on."""
     model: dict[str, Any] = {} if cfg.checkpoint else {"d_model": d_model, "identity": identity}
@@ -429,7 +431,7 @@ def _train_check(configs: Mapping[str, Any]) -> None:
     if d_model is None and cfg.encodings is None and "embed" in configs:
         d_model = 2 * int(configs["embed"].dim)
     try:
-        settings = _task_settings(cfg, d_model or 0, True)
+        settings = task_settings(cfg, d_model or 0, True)
         if d_model is None:  # the width comes from a ready encodings directory: check it at run time
             del settings["model"]["d_model"]
         config_for(cfg.backbone, settings["model"])
