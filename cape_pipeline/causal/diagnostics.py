@@ -25,7 +25,7 @@ def isolation_report(
 ) -> dict[str, Any]:
     """Edge count, isolated features and, when most features have no edge, a warning with the fix;
     with the learned support on fewer rows than features, a warning that most edges may be false
-    (measured: ``benchmarks/discover/RESULTS_grn_counts.md``).
+    (measured: ``benchmarks/discover/counts/RESULTS.md``).
 
     The warning is issued here (``warnings.warn`` with :class:`~cape_pipeline.errors.CapeWarning`,
     so library callers see it) and recorded in ``params["warnings"]`` (the pipeline reports it).
@@ -66,8 +66,9 @@ def isolation_report(
         msgs.append(
             f"discover: {n_obs} rows for {m} features: with fewer rows than features the learned support "
             "over-calls edges (simulated counts with a known graph, 1,000 cells × 2,000 genes: 5 % of its "
-            "edges were true, against 51 % at 3,000 cells and 66 % at 10,000; "
-            "benchmarks/discover/RESULTS_grn_counts.md); treat this graph as exploratory, or give more cells"
+            "6,150 edges were true, against 51 % at 3,000 cells; benchmarks/discover/counts/RESULTS.md); "
+            "treat this graph as exploratory, give more cells, or use the regression support "
+            "(support='regression'; CLI: --set discover.support=regression)"
         )
     for msg in msgs:
         warnings.warn(msg, CapeWarning, stacklevel=4)

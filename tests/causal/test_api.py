@@ -212,8 +212,9 @@ def test_pipeline_discovers_on_methylation_with_missing_values(tmp_path):
 
 
 def test_learned_support_on_fewer_rows_than_features_warns():
-    """Measured on simulated counts with a known graph (benchmarks/discover/grn_counts.jsonl):
-    at 1,000 cells × 2,000 genes 95 % of the learned edges were false, so the library warns."""
+    """Measured on simulated counts with a known graph (benchmarks/discover/counts/counts.jsonl):
+    at 1,000 cells × 2,000 genes 95 % of the learned support's 6,150 edges were false, so the
+    library warns."""
     import warnings as w
 
     import scipy.sparse as sp
