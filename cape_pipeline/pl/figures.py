@@ -8,6 +8,7 @@ state), returns it, and writes a PNG when ``save`` is given.
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,7 @@ def plot_dag(
     if pagerank is not None and drawn is not None:
         fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
     against = "; edges against the true DAG" if truth is not None else "; red = negative weight"
-    ax.set_title(f"Causal DAG ({caption}){against}", fontsize=9)
+    ax.set_title(textwrap.fill(f"Causal DAG ({caption}){against}", 100), fontsize=9)  # fits the 7-inch figure
     ax.set_axis_off()
     if named:  # last, once the layout is final: no two label boxes intersect
         place_labels(ax, pos, named, fontsize=8,
