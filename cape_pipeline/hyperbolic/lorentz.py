@@ -122,7 +122,11 @@ def pairwise_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def dist0(x: torch.Tensor, *, keepdim: bool = False) -> torch.Tensor:
-    """Distance to the origin p_o = (1, 0, …, 0): d_l(x, p_o) = arcosh(x⁰) (Eqs. 14, 17).
+    """Distance to the origin p_o = (1, 0, …, 0): d_l(x, p_o) = arcosh(x⁰).
+
+    Paper 000 Eq. 14 (causal specificity ℓ(v_m) ∝ d_l(p_m, p_o): a causally general feature sits
+    near the origin) and the regularizer of Eq. 17. The paper writes ``p⁰ = sqrt(1 + ‖p̃‖)``, a
+    monotone stand-in; this is the exact distance (``docs/equations.md``).
 
     Parameters
     ----------
