@@ -175,6 +175,48 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a fresh temporary directory beside ``path``; on clean exit fsync every file in it and
+    rename it onto ``path`` (an existing ``path`` is moved aside first and removed only once the
+    new directory is in place), then fsync the parent.
+
+    The directory form of :func:`atomic_path`: readers see the old directory or the new one,
+    whole. On an exception the temporary directory is removed and ``path`` is left as it was.
+    The names (``.<name>.*.tmp``, ``.<name>.*.old``) are those
+    :func:`cape_pipeline.pipeline.cache.stale_temporaries` finds after a crash.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with atomic_dir(d / "model") as tmp:
+    ...     _ = (tmp / "config.json").write_text("{}")
+    >>> sorted(p.name for p in (d / "model").iterdir())
+    ['config.json']
+    """
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700; the final dir follows the umask
+    try:
+        yield tmp
+        fsync_tree(tmp)  # every byte on disk before the rename publishes it
+        if path.exists():
+            trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, trash / "old")
+            os.replace(tmp, path)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+        fsync_path(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically."""
     with atomic_path(path) as tmp:

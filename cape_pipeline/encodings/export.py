@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +25,8 @@ import numpy as np
 import pandas as pd
 
 from cape_pipeline._utils import (
+    atomic_dir,
     atomic_path,
-    current_umask,
-    fsync_path,
-    fsync_tree,
     hash_file,
     write_json_atomic,
 )
@@ -284,10 +280,7 @@ class CapeEncodings:
 
         from cape_pipeline import __version__
 
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700; the final dir follows the umask
-        try:
+        with atomic_dir(target) as tmp:
             table = pa.Table.from_pandas(self.to_frame(), preserve_index=False)
             meta = dict(table.schema.metadata or {})
             meta[b"cape.scale"] = repr(float(self.scale)).encode()
@@ -317,20 +310,6 @@ class CapeEncodings:
                 **extra,
             }
             write_json_atomic(tmp / MANIFEST_FILE, manifest)
-            fsync_tree(tmp)
-            if target.exists():
-                trash = Path(
-                    tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-                )
-                os.replace(target, trash / "old")
-                os.replace(tmp, target)
-                shutil.rmtree(trash, ignore_errors=True)
-            else:
-                os.replace(tmp, target)
-            fsync_path(target.parent)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         self.manifest = manifest
         return target
 

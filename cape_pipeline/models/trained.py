@@ -20,9 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cape_pipeline._utils import current_umask, fsync_path, fsync_tree
+from cape_pipeline._utils import atomic_dir
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
 
 __all__ = ["TrainedModel", "load", "FORMAT_VERSION"]
@@ -153,29 +150,13 @@ class TrainedModel:
         path = Path(path)
         if path.exists() and not overwrite:
             raise CapeFileError(f"{path}: exists; pass overwrite=True to replace the saved model")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700; the final dir follows the umask
-        try:
+        with atomic_dir(path) as tmp:
             (tmp / _CONFIG).write_text(json.dumps(self._config(), indent=1, default=str))
             state = {
                 "backbone": {k: v.detach().cpu() for k, v in self.backbone.state_dict().items()},
                 "head": None if self.head is None else {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
             }
             torch.save(state, tmp / _WEIGHTS)
-            fsync_tree(tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        old = None
-        if path.exists():  # keep the old model until the new one is in place
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-        tmp.rename(path)
-        fsync_path(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
         return path
 
     @classmethod
