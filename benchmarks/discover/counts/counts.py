@@ -16,7 +16,8 @@ Methods, side by side on the same files:
   edge test, greedy likelihood DAG);
 - ``learned``: the previous default, ``--set discover.support=learned --set discover.covariates=none``;
 - ablations of the default (``--ablations``): ``cape-no-covariates``, ``cape-states-only``,
-  ``learned-covariates`` (the learned support on state-adjusted data);
+  ``cape-library-only``, ``learned-covariates`` (the learned support on state-adjusted data),
+  ``cape-min-effect-0.0015`` and ``-0.006`` (half and twice the effect floor);
 - ``pearson``: |Pearson r| of log-normalized data (scanpy ``normalize_total`` + ``log1p``);
 - ``regdiffusion``: RegDiffusion (Zhu & Slonim 2024; PyPI ``regdiffusion``, CPU, its defaults:
   1,000 steps) in its own virtual environment;
@@ -68,11 +69,12 @@ CAPE_SETS = {
     "learned": ["discover.support=learned", "discover.covariates=none"],
     "cape-no-covariates": ["discover.covariates=none"],
     "cape-states-only": ["discover.covariates=states"],
+    "cape-library-only": ["discover.covariates=library"],
     "learned-covariates": ["discover.support=learned"],
     "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.min_effect=0.006"],
 }
-ABLATIONS = ("cape-no-covariates", "cape-states-only", "learned-covariates", "cape-min-effect-0.0015",
+ABLATIONS = ("cape-no-covariates", "cape-states-only", "cape-library-only", "learned-covariates", "cape-min-effect-0.0015",
              "cape-min-effect-0.006")
 #: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
 #: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
@@ -86,9 +88,29 @@ EXTERNAL = {
 
 # ----------------------------------------------------------------------------- data
 def simulate(gen: str, n: int, seed: int, data_dir: Path) -> Path:
-    """The generator's counts as ``.h5ad`` (written once, reused)."""
+    """The generator's counts as ``.h5ad`` (written once, reused).
+
+    ``"<gen>-hidden"``: the same counts with half of the regulators (genes with a child) removed,
+    chosen at random (seeded), and the truth restricted to the genes left: the regulators a
+    user's HVG selection leaves out act as hidden common causes of their children, which
+    covary within and between cell states without an edge among them.
+    """
     from cape_pipeline.datasets import simulated_grn_counts, simulated_hill_counts
 
+    if gen.endswith("-hidden"):
+        path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
+        if not path.exists():
+            import anndata as ad
+
+            a = ad.read_h5ad(simulate(gen.removesuffix("-hidden"), n, seed, data_dir))
+            regulators = np.flatnonzero(np.asarray((a.varp["true_dag"] != 0).sum(axis=1)).ravel() > 0)
+            rng = np.random.default_rng(seed)
+            hidden = rng.choice(regulators, len(regulators) // 2, replace=False)
+            keep = np.setdiff1d(np.arange(a.n_vars), hidden)
+            tmp = path.with_suffix(".tmp.h5ad")
+            a[:, keep].copy().write_h5ad(tmp)
+            tmp.rename(path)
+        return path
     path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
     if not path.exists():
         fn = simulated_grn_counts if gen == "grn" else simulated_hill_counts
@@ -225,10 +247,14 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
 LABELS = {
     "cape": "cape (default)", "learned": "learned (previous default)", "pearson": "|Pearson|",
     "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2", "cape-no-covariates": "cape, no covariates",
-    "cape-states-only": "cape, states only", "learned-covariates": "learned + covariates",
+    "cape-states-only": "cape, states only", "cape-library-only": "cape, library size only",
+    "learned-covariates": "learned + covariates",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
 }
-GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)"}
+GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
+             "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
+             "hill-hidden": "simulated_hill_counts, half of the regulators hidden"}
+GENERATORS = tuple(GEN_NAMES)
 
 
 def _records() -> list[dict]:
@@ -277,7 +303,7 @@ def report() -> None:
                 if a is None:
                     continue
                 lines.append(
-                    f"| {n:,} | {LABELS[method]} | {a['n']} | {_fmt(a, 'auprc', '.4f')} | {_fmt(a, 'auprc_ratio', '.0f')} | "
+                    f"| {n:,} | {LABELS[method].replace('|', chr(92) + '|')} | {a['n']} | {_fmt(a, 'auprc', '.4f')} | {_fmt(a, 'auprc_ratio', '.0f')} | "
                     f"{_fmt(a, 'epr', '.0f')} | {_fmt(a, 'auprc_skeleton', '.3f')} | {_fmt(a, 'edges', '.0f')} | "
                     f"{_fmt(a, 'precision')} | {_fmt(a, 'recall')} | {_fmt(a, 'f1')} | {_fmt(a, 'isolated_share', '.2f')} | "
                     f"{_fmt(a, 'seconds', '.0f')} | {_fmt(a, 'peak_rss_gb', '.2f')} | {_fmt(a, 'load_before', '.1f')} |"
@@ -291,7 +317,7 @@ def report() -> None:
     tmp = RESULTS.with_suffix(".md.tmp")
     tmp.write_text(f"{head}{start}\n{body}\n{end}{tail}")
     tmp.replace(RESULTS)
-    _figure(summ, gens, cells)
+    _figure(summ, [g for g in gens if not g.endswith("-hidden")], cells)
 
 
 def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
@@ -307,10 +333,12 @@ def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
             if not pts:
                 continue
             xs = [p[0] for p in pts]
-            axes[i, 0].plot(xs, [p[1]["auprc_ratio"][0] for p in pts], "o-", label=LABELS[method])
+            style = {"color": (*[f"C{k}" for k in range(10)], "k", "0.55")[list(LABELS).index(method) % 12], "label": LABELS[method],
+                     "ls": "-" if method in ("cape", "learned", "pearson", "regdiffusion", "grnboost2") else ":"}
+            axes[i, 0].plot(xs, [p[1]["auprc_ratio"][0] for p in pts], "o", **style)
             if "edges" in pts[0][1]:
-                axes[i, 1].plot(xs, [p[1]["precision"][0] for p in pts], "o-", label=LABELS[method])
-                axes[i, 2].plot(xs, [p[1]["recall"][0] for p in pts], "o-", label=LABELS[method])
+                axes[i, 1].plot(xs, [p[1]["precision"][0] for p in pts], "o", **style)
+                axes[i, 2].plot(xs, [p[1]["recall"][0] for p in pts], "o", **style)
         for j, what in enumerate(("AUPRC ratio over random", "precision of the kept graph", "recall of the kept graph")):
             ax = axes[i, j]
             ax.set_xscale("log")
@@ -368,7 +396,7 @@ def run(a: argparse.Namespace) -> None:
                         rec = run_pearson(x, truth)
                     else:
                         rec = run_external(method, x, truth, seed)
-                    rec = {"generator": gen, "cells": n, "genes": GENES, "seed": seed, "method": method,
+                    rec = {"generator": gen, "cells": n, "genes": len(names), "seed": seed, "method": method,
                            "n_true": int(truth.nnz), "load_before": round(load, 2), **rec,
                            "machine": common.machine(), "command": common.command()}
                     with OUT.open("a") as fh:
@@ -383,7 +411,7 @@ if __name__ == "__main__":
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("setup")
     r = sub.add_parser("run")
-    r.add_argument("--generators", nargs="+", default=["grn", "hill"], choices=["grn", "hill"])
+    r.add_argument("--generators", nargs="+", default=["grn", "hill"], choices=GENERATORS)
     r.add_argument("--cells", type=int, nargs="+", default=[1000, 3000, 10000, 30000])
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--methods", nargs="+", default=["cape", "pearson", "regdiffusion", "grnboost2", "learned"],
