@@ -1,4 +1,4 @@
-"""Data-parallel training over several processes (``torchrun``), the collective of torch DDP.
+"""Data-parallel training over several processes (``torchrun``) with torch's DistributedDataParallel.
 
 A base-layer module (torch only): the transformers' loop
 (:func:`cape_pipeline.models.training.train_epochs`) and Step I's low-rank solver
@@ -13,10 +13,11 @@ Launched by ``torchrun --nproc_per_node=K …`` (which sets ``RANK``, ``WORLD_SI
   batch order, masks and control cells (the generators are seeded alike and consume the same
   numbers), so the *global* batch is the one a single process would draw;
 * rank r evaluates the rows ``r, r + K, r + 2K, …`` of it (:func:`shard`);
-* the gradients are summed over the ranks in one flat all-reduce (what
-  :class:`torch.nn.parallel.DistributedDataParallel` does per bucket), each rank's weighted by
-  its share of the loss's denominator (rows, or hidden tokens for masked pretraining), so the
-  update equals the single-process update on the whole batch up to float rounding.
+* the optimized parameters are wrapped in :class:`torch.nn.parallel.DistributedDataParallel`
+  (:func:`data_parallel`), which averages their gradients over the ranks in backward; each
+  rank's loss is scaled by its share of the loss's denominator (rows, or hidden tokens for
+  masked pretraining; :func:`weighted_backward`), so the update equals the single-process
+  update on the whole batch up to float rounding.
 
 With dropout the ranks draw different dropout masks than one process would; the runs then agree
 in distribution only. With dropout 0 they agree to float tolerance
@@ -27,11 +28,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["world", "init_from_env", "local_device", "shard", "broadcast_parameters", "allreduce_gradients"]
+__all__ = ["world", "init_from_env", "local_device", "shard", "broadcast_parameters", "data_parallel", "weighted_backward"]
 
 
 def world() -> tuple[int, int]:
@@ -105,21 +108,51 @@ def broadcast_parameters(modules: list[nn.Module]) -> None:
                 dist.broadcast(t.data, src=0)
 
 
-def allreduce_gradients(params: list[nn.Parameter], weight: float, loss_sum: float) -> tuple[float, float]:
-    """Turn each rank's gradients of ``weight · loss_r`` into the gradient of the global mean.
+class _HeldParameters(nn.Module):
+    """The parameters one optimizer updates, as one module for
+    :class:`torch.nn.parallel.DistributedDataParallel`; its forward runs the caller's closure, so
+    whatever the closure computes from those parameters is reduced in backward."""
 
-    Sums the gradients, the weights and the weighted losses over the ranks in one flat
-    all-reduce and divides the gradients by the total weight; a parameter without a gradient on
-    some rank counts as zeros there, so every rank takes part in the same collective.
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        super().__init__()
+        self.held = nn.ParameterList(params)  # the same Parameter objects, not copies
+
+    def forward(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+
+def data_parallel(params: list[nn.Parameter]) -> nn.Module:
+    """Wrap the optimized parameters in :class:`~torch.nn.parallel.DistributedDataParallel`.
+
+    Construction broadcasts rank 0's values of ``params`` to every rank; then each call
+    ``ddp(fn, *args)`` runs ``fn(*args)`` as the forward pass, and the backward of what it returns
+    averages the gradients of ``params`` over the ranks (DDP's bucketed all-reduce). A parameter
+    without a gradient on some rank counts as zeros there (``find_unused_parameters``). Use
+    :func:`weighted_backward` for a global mean whose ranks hold unequal shares. Requires an open
+    process group (:func:`init_from_env`).
 
     Parameters
     ----------
     params
-        The optimized parameters (same order on every rank).
-    weight
-        This rank's share of the loss's denominator (rows or tokens; may be 0).
-    loss_sum
-        ``weight · loss_r`` of this rank (for the log).
+        The optimized parameters, same order and shapes on every rank.
+
+    Returns
+    -------
+    torch.nn.Module
+        The DDP wrapper (call it as described).
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(_HeldParameters(params), find_unused_parameters=True, broadcast_buffers=False)
+
+
+def weighted_backward(loss: torch.Tensor, weight: float) -> tuple[float, float]:
+    """Backward of this rank's mean ``loss`` over its share ``weight`` (rows, or hidden tokens)
+    so that, after DDP's average over the K ranks, every gradient is the one of the *global*
+    mean: the weights and weighted losses are summed over the ranks first (one float64
+    all-reduce) and the loss is scaled by ``K · weight / Σ weight``.
+
+    ``loss`` must come from a forward through :func:`data_parallel`'s wrapper.
 
     Returns
     -------
@@ -128,15 +161,9 @@ def allreduce_gradients(params: list[nn.Parameter], weight: float, loss_sum: flo
     """
     import torch.distributed as dist
 
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    dev = grads[0].device if grads else torch.device("cpu")
-    tail = torch.tensor([weight, loss_sum], dtype=torch.float64, device=dev)
-    flat = torch.cat([g.reshape(-1).to(torch.float64) for g in grads] + [tail])
-    dist.all_reduce(flat)
-    total = float(flat[-2])
-    off = 0
-    for p, g in zip(params, grads, strict=True):
-        k = g.numel()
-        p.grad = (flat[off : off + k] / max(total, 1e-30)).view_as(p).to(p.dtype)
-        off += k
-    return total, float(flat[-1]) / max(total, 1e-30)
+    dev = loss.device
+    tail = torch.tensor([float(weight), float(loss.detach()) * float(weight)], dtype=torch.float64, device=dev)
+    dist.all_reduce(tail)
+    total = max(float(tail[0]), 1e-30)
+    (loss * (dist.get_world_size() * float(weight) / total)).backward()
+    return float(tail[0]), float(tail[1]) / total

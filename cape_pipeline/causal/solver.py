@@ -33,7 +33,7 @@ import torch
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, DEFAULT_EPOCHS, L1_MODES, DiscoverConfig
 from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE, batch_shard
-from cape_pipeline.distributed import allreduce_gradients, shard, world
+from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
 from cape_pipeline.errors import CapeFitError
 
 __all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
@@ -307,6 +307,7 @@ def fit_low_rank_vae(
     gen_cpu = torch.Generator().manual_seed(config.seed + 1)
     gen_dev = torch.Generator(device=dev).manual_seed(config.seed + 2)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    ddp = data_parallel(list(model.parameters())) if size > 1 else None
     bs = min(config.batch_size, n)
     n_batches = max(1, math.ceil(n / bs))
     inner_epochs = max(1, math.ceil(config.epochs / config.max_outer))
@@ -336,19 +337,22 @@ def fit_low_rank_vae(
                     if idx.numel() < max(2, size):  # batch statistics need two rows (one per rank)
                         continue
                     rows = shard(idx.numel(), rank, size).to(dev) if size > 1 else None
-                    with batch_shard(rows, idx.numel()):
-                        terms = model(x[idx] if rows is None else x[idx[rows]], generator=gen_dev)
-                    l1 = _l1(model, l1_kind, config, gen_dev)
-                    h = _h(model, config.acyclicity, state, config.power_iters)
-                    loss = terms.neg_elbo + (
-                        config.lambda_sparse * l1 + 0.5 * rho * h * h + alpha * h
-                    ) / bs
+
+                    def batch_loss(rows=rows, idx=idx, rho=rho, alpha=alpha):
+                        with batch_shard(rows, idx.numel()):
+                            terms = model(x[idx] if rows is None else x[idx[rows]], generator=gen_dev)
+                        l1 = _l1(model, l1_kind, config, gen_dev)
+                        h = _h(model, config.acyclicity, state, config.power_iters)
+                        loss = terms.neg_elbo + (config.lambda_sparse * l1 + 0.5 * rho * h * h + alpha * h) / bs
+                        return loss, terms, l1, h
+
                     opt.zero_grad(set_to_none=True)
-                    if rows is None:
+                    if ddp is None:
+                        loss, terms, l1, h = batch_loss()
                         loss.backward()
-                    else:  # data parallel: this rank's rows, gradients summed over the ranks
-                        (loss * rows.numel()).backward()
-                        allreduce_gradients(list(model.parameters()), float(rows.numel()), 0.0)
+                    else:  # data parallel: this rank's rows through DDP, gradients of the global mean
+                        loss, terms, l1, h = ddp(batch_loss)
+                        weighted_backward(loss, float(rows.numel()))
                     opt.step()
                     sums += np.array(
                         [terms.recon.item(), terms.kl.item(), l1.item(), h.item()], dtype=float

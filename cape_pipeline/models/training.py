@@ -18,7 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.distributed import allreduce_gradients, broadcast_parameters, shard, world
+from cape_pipeline.distributed import (
+    broadcast_parameters,
+    data_parallel,
+    shard,
+    weighted_backward,
+    world,
+)
 from cape_pipeline.models.blocks import TokenTransformer
 from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
 
@@ -190,8 +196,10 @@ def train_epochs(
         return out
     modules = modules or []
     rank, size = world()
+    ddp = None
     if size > 1:  # data parallel (torchrun): same start on every rank, batches split by rows
-        broadcast_parameters(modules)
+        broadcast_parameters(modules)  # buffers too; DDP then holds the optimized parameters
+        ddp = data_parallel(params)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     per_epoch = -(-n // batch_size)
     total = epochs * per_epoch if not max_steps else min(epochs * per_epoch, max_steps)
@@ -212,8 +220,8 @@ def train_epochs(
                 done += 1
                 bi = order[s : s + batch_size]
                 opt.zero_grad(set_to_none=True)
-                if size > 1:
-                    loss_value = _distributed_backward(step, bi, params, rank, size)
+                if ddp is not None:
+                    loss_value = _distributed_backward(ddp, step, bi, rank, size)
                 else:
                     loss = step(bi)
                     loss = loss[0] if isinstance(loss, tuple) else loss
@@ -258,15 +266,13 @@ def train_epochs(
     return out
 
 
-def _distributed_backward(step: Callable, bi: torch.Tensor, params: list[nn.Parameter], rank: int, size: int) -> float:
-    """One data-parallel step: this rank's rows of the batch, then the gradient all-reduce.
-    Returns the global mean loss."""
+def _distributed_backward(ddp: nn.Module, step: Callable, bi: torch.Tensor, rank: int, size: int) -> float:
+    """One data-parallel step: this rank's rows of the batch through the DDP wrapper, then the
+    weighted backward (DDP averages the gradients). Returns the global mean loss."""
     rows = shard(bi.numel(), rank, size)
-    out = step(bi, rows)
+    out = ddp(step, bi, rows)
     loss, weight = out if isinstance(out, tuple) else (out, float(rows.numel()))
-    weight = float(weight)
-    (loss * weight).backward()
-    _, mean = allreduce_gradients(params, weight, float(loss.detach()) * weight)
+    _, mean = weighted_backward(loss, float(weight))
     return mean
 
 
