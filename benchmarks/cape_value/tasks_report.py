@@ -77,7 +77,7 @@ def load(path: Path) -> pd.DataFrame:
 
 def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
     """Paired ``arm − default`` rows (``power.arm_differences``) for the task's metrics."""
-    from cape_pipeline.pipeline.power import arm_differences
+    from cape_pipeline.report.power import arm_differences
 
     metrics = TASKS[task].metrics
     results = [SimpleNamespace(task=task, params={"pe": r.arm, "seed": int(r.seed)},

@@ -52,8 +52,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from cape_pipeline.pipeline.config import merge, read_config_file
-    from cape_pipeline.pipeline.report import angle_quantiles
     from cape_pipeline.pipeline.runner import run_pipeline
+    from cape_pipeline.report.build import angle_quantiles
 
     base = read_config_file(ROOT / "workflows" / "pbmc68k_reduced.yaml")
     for name in a.variant or list(VARIANTS):

@@ -39,7 +39,7 @@ def load() -> dict[str, dict]:
 
 def rows_of(recs: dict[str, dict]) -> list[dict]:
     """Every (variant, arm, task, metric) paired difference against default, with MDE and n needed."""
-    from cape_pipeline.pipeline.power import arm_differences, seeds_needed
+    from cape_pipeline.report.power import arm_differences, seeds_needed
 
     out = []
     for name, rec in recs.items():

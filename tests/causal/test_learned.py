@@ -159,8 +159,8 @@ def test_mostly_isolated_graph_warns_with_the_fix_and_records_it() -> None:
 
 
 def test_report_and_stage_summary_say_edges_isolated_share_and_the_warning() -> None:
-    from cape_pipeline.pipeline._report_sections import dag_lines
     from cape_pipeline.pipeline.stages.discover import STAGE
+    from cape_pipeline.report.sections import dag_lines
 
     a = sdcd_sem(25, 800, seed=2)
     with pytest.warns(CapeWarning):

@@ -193,7 +193,7 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
         r = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over)
     assert r.output("discover").n_edges == 0
     assert "no edge at all passed threshold 50" in caplog.text and "--set discover.threshold=" in caplog.text
-    from cape_pipeline.pipeline.report import render_markdown
+    from cape_pipeline.report.build import render_markdown
 
     doc = {"data": {"source": "x", "n_obs": 1, "n_vars": 1, "modality": "m", "input_state": "s", "preprocess_steps": [],
                     "fingerprint": "f"},

@@ -88,7 +88,7 @@ def test_plan_counts_the_work_and_says_when_the_budget_subsamples() -> None:
 
 
 def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
-    from cape_pipeline.pipeline._report_sections import run_lines
+    from cape_pipeline.report.sections import run_lines
 
     plan = estimate(_plan(5000), 0.05).to_dict()
     doc = {
@@ -137,7 +137,7 @@ def test_hub_rows_name_the_hubs_their_children_and_angle_norms() -> None:
 
     from cape_pipeline.causal.graph import CausalGraph
     from cape_pipeline.encodings import CapeEncodings
-    from cape_pipeline.pipeline._report_sections import hub_lines, hub_rows
+    from cape_pipeline.report.sections import hub_lines, hub_rows
 
     names = np.array(["root", "a", "b", "c", "lonely"])
     adj = sp.csr_array(np.array([[0, 0.9, 0.5, 0.1, 0], [0, 0, 0, 0.7, 0], [0] * 5, [0] * 5, [0] * 5], dtype=float))
@@ -153,7 +153,7 @@ def test_hub_rows_name_the_hubs_their_children_and_angle_norms() -> None:
 
 
 def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
-    from cape_pipeline.pipeline._report_sections import run_lines
+    from cape_pipeline.report.sections import run_lines
 
     doc = {
         "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},

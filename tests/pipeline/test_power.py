@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.pipeline.power import (
+from cape_pipeline.report.power import (
     arm_differences,
     minimum_detectable_effect,
     power_table,
@@ -75,9 +75,9 @@ def test_every_arm_against_the_baseline_with_its_mde():
 def test_report_lists_every_arm_and_draws_the_forest():
     import matplotlib.pyplot as plt
 
-    from cape_pipeline.pipeline._report_sections import arm_lines
-    from cape_pipeline.pipeline.report import _comparison
     from cape_pipeline.pl.forest import forest_plot
+    from cape_pipeline.report.build import _comparison
+    from cape_pipeline.report.sections import arm_lines
 
     res = _results()
     train = SimpleNamespace(results=res, pes=["cape", "default", "cape-learned-scale", "none/no-id"])
@@ -96,8 +96,8 @@ def test_report_lists_every_arm_and_draws_the_forest():
 
 
 def test_report_line_on_how_much_the_models_use_their_angles():
-    from cape_pipeline.pipeline._report_sections import angle_use_lines
-    from cape_pipeline.pipeline.report import _comparison
+    from cape_pipeline.report.build import _comparison
+    from cape_pipeline.report.sections import angle_use_lines
 
     res = _results()
     abl = {"embedding_change": 0.03, "prediction_change": 0.004, "probability_change": 0.01,

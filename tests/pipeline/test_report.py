@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cape_pipeline.pipeline.report import aggregate_metrics, paired_differences, verdict_sentence
+from cape_pipeline.report.build import aggregate_metrics, paired_differences, verdict_sentence
 from cape_pipeline.tasks import TaskResult
 
 
@@ -50,7 +50,7 @@ def test_sd_is_null_for_one_seed_and_references_once():
 
 
 def test_verdict_adjusts_for_several_main_metrics():
-    from cape_pipeline.pipeline.report import primary_differences
+    from cape_pipeline.report.build import primary_differences
 
     runs = []
     for seed, (d_f1, d_acc) in enumerate([(0.030, 0.0), (0.050, 0.01), (0.045, -0.01)]):
@@ -71,7 +71,7 @@ def test_tiny_differences_read_negligible():
 
 
 def test_embedding_section_reports_training_and_quality():
-    from cape_pipeline.pipeline.report import angle_quantiles, render_markdown
+    from cape_pipeline.report.build import angle_quantiles, render_markdown
 
     aq = angle_quantiles(np.array([[0.0, 0.0], [0.1, -0.4], [0.2, 0.3]]), np.array([False, True, True]))
     assert aq["max"] == 0.4 and aq["q50"] == 0.25

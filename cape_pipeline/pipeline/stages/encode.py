@@ -58,7 +58,7 @@ def _encode_run(inputs: Mapping[str, Any], cfg: EncodeConfig, ctx: StageContext)
         "discover_params": {k: v for k, v in graph.params.items() if k != "metrics_vs_truth"},
         "metrics_vs_truth": graph.params.get("metrics_vs_truth"),
     }
-    from cape_pipeline.pipeline.report import angle_quantiles
+    from cape_pipeline.report.build import angle_quantiles
 
     enc = encode(emb, cfg, graph=graph)
     off_origin = np.linalg.norm(np.asarray(enc.poincare), axis=1) > 0

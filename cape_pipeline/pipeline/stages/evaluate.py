@@ -26,7 +26,7 @@ class EvaluateConfig:
 
 
 def _evaluate_run(inputs: Mapping[str, Any], cfg: EvaluateConfig, ctx: StageContext) -> Any:
-    from cape_pipeline.pipeline.report import build_report
+    from cape_pipeline.report.build import build_report
 
     train = inputs["train"]
     # without the encode stage, train used a ready encodings directory
@@ -47,7 +47,7 @@ def _evaluate_save(rep: Any, d: Path) -> None:
 
 
 def _evaluate_load(d: Path) -> Any:
-    from cape_pipeline.pipeline.report import Report
+    from cape_pipeline.report.build import Report
 
     return Report.read(d)
 

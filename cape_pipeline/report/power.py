@@ -222,7 +222,7 @@ def arm_differences(results: list[Any], baseline: str = "default", level: float 
     -------
     list of dict
         One row per (arm, task, metric): the fields of
-        :func:`~cape_pipeline.pipeline.report.paired_differences` plus ``arm``, ``baseline``
+        :func:`~cape_pipeline.report.build.paired_differences` plus ``arm``, ``baseline``
         and ``mde`` (``None`` below 2 seeds). Arms in first-seen order; empty when the
         baseline was not trained.
     """

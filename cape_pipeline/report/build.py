@@ -17,7 +17,16 @@ import numpy as np
 
 from cape_pipeline import __version__
 from cape_pipeline._utils import atomic_path, write_json_atomic
-from cape_pipeline.pipeline._report_sections import (
+from cape_pipeline.report.power import (  # noqa: F401  (re-exported: the report's API)
+    LOWER_IS_BETTER,
+    NEGLIGIBLE,
+    _at_level,
+    _mean_sd,
+    arm_differences,
+    higher_is_better,
+    paired_differences,
+)
+from cape_pipeline.report.sections import (
     ZERO_ANGLE_WARN,
     angle_use_lines,
     arm_lines,
@@ -26,15 +35,6 @@ from cape_pipeline.pipeline._report_sections import (
     hub_lines,
     hub_rows,
     run_lines,
-)
-from cape_pipeline.pipeline.power import (  # noqa: F401  (re-exported: the report's API)
-    LOWER_IS_BETTER,
-    NEGLIGIBLE,
-    _at_level,
-    _mean_sd,
-    arm_differences,
-    higher_is_better,
-    paired_differences,
 )
 
 

@@ -1,4 +1,4 @@
-"""Sections of the main job's ``report.md`` (:func:`~cape_pipeline.pipeline.report.render_markdown`):
+"""Sections of the main job's ``report.md`` (:func:`~cape_pipeline.report.build.render_markdown`):
 Step I and Steps II–III, each from its part of the report document."""
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
 
 
 def fmt(v: Any, spec: str = ".3f") -> str:
+    """``v`` formatted with ``spec``, or ``"n/a"`` for None and non-finite floats."""
     return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, spec)
 
 
@@ -218,7 +219,7 @@ def hub_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def arm_lines(comp: dict[str, Any]) -> list[str]:
     """Report lines: every trained arm against the baseline, with the minimum detectable effect
-    (``comp["arms"]``, :func:`cape_pipeline.pipeline.power.arm_differences`); the forest plot is
+    (``comp["arms"]``, :func:`cape_pipeline.report.power.arm_differences`); the forest plot is
     ``figures/forest.png``. Empty when only one arm was compared."""
     rows = comp.get("arms") or []
     if len({r["arm"] for r in rows}) < 2:
