@@ -47,6 +47,16 @@ def load_cell(r: dict) -> str:
     return f"{r['load_before'][0]:.2f}" + (" (not quiet during the run: other jobs of mine)" if r.get("note") else "")
 
 
+def _name_and_edges(r: dict) -> tuple[str, str]:
+    """A row's data name and its "edges kept (share of genes without one)" cell."""
+    d = r.get("dag") or {}
+    edges = f"{d['n_edges']:,}" if d.get("n_edges") is not None else "–"
+    if d.get("isolated_share") is not None:
+        edges += f" ({100 * d['isolated_share']:.0f} % of genes without one)"
+    name = "pbmc68k_reduced (`make demo`)" if r["data"] == "pbmc68k_reduced" else "simulated counts"
+    return name, edges
+
+
 def cost_table(recs: list[dict]) -> str:
     """README's cost table ("What it costs on your data"), rendered from ``scale.jsonl`` alone.
 
@@ -57,12 +67,7 @@ def cost_table(recs: list[dict]) -> str:
     """
     rows = [COST_HEADER]
     for r in recs:
-        d = r.get("dag") or {}
-        iso = d.get("isolated_share")
-        edges = f"{d['n_edges']:,}" if d.get("n_edges") is not None else "–"
-        if iso is not None:
-            edges += f" ({100 * iso:.0f} % of genes without one)"
-        name = "pbmc68k_reduced (`make demo`)" if r["data"] == "pbmc68k_reduced" else "simulated counts"
+        name, edges = _name_and_edges(r)
         runs = (r.get("plan") or {}).get("runs")
         st = r["stages"]
         rows.append(
@@ -100,11 +105,7 @@ def step1_table(recs: list[dict]) -> str:
     rows = [STEP1_HEADER]
     for r in recs:
         d = r.get("dag") or {}
-        iso = d.get("isolated_share")
-        edges = f"{d['n_edges']:,}" if d.get("n_edges") is not None else "–"
-        if iso is not None:
-            edges += f" ({100 * iso:.0f} % of genes without one)"
-        name = "pbmc68k_reduced (`make demo`)" if r["data"] == "pbmc68k_reduced" else "simulated counts"
+        name, edges = _name_and_edges(r)
         rows.append(
             f"| {name} | {r['cells']:,} × {r['genes']:,} | {fmt_s(r['stages'].get('discover', {}).get('seconds'))} | "
             f"{r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {d.get('support')}, {d.get('covariates_used')} | "
