@@ -16,8 +16,7 @@ import torch
 
 import cape_pipeline as cape
 from cape_pipeline.datasets import simulated_hill_counts
-from cape_pipeline.models import load
-from cape_pipeline.tasks import run_task
+from cape_pipeline.tasks import load, run_task
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -2,8 +2,9 @@
 
 Torch modules only (no AnnData): :class:`ScGPT`, :class:`ScBERT`, :class:`MethylGPT`, each with
 a frozen config and ``pe=`` / ``attention=`` chosen by name. :func:`build_backbone` makes one
-from a backbone name. The AnnData-facing side lives in :mod:`cape_pipeline.tasks`; a trained
-model is saved and read back with :class:`TrainedModel` / :func:`load`.
+from a backbone name. The AnnData-facing side lives in :mod:`cape_pipeline.tasks`, and with it
+a trained model (:class:`cape_pipeline.tasks.TrainedModel`, read back with
+:func:`cape_pipeline.tasks.load`): this package imports neither AnnData nor preprocessing.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from cape_pipeline.models.scgpt_checkpoint import (
     from_scgpt,
 )
 from cape_pipeline.models.tokens import TokenBatch
-from cape_pipeline.models.trained import TrainedModel, load
 
 __all__ = [
     "SCGPT_CHECKPOINT_PES",
@@ -71,7 +71,6 @@ __all__ = [
     "ScGPTConfig",
     "TokenBatch",
     "TokenTransformer",
-    "TrainedModel",
     "ValueDecoder",
     "build_attention",
     "build_backbone",
@@ -79,7 +78,6 @@ __all__ = [
     "coexpression_embedding",
     "config_for",
     "pool",
-    "load",
     "preset",
     "register_attention",
 ]

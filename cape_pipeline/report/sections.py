@@ -237,7 +237,7 @@ def arm_lines(comp: dict[str, Any]) -> list[str]:
 
 def angle_use_lines(comp: dict[str, Any]) -> list[str]:
     """Report lines: how much each arm's first annotation model changes when its CAPE angles
-    are zeroed (``comp["angle_use"]``, from :func:`cape_pipeline.models.ablation.angle_use`).
+    are zeroed (``comp["angle_use"]``, from :func:`cape_pipeline.tasks.ablation.angle_use`).
     A model that barely changes barely uses its angles, whatever the paired difference says."""
     use = comp.get("angle_use") or {}
     if not use:

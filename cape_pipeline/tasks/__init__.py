@@ -33,8 +33,11 @@ from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster
 from cape_pipeline.tasks.perturbation import PerturbationConfig, predict_perturbation
 from cape_pipeline.tasks.results import TrainOutput
+from cape_pipeline.tasks.trained import TrainedModel, load
 
 __all__ = [
+    "TrainedModel",
+    "load",
     "TrainOutput",
     "TASKS",
     "TASK_CONFIGS",

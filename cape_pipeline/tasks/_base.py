@@ -92,8 +92,8 @@ class TaskResult:
         Everything that determined the result (task, backbone, pe, seed, configs, split sizes,
         the epoch kept by early stopping).
     model
-        The fitted :class:`~cape_pipeline.models.TrainedModel` (backbone + head + feature
-        names; ``model.save(dir)`` / ``cape_pipeline.models.load(dir)``), where the task has one.
+        The fitted :class:`~cape_pipeline.tasks.TrainedModel` (backbone + head + feature
+        names; ``model.save(dir)`` / ``cape_pipeline.tasks.load(dir)``), where the task has one.
     """
 
     task: str

@@ -100,7 +100,7 @@ def predict_age(
     CapeDataError
         No age column, non-numeric or missing ages, bad angles.
     """
-    from cape_pipeline.models import TrainedModel
+    from cape_pipeline.tasks.trained import TrainedModel
 
     t0 = time.perf_counter()
     cfg = config or AgeConfig()

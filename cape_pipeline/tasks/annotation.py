@@ -172,7 +172,7 @@ def annotate(
     -------
     TaskResult
         ``embeddings`` (n_obs, D) of all cells after fine-tuning; ``predictions`` and
-        ``confusion`` on the test cells; ``model`` (a :class:`~cape_pipeline.models.TrainedModel`
+        ``confusion`` on the test cells; ``model`` (a :class:`~cape_pipeline.tasks.TrainedModel`
         that predicts cell types of new cells).
 
     Raises
@@ -182,7 +182,7 @@ def annotate(
     CapeConfigError
         ``pretrained`` made with other settings.
     """
-    from cape_pipeline.models import TrainedModel
+    from cape_pipeline.tasks.trained import TrainedModel
 
     t0 = time.perf_counter()
     cfg = config or AnnotationConfig()

@@ -93,7 +93,7 @@ def cluster(
     CapeConfigError
         ``pretrained`` made with other settings.
     """
-    from cape_pipeline.models import TrainedModel
+    from cape_pipeline.tasks.trained import TrainedModel
 
     t0 = time.perf_counter()
     cfg = config or ClusteringConfig()

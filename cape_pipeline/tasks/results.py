@@ -53,7 +53,7 @@ class TrainOutput:
         """Store in directory ``d``: ``results.json`` (metrics, curves, timings, params per run),
         ``embeddings.npz`` (``run{i}`` → (n_obs, D) float32), ``predictions_{i}.parquet`` and
         ``confusion_{i}.csv`` where a run has them, and ``models/<task>_<arm>_seed<s>/`` for each
-        run with a task head (see :meth:`cape_pipeline.models.TrainedModel.save`). Every file is
+        run with a task head (see :meth:`cape_pipeline.tasks.TrainedModel.save`). Every file is
         written under a temporary name and renamed."""
         runs = []
         arrays: dict[str, np.ndarray] = {}
@@ -90,7 +90,7 @@ class TrainOutput:
 
     @classmethod
     def load(cls, d: Path) -> TrainOutput:
-        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.models.load`` reads one)."""
+        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one)."""
         doc = json.loads((d / RESULTS).read_text())
         arrays: dict[str, np.ndarray] = {}
         if (d / "embeddings.npz").is_file():

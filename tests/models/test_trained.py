@@ -1,4 +1,4 @@
-"""Capacity, save → load and alignment of trained models (cape_pipeline.models.TrainedModel)."""
+"""Capacity, save → load and alignment of trained models (cape_pipeline.tasks.TrainedModel)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from cape_pipeline.errors import CapeDataError, CapeFileError
-from cape_pipeline.models import ClassifierHead, build_backbone, load, pool
+from cape_pipeline.models import ClassifierHead, build_backbone, pool
 from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import seeded, train_epochs
-from cape_pipeline.tasks import run_task, simulate_methylation_age
+from cape_pipeline.tasks import load, run_task, simulate_methylation_age
 
 M = 24
 

@@ -11,8 +11,7 @@ import pytest
 import cape_pipeline as cp
 import cape_pipeline.datasets as ds
 from cape_pipeline.errors import CapeDataError
-from cape_pipeline.models import load
-from cape_pipeline.tasks import run_task
+from cape_pipeline.tasks import load, run_task
 
 TINY = {"pretrain_epochs": 1, "finetune_epochs": 2, "model": {"d_model": 8, "n_heads": 2, "n_layers": 1, "max_tokens": 32}}
 

@@ -114,7 +114,7 @@ def test_train_and_evaluate_report(tmp_path):
     use = comp["angle_use"]["cape"]
     assert 0 <= use["prediction_change"] <= 1 and use["embedding_change"] >= 0 and "default" not in comp["angle_use"]
     # the fitted annotation models are exported and load back
-    from cape_pipeline.models import load
+    from cape_pipeline.tasks import load
 
     m = load(out / "models" / "annotation_cape_seed0")
     assert m.predict(r.output("preprocess")).shape == (r.output("preprocess").n_obs,)

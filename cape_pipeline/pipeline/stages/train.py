@@ -144,7 +144,7 @@ class TrainConfig:
         ``obs`` column with labels; ``None`` takes the task's default.
     save_models
         Store each run's fitted model (backbone + head + gene list) under ``models/`` of the
-        artifact and of ``--out`` (``cape_pipeline.models.load(dir)`` reads one back).
+        artifact and of ``--out`` (``cape_pipeline.tasks.load(dir)`` reads one back).
     encodings
         A ready encodings directory (``cape ... --out DIR`` or ``CapeEncodings.save``) to use
         instead of running Steps I–III on this data; its angles are aligned to the data's
@@ -302,7 +302,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all)
     for line in plan_lines(plan):
         plan_log.info(line)
-    from cape_pipeline.models.ablation import angle_use
+    from cape_pipeline.tasks.ablation import angle_use
 
     results = []
     jobs = [(seed, arm) for seed in range(cfg.seed, cfg.seed + cfg.n_seeds) for arm in arms]

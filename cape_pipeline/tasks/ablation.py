@@ -22,7 +22,7 @@ def _angle_table(model: Any) -> torch.Tensor | None:
 def angle_ablation(
     model: Any, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128
 ) -> dict[str, float]:
-    """How much ``model`` (a :class:`~cape_pipeline.models.TrainedModel`) uses its CAPE angles:
+    """How much ``model`` (a :class:`~cape_pipeline.tasks.TrainedModel`) uses its CAPE angles:
     its outputs on ``data`` with the angles as trained and with every angle set to 0 (no
     rotation); the angles are restored afterwards.
 
@@ -34,7 +34,7 @@ def angle_ablation(
     model
         A trained model whose PE holds an angle table (``pe="cape"``, ``"cape-input"``).
     data, var_names, missing, batch_size
-        As :meth:`TrainedModel.embed <cape_pipeline.models.TrainedModel.embed>`.
+        As :meth:`TrainedModel.embed <cape_pipeline.tasks.TrainedModel.embed>`.
 
     Returns
     -------
@@ -52,7 +52,7 @@ def angle_ablation(
     CapeConfigError
         The model's PE has no CAPE angle table (e.g. ``default``, ``none``).
     CapeDataError
-        See :meth:`TrainedModel.align <cape_pipeline.models.TrainedModel.align>`.
+        See :meth:`TrainedModel.align <cape_pipeline.tasks.TrainedModel.align>`.
     """
     from cape_pipeline.models.heads import ClassifierHead, RegressionHead
 

@@ -391,8 +391,8 @@ class TrainedModel:
     def angle_ablation(
         self, data: Any, *, var_names: Any = None, missing: str | None = None, batch_size: int = 128
     ) -> dict[str, float]:
-        """How much this model uses its CAPE angles: see :func:`cape_pipeline.models.ablation.angle_ablation`."""
-        from cape_pipeline.models.ablation import angle_ablation
+        """How much this model uses its CAPE angles: see :func:`cape_pipeline.tasks.ablation.angle_ablation`."""
+        from cape_pipeline.tasks.ablation import angle_ablation
 
         return angle_ablation(self, data, var_names=var_names, missing=missing, batch_size=batch_size)
 
@@ -432,7 +432,7 @@ def load(path: str | Path, *, device: str | torch.device = "cpu") -> TrainedMode
 
     Examples
     --------
-    >>> from cape_pipeline.models import load   # doctest: +SKIP
+    >>> from cape_pipeline.tasks import load   # doctest: +SKIP
     >>> model = load("out/pbmc/models/annotation_cape_seed0")   # doctest: +SKIP
     >>> model.predict(adata)                      # doctest: +SKIP
     """
