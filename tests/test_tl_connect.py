@@ -50,7 +50,7 @@ def test_plots_take_the_anndata(adata_after_tl):
 def test_tl_progress_follows_scanpy_verbosity():
     import scanpy as sc
 
-    from cape_pipeline.tl import _show_progress
+    from cape_pipeline.tl._steps import _show_progress
 
     before = sc.settings.verbosity
     try:
