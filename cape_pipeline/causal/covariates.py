@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
-__all__ = ["apply_covariates", "cell_context", "cell_state_labels", "default_n_states", "residualize"]
+__all__ = ["apply_covariates", "cell_context", "cell_state_labels", "default_n_states", "residualize", "unit_sd"]
 
 
 def default_n_states(n_obs: int) -> int:
@@ -98,6 +98,12 @@ def residualize(x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarra
         ss = float(ell @ ell)
         if ss > 0:
             z -= np.outer(ell, (ell @ z) / ss)
+    return unit_sd(z)
+
+
+def unit_sd(z: np.ndarray) -> np.ndarray:
+    """``(N, M)`` float64 centred columns divided by their sd; a column with sd ≤ 1e-12 becomes 0
+    (the scaling of :func:`residualize` and of the regression support's cross-fitting halves)."""
     sd = z.std(axis=0)
     return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
 

@@ -56,6 +56,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.screen import candidate_parents
 
 __all__ = ["RegressionFit", "fit_regression", "greedy_likelihood_dag", "min_effect_pvalues", "partial_f"]
@@ -64,13 +65,6 @@ logger = logging.getLogger(__name__)
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
 _BATCH_ENTRIES = 1 << 24
-
-
-def _standardize(z: np.ndarray) -> np.ndarray:
-    """Columns centred and scaled to sd 1 (constant columns become 0)."""
-    z = z - z.mean(axis=0)
-    sd = z.std(axis=0)
-    return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
 
 
 def _live_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -452,7 +446,7 @@ def fit_regression(
     half = n // 2
     if crossfit and half >= 10:
         # cross-fitting: screen on one half, test on the other, then the other way round
-        za, zb = _standardize(z[rows[:half]]), _standardize(z[rows[half:]])
+        za, zb = (unit_sd(h - h.mean(axis=0)) for h in (z[rows[:half]], z[rows[half:]]))
         parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect),
                  _screen_and_test(zb, za, n_candidates, ridge, min_effect)]
     else:
