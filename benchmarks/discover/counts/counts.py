@@ -95,28 +95,23 @@ def simulate(gen: str, n: int, seed: int, data_dir: Path) -> Path:
     user's HVG selection leaves out act as hidden common causes of their children, which
     covary within and between cell states without an edge among them.
     """
-    from cape_pipeline.datasets import simulated_grn_counts, simulated_hill_counts
+    from cape_pipeline.datasets import TRUE_DAG_KEY, simulated_grn_counts, simulated_hill_counts
 
-    if gen.endswith("-hidden"):
-        path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
-        if not path.exists():
-            import anndata as ad
-
-            a = ad.read_h5ad(simulate(gen.removesuffix("-hidden"), n, seed, data_dir))
-            regulators = np.flatnonzero(np.asarray((a.varp["true_dag"] != 0).sum(axis=1)).ravel() > 0)
-            rng = np.random.default_rng(seed)
-            hidden = rng.choice(regulators, len(regulators) // 2, replace=False)
-            keep = np.setdiff1d(np.arange(a.n_vars), hidden)
-            tmp = path.with_suffix(".tmp.h5ad")
-            a[:, keep].copy().write_h5ad(tmp)
-            tmp.rename(path)
-        return path
     path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
-    if not path.exists():
-        fn = simulated_grn_counts if gen == "grn" else simulated_hill_counts
-        tmp = path.with_suffix(".tmp.h5ad")
-        fn(n, GENES, seed=seed).write_h5ad(tmp)
-        tmp.rename(path)
+    if path.exists():
+        return path
+    if gen.endswith("-hidden"):
+        import anndata as ad
+
+        a = ad.read_h5ad(simulate(gen.removesuffix("-hidden"), n, seed, data_dir))
+        regulators = np.flatnonzero(np.asarray((a.varp[TRUE_DAG_KEY] != 0).sum(axis=1)).ravel() > 0)
+        hidden = np.random.default_rng(seed).choice(regulators, len(regulators) // 2, replace=False)
+        a = a[:, np.setdiff1d(np.arange(a.n_vars), hidden)].copy()
+    else:
+        a = (simulated_grn_counts if gen == "grn" else simulated_hill_counts)(n, GENES, seed=seed)
+    tmp = path.with_suffix(".tmp.h5ad")
+    a.write_h5ad(tmp)
+    tmp.rename(path)
     return path
 
 
