@@ -36,7 +36,7 @@ from cape_pipeline.causal.config import (
     check_options,
     resolve_config,
 )
-from cape_pipeline.causal.covariates import apply_covariates, cell_context
+from cape_pipeline.causal.covariates import apply_covariates, cell_context, count_reliability
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.learned import fit_learned, learned_options
@@ -44,6 +44,7 @@ from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, t
 from cape_pipeline.causal.regression import fit_regression
 from cape_pipeline.causal.screened import fit_screened
 from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae, resolve_device
+from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -209,14 +210,24 @@ def discover_scored(
         if support == "regression":
             params.update({
                 "n_candidates": _regression_k(cfg), "min_effect": float(cfg.min_effect), "fdr": float(cfg.fdr),
+                "measurement_error": cfg.measurement_error,
             })
         if support == "screened":
             params["n_candidates"] = int(cfg.n_candidates)
             params["posterior"] = "mean"
     t0 = time.perf_counter()
+    reliability = None
     if method == "cape":
-        x_std, cov_params = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
+        x_std, cov_params, labels = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
         params.update(cov_params)
+        if support == "regression" and library is not None and (
+            cfg.measurement_error == "thinning" or (cfg.measurement_error == "auto" and n >= THINNING_MIN_OBS)
+        ):
+            reliability = count_reliability(data, labels, library, seed=int(cfg.seed))
+        if support == "regression":
+            params["measurement_error_used"] = "none" if reliability is None else "count thinning"
+            if reliability is not None:
+                params["median_reliability"] = float(np.median(reliability))
     max_per_row = cfg.max_edges_per_row
     if max_per_row is None and m > SPARSE_ABOVE:
         max_per_row = 200
@@ -227,7 +238,7 @@ def discover_scored(
     if method == "cape" and support == "regression":
         fit = fit_regression(
             x_std, n_candidates=_regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-            seed=int(cfg.seed), progress=progress,
+            reliability=reliability, seed=int(cfg.seed), progress=progress,
         )
         history = fit.history
         adj = fit.adjacency
@@ -246,7 +257,10 @@ def discover_scored(
             "device": "cpu",
             "edge_rule": (
                 f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
-                "Benjamini–Hochberg), oriented by greedy likelihood, re-tested given the DAG parents"
+                "Benjamini–Hochberg"
+                + (", regressions corrected for counting noise measured by binomial thinning" if reliability is not None
+                   else "")
+                + "), oriented by greedy likelihood, re-tested given the DAG parents"
             ),
             "n_candidate_pairs": int(fit.parent.size),
             "n_accepted_pairs": int(fit.accepted.sum()),

@@ -22,6 +22,7 @@ from cape_pipeline.causal.supports import (
     AUTO_LOW_RANK_MAX,
     COVARIATES,
     LEARNED_MIN_OBS,
+    MEASUREMENT_ERROR,
     SUPPORTS,
     UNUSED_BY_SUPPORT,
     resolve_support,
@@ -76,6 +77,7 @@ CAPE_FIELDS = (
     "n_states",
     "min_effect",
     "fdr",
+    "measurement_error",
 )
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
@@ -239,6 +241,16 @@ class DiscoverConfig:
         chosen on two count generators, ``benchmarks/discover/counts/RESULTS.md``).
     fdr
         ``"cape"``, support ``"regression"``: Benjamini–Hochberg level of the edge test (0.05).
+    measurement_error
+        ``"cape"``, support ``"regression"``: ``"thinning"`` — where preprocess turned counts
+        into ``X`` (it records the library sizes and ``target_sum``), each gene's share of
+        counting noise is measured by binomial thinning
+        (:func:`~cape_pipeline.causal.covariates.count_reliability`) and the neighbourhood
+        regressions and the pruning use the errors-in-variables Gram matrix, so a sibling no
+        longer stands in for a noisily counted regulator; ``"none"``: never; ``"auto"``
+        (default): ``"thinning"`` from 5,000 cells on (measured better from 10,000 cells on
+        two count generators, worse at 1,000, ``benchmarks/discover/counts/RESULTS.md``).
+        Recorded as ``params["measurement_error_used"]``.
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -288,6 +300,7 @@ class DiscoverConfig:
     n_states: int | None = None
     min_effect: float = 0.003
     fdr: float = 0.05
+    measurement_error: str = MEASUREMENT_ERROR[0]
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -345,6 +358,10 @@ class DiscoverConfig:
             raise CapeConfigError(f"n_states: expected an integer >= 0 or None, got {self.n_states!r}")
         if not _is_num(self.min_effect, lambda f: 0 <= f < 1):
             raise CapeConfigError(f"min_effect: expected a number in [0, 1), got {self.min_effect!r}")
+        if self.measurement_error not in MEASUREMENT_ERROR:
+            raise CapeConfigError(
+                f"measurement_error: expected one of {', '.join(MEASUREMENT_ERROR)}, got {self.measurement_error!r}"
+            )
         if not _is_num(self.fdr, lambda f: 0 < f < 1):
             raise CapeConfigError(f"fdr: expected a number in (0, 1), got {self.fdr!r}")
         unused = UNUSED_BY_SUPPORT.get(self.support)

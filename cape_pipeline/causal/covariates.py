@@ -6,10 +6,14 @@ states are k-means clusters of the leading principal components (scikit-learn) a
 input held counts, the log library size; both are exogenous inputs of every feature's model,
 which for a linear model is the same as regressing them out of every feature first
 (Frisch–Waugh–Lovell). Measured in ``benchmarks/discover/counts/RESULTS.md``.
+
+On counts, :func:`count_reliability` also measures how much of each gene's within-state
+variance is counting noise, for the errors-in-variables regressions of the regression support.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -18,7 +22,18 @@ import scipy.sparse as sp
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
-__all__ = ["apply_covariates", "cell_context", "cell_state_labels", "default_n_states", "residualize", "unit_sd"]
+__all__ = [
+    "apply_covariates", "cell_context", "cell_state_labels", "count_reliability", "default_n_states", "residualize",
+    "unit_sd",
+]
+
+log = logging.getLogger(__name__)
+
+#: floor of a gene's reliability (its noise share is at most 95 %)
+RELIABILITY_FLOOR = 0.05
+#: :func:`count_reliability` thins at most this many cells (a random subset; per-gene sd of the
+#: split-half correlation ≈ 1/√5000 ≈ 0.014)
+RELIABILITY_MAX_CELLS = 5000
 
 
 def default_n_states(n_obs: int) -> int:
@@ -147,7 +162,7 @@ def cell_context(data: Any) -> tuple[bool, np.ndarray | None]:
 
 def apply_covariates(
     x_std: np.ndarray, cfg: Any, *, single_cell: bool, library: np.ndarray | None
-) -> tuple[np.ndarray, dict[str, Any]]:
+) -> tuple[np.ndarray, dict[str, Any], np.ndarray | None]:
     """Regress the cell-level covariates out of the standardized matrix (``cfg.covariates``).
 
     Parameters
@@ -161,8 +176,9 @@ def apply_covariates(
 
 
     ``"auto"``: cell states and (when known) the log library size for single-cell data, none
-    otherwise. Returns the adjusted matrix (the input itself when there are none) and the
-    params to record (``covariates_used``, ``n_states``).
+    otherwise. Returns the adjusted matrix (the input itself when there are none), the
+    params to record (``covariates_used``, ``n_states``) and the ``(N,)`` state labels (None
+    without states).
 
     Raises
     ------
@@ -178,10 +194,80 @@ def apply_covariates(
             "written by preprocess when the input holds counts); use covariates='states' or 'none'"
         )
     if want == "none":
-        return x_std, {"covariates_used": "none"}
+        return x_std, {"covariates_used": "none"}, None
     n = x_std.shape[0]
     n_states = default_n_states(n) if cfg.n_states is None else int(cfg.n_states)
     labels = cell_state_labels(x_std, n_states, seed=int(cfg.seed)) if "states" in want and n_states > 1 else None
     log_lib = np.log(library) if "library" in want else None
     out = {"covariates_used": want, "n_states": int(n_states) if labels is not None else 1}
-    return residualize(x_std, labels, log_lib), out
+    return residualize(x_std, labels, log_lib), out, labels
+
+
+def count_reliability(
+    data: Any,
+    labels: np.ndarray | None,
+    library: np.ndarray,
+    *,
+    seed: int = 0,
+    max_cells: int = RELIABILITY_MAX_CELLS,
+) -> np.ndarray | None:
+    """Each gene's reliability on counts: the share of its within-state variance that is not
+    counting noise, from binomial thinning (split-half).
+
+    The counts are recovered from the preprocessed ``X`` (``log1p`` of ``normalize_total``:
+    ``counts = expm1(X) · library / target_sum``) on at most ``max_cells`` random cells and
+    split by binomial thinning, ``X¹ ~ Binomial(counts, ½)``, ``X² = counts − X¹``: under
+    Poisson sampling the two halves are independent draws given the cell's expression (count
+    splitting, Neufeld et al. 2024, *Biostatistics* 25:270; data thinning, Neufeld, Dharamshi,
+    Gao & Witten 2024, *JMLR* 25:57). Each half is log-normalized, the same covariates are
+    regressed out (:func:`residualize`), and the correlation ``ρ_g`` of a gene's two halves is
+    the reliability of a half; the Spearman–Brown formula ``2ρ / (1 + ρ)`` gives that of the
+    whole count. Overdispersion beyond Poisson counts as expression, not noise.
+
+    Parameters
+    ----------
+    data
+        The preprocessed AnnData (``X`` log-normalized, ``uns["cape_preprocess"]`` recording
+        ``input_state == "counts"`` and ``config["target_sum"]``).
+    labels
+        ``(N,)`` int cell-state labels of the covariates, or None.
+    library
+        ``(N,)`` float64 library sizes (``obs["cape_library_size"]``).
+    seed
+        Seeds the cell subset and the thinning.
+    max_cells
+        Cells thinned (a random subset when N is larger).
+
+    Returns
+    -------
+    np.ndarray or None
+        ``(M,)`` float64 in [:data:`RELIABILITY_FLOOR`, 1]; None (logged) when the data do not
+        hold preprocessed counts: no record of them, or ``X`` does not invert to whole numbers
+        (more than 1 % of the entries off by more than 0.05).
+    """
+    rec = getattr(data, "uns", {}).get("cape_preprocess")
+    target = (rec or {}).get("config", {}).get("target_sum") if isinstance(rec, dict) else None
+    if not isinstance(rec, dict) or rec.get("input_state") != "counts" or not target:
+        log.info("measurement_error: the data carry no record of preprocessed counts; no correction")
+        return None
+    n = data.n_obs
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(n, max_cells, replace=False)) if n > max_cells else np.arange(n)
+    x = data.X[rows]
+    x = x.toarray() if sp.issparse(x) else np.asarray(x)
+    lib = np.asarray(library, dtype=np.float64)[rows]
+    raw = np.expm1(x.astype(np.float64)) * (lib / float(target))[:, None]
+    counts = np.rint(raw)
+    off = np.abs(raw - counts) > 0.05
+    if off.mean() > 0.01:
+        log.info("measurement_error: X does not invert to whole counts (%.1f %% of entries); no correction",
+                 100 * off.mean())
+        return None
+    half = rng.binomial(counts.astype(np.int64), 0.5).astype(np.float64)
+    scale = (2.0 * float(target) / lib)[:, None]
+    lab = None if labels is None else np.asarray(labels)[rows]
+    log_lib = np.log(lib)
+    z1 = residualize(np.log1p(half * scale), lab, log_lib)
+    z2 = residualize(np.log1p((counts - half) * scale), lab, log_lib)
+    rho = np.clip((z1 * z2).mean(axis=0), 0.0, 1.0)
+    return np.clip(2.0 * rho / (1.0 + rho), RELIABILITY_FLOOR, 1.0)

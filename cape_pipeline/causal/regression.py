@@ -22,7 +22,14 @@ one on quantities the model cannot trade away:
    candidates (ridge-stabilised least squares, batched over features); the statistic of
    candidate p of feature c is the partial F (the likelihood-ratio statistic of dropping p,
    Gaussian errors) and its effect size the partial R² — the share of c's within-state
-   variance that p explains beyond the other candidates. O(N·M·K²).
+   variance that p explains beyond the other candidates. O(N·M·K²). On counts from 5,000
+   cells on (``measurement_error``), the regressions are corrected for counting noise: each
+   gene's noise share, measured by binomial thinning
+   (:func:`~cape_pipeline.causal.covariates.count_reliability`), is taken off the diagonal of
+   the candidates' Gram matrix (errors-in-variables, Fuller 1987). A regulator's mRNA is a
+   noisy count of its activity; without the correction its targets, which measure that
+   activity again, take its coefficient from one another (siblings look like edges, the
+   regulator's own edges fail the test).
 3. **Edge test** (:func:`min_effect_pvalues`): a pair is accepted when its partial R²
    exceeds ``min_effect`` at false-discovery rate ``fdr`` (Benjamini–Hochberg over every
    screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F
@@ -63,6 +70,9 @@ __all__ = ["RegressionFit", "fit_regression", "greedy_likelihood_dag", "min_effe
 
 logger = logging.getLogger(__name__)
 
+#: smallest eigenvalue (× N) of an errors-in-variables corrected Gram matrix, at least (:func:`partial_f`)
+_EIV_FLOOR = 0.05
+
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
 _BATCH_ENTRIES = 1 << 24
 
@@ -79,7 +89,8 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
 
 
 def partial_f(
-    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2
+    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial F statistic and partial R² of every candidate in every feature's regression.
 
@@ -88,6 +99,19 @@ def partial_f(
     squared t statistic: the likelihood-ratio statistic of dropping j from the model (Gaussian
     errors); the partial R² is ``F / (F + ν)`` with ``ν = N − K_c − 1`` residual degrees of
     freedom. Batched over features in groups that keep ``b·N·K`` below 2²⁴ entries.
+
+    With ``noise`` (the share ``δ_j`` of each feature's variance that is measurement noise),
+    the candidates' Gram matrix is the errors-in-variables moment estimate
+    ``ZᵀZ − N·diag(δ_P)`` (Fuller 1987, *Measurement Error Models*, Eq. 2.2.3): the
+    coefficients are those of the regression on the noise-free candidates, so a sibling that
+    only stands in for a noisily measured parent no longer takes that parent's coefficient.
+    The corrected matrix's spectrum is raised to a floor of ``max(√(K/N), ridge, 0.05)·N``
+    (``√(K/N)``: the sampling spread of a K-column Gram's eigenvalues, Marchenko–Pastur;
+    without it the correction inverts sampling noise at small N). The statistic keeps the
+    OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates
+    (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹`` (Fuller's
+    Eq. 2.2.12) was measured too conservative at the edge floor (81 edges instead of 536 at
+    10,000 cells, ``benchmarks/discover/counts/RESULTS.md``).
 
     Parameters
     ----------
@@ -99,6 +123,9 @@ def partial_f(
         ``(M, K)`` bool, which entries are candidates (others are padding).
     ridge
         λ of the ridge term (1e-2; it only stabilises near-collinear candidates).
+    noise
+        ``(M,)`` float64 in [0, 1): each feature's measurement-noise share of its (unit)
+        variance, or None (no correction; the ordinary least squares above).
 
     Returns
     -------
@@ -122,10 +149,18 @@ def partial_f(
         gram = xp.transpose(1, 2) @ xp  # (b, K, K)
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
         gram = gram + eye * (ridge * n * lv + (1.0 - lv))[:, None, :]
+        g_obs = gram
+        if noise is not None:
+            gram = gram - torch.diag_embed(noise[idx] * n * lv)
+            low = torch.linalg.eigvalsh(gram)[:, 0]
+            # floor: the sampling spread of a K-column Gram's spectrum, √(K/N) (Marchenko–Pastur)
+            floor = torch.clamp_min(torch.sqrt(lv.sum(1) / n), max(ridge, _EIV_FLOOR))
+            gram = gram + ((floor * n - low).clamp_min(0.0))[:, None, None] * eye
         xty = xp.transpose(1, 2) @ y
         g_inv = torch.linalg.inv(gram)
         beta = g_inv @ xty  # (b, K, 1)
-        rss = (y * y).sum((1, 2)) - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ gram @ beta)[:, 0, 0]
+        # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
+        rss = (y * y).sum((1, 2)) - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
         kc = lv.sum(1)
         nu = (n - kc - 1).clamp_min(1.0)
         sigma2 = (rss / nu).clamp_min(1e-12)
@@ -196,6 +231,9 @@ def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[
     given the current parents of its child, unless it closes a cycle. Ties (two features
     without parents gain the same in both orientations) go to the orientation whose parent
     has the larger skeleton degree. Gains are recomputed lazily when a child's parents change.
+    It uses the observed covariances even where the regressions are corrected for counting
+    noise: corrected, a lone pair's two orientations no longer tie, and the noisier gene wins
+    the parent's place whatever the truth (measured: F1 0.333 → 0.279 at 10,000 cells).
 
     Parameters
     ----------
@@ -351,7 +389,7 @@ def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor,
 
 
 def _screen_and_test(
-    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float
+    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float, noise: torch.Tensor | None
 ) -> tuple[np.ndarray, ...]:
     """Candidates screened on ``z_screen``, regressions and minimum-effect p-values on ``z_test``.
 
@@ -361,7 +399,7 @@ def _screen_and_test(
     cand = candidate_parents(torch.from_numpy(np.ascontiguousarray(z_screen, dtype=np.float32)), int(k))
     live = _live_mask(cand)
     f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
-                                ridge=ridge)
+                                ridge=ridge, noise=noise)
     lv = live.numpy()
     child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
     parent = cand.numpy()[lv]
@@ -393,6 +431,7 @@ def fit_regression(
     fdr: float = 0.05,
     ridge: float = 1e-2,
     crossfit: bool = True,
+    reliability: np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
@@ -421,6 +460,11 @@ def fit_regression(
         same rows (False) makes the test anti-conservative: the screen keeps the candidates whose
         sample correlation is largest, noise included (at 150 cells × 193 genes, 91 % of the
         kept edges were false that way).
+    reliability
+        ``(M,)`` float64 in (0, 1]: the share of each feature's (covariate-adjusted) variance
+        that is not measurement noise (:func:`~cape_pipeline.causal.covariates.count_reliability`
+        on counts), or None. Given, the regressions, the orientation and the pruning use the
+        errors-in-variables Gram matrix (:func:`partial_f`); the screen is unchanged.
     seed
         Seeds the split of the rows.
     progress
@@ -434,12 +478,21 @@ def fit_regression(
     ------
     CapeDataError
         Fewer than 10 rows or 2 features.
+    CapeConfigError
+        ``reliability`` is not ``(M,)`` with values in (0, 1].
     """
-    from cape_pipeline.errors import CapeDataError
+    from cape_pipeline.errors import CapeConfigError, CapeDataError
 
     n, m = z.shape
     if n < 10 or m < 2:
         raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
+    noise_np = None
+    if reliability is not None:
+        rel = np.asarray(reliability, dtype=np.float64)
+        if rel.shape != (m,) or not (np.isfinite(rel).all() and (rel > 0).all() and (rel <= 1).all()):
+            raise CapeConfigError(f"reliability: expected ({m},) values in (0, 1], got shape {rel.shape}")
+        noise_np = 1.0 - rel
+    noise = None if noise_np is None else torch.from_numpy(noise_np)
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     rows = np.random.default_rng(seed).permutation(n)
@@ -447,10 +500,10 @@ def fit_regression(
     if crossfit and half >= 10:
         # cross-fitting: screen on one half, test on the other, then the other way round
         za, zb = (unit_sd(h - h.mean(axis=0)) for h in (z[rows[:half]], z[rows[half:]]))
-        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect),
-                 _screen_and_test(zb, za, n_candidates, ridge, min_effect)]
+        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect, noise),
+                 _screen_and_test(zb, za, n_candidates, ridge, min_effect, noise)]
     else:
-        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect)]
+        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect, noise)]
     history.append({"stage": "screen and test", "crossfit": len(parts) == 2,
                     "n_candidate_pairs": int(sum(pt[0].size for pt in parts)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
@@ -472,7 +525,7 @@ def fit_regression(
     n_pruned = 0
     if dag_p.size:
         tab, mask = _table(dag_p, dag_c, m)
-        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge)
+        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise)
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
         p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)

@@ -12,7 +12,7 @@ import torch
 import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
 from cape_pipeline.causal.config import DiscoverConfig
-from cape_pipeline.causal.covariates import cell_state_labels, residualize
+from cape_pipeline.causal.covariates import cell_state_labels, count_reliability, residualize
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.regression import (
     fit_regression,
@@ -169,6 +169,8 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
         ({"covariates": "cells"}, "covariates"),
         ({"support": "regression", "epochs": 5}, "epochs"),
         ({"support": "learned", "min_effect": 0.01}, "min_effect"),
+        ({"measurement_error": "poisson"}, "measurement_error"),
+        ({"support": "learned", "measurement_error": "thinning"}, "measurement_error"),
     ],
 )
 def test_new_options_are_validated(kw, match):
@@ -192,3 +194,73 @@ def test_hill_simulator_is_a_seeded_dag_with_counts():
     assert np.all(a.X.data == np.round(a.X.data)) and a.obs["cell_type"].nunique() == 6
     with pytest.raises(CapeConfigError, match="simulated-hill-counts"):
         simulated_hill_counts(300, 3)
+
+
+def test_errors_in_variables_gives_a_noisy_parent_its_coefficient_back():
+    """A regulator t is counted with noise (share 0.6 of its variance); its child c = t + e and
+    a sibling s = t + e'. Regressed on both, ordinary least squares splits t's effect between the
+    noisy parent and the sibling; with the parent's noise share known the sibling's F collapses
+    and the parent's coefficient is t's (Fuller 1987, Sec. 2.2)."""
+    rng = np.random.default_rng(6)
+    n = 20000
+    t = rng.normal(size=n)
+    parent = t + rng.normal(scale=np.sqrt(1.5), size=n)  # noise share 1.5 / 2.5 = 0.6
+    sib = t + rng.normal(scale=0.5, size=n)
+    child = t + rng.normal(scale=0.5, size=n)
+    z = torch.from_numpy(_std(np.column_stack([child, parent, sib])))
+    table, live = torch.tensor([[1, 2], [0, 2], [0, 1]]), torch.ones(3, 2, dtype=torch.bool)
+    f_ols, _, _ = partial_f(z, table, live)
+    noise = torch.tensor([0.0, 0.6, 0.0], dtype=torch.float64)
+    f_eiv, _, _ = partial_f(z, table, live, noise=noise)
+    # OLS: the sibling carries the child (F in the thousands); corrected: it adds little
+    assert f_ols[0, 1] > 1000 and f_eiv[0, 1] < 0.2 * f_ols[0, 1]
+    assert f_eiv[0, 0] > 2 * f_ols[0, 0]
+    with pytest.raises(CapeConfigError, match="reliability"):
+        fit_regression(z.numpy(), reliability=np.array([1.0, 0.4]))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_count_reliability_by_thinning_matches_an_independent_replicate():
+    """Poisson counts at known rates: the thinned split-half reliability (Spearman–Brown) is
+    the correlation of two independent full-depth replicates of the same cells, within 0.05
+    (median over genes); it rises with a gene's depth; seeded; None for data that are not
+    preprocessed counts."""
+    import anndata as ad
+
+    rng = np.random.default_rng(7)
+    n, m = 4000, 60
+    depth = np.geomspace(0.2, 20.0, m)  # mean counts per cell
+    rate = depth * np.exp(0.5 * rng.normal(size=(n, m)) - 0.125)
+    a = ad.AnnData(rng.poisson(rate).astype(np.float32))
+    a.var_names = [f"g{j}" for j in range(m)]
+    cape.pp.preprocess(a, min_genes=0, min_cells=0)
+    lib = np.asarray(a.obs["cape_library_size"], dtype=np.float64)
+    rel = count_reliability(a, None, lib, seed=0)
+    assert rel.shape == (m,) and (rel >= 0.05).all() and (rel <= 1).all()
+    np.testing.assert_array_equal(rel, count_reliability(a, None, lib, seed=0))
+    # the oracle: a second, independent Poisson draw of the same cells at the same rates
+    rep = [residualize(np.log1p(1e4 * c / lib[:, None]), None, np.log(lib)) for c in (
+        np.expm1(a.X.toarray() if sp.issparse(a.X) else a.X) * lib[:, None] / 1e4, rng.poisson(rate))]
+    oracle = (rep[0] * rep[1]).mean(0)
+    assert np.median(np.abs(rel - oracle)) < 0.05, np.c_[rel, oracle][::10]
+    from scipy.stats import spearmanr
+
+    assert spearmanr(depth, rel)[0] > 0.9
+    b = a.copy()
+    b.X = (b.X.toarray() if sp.issparse(b.X) else b.X) + 0.3  # not log-normalized counts any more
+    assert count_reliability(b, None, lib) is None
+    del b.uns["cape_preprocess"]
+    assert count_reliability(b, None, lib) is None
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_measurement_error_auto_is_off_below_its_cell_count_and_recorded():
+    a, truth = _hill(1500)
+    auto, none = discover(a), discover(a, measurement_error="none")
+    assert auto.params["measurement_error_used"] == "none"
+    assert (auto.adjacency != none.adjacency).nnz == 0
+    thin = discover(a, measurement_error="thinning")
+    assert thin.params["measurement_error_used"] == "count thinning"
+    assert 0.05 <= thin.params["median_reliability"] <= 1
+    assert "counting noise" in thin.params["edge_rule"]
+    assert dag_metrics(thin.adjacency, truth)["precision"] >= 0.5

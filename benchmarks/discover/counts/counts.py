@@ -73,9 +73,11 @@ CAPE_SETS = {
     "learned-covariates": ["discover.support=learned"],
     "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.min_effect=0.006"],
+    "cape-thinning": ["discover.measurement_error=thinning"],
+    "cape-no-thinning": ["discover.measurement_error=none"],
 }
 ABLATIONS = ("cape-no-covariates", "cape-states-only", "cape-library-only", "learned-covariates", "cape-min-effect-0.0015",
-             "cape-min-effect-0.006")
+             "cape-min-effect-0.006", "cape-thinning", "cape-no-thinning")
 #: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
 #: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
 TREE_MAX_CELLS = 1000
@@ -245,6 +247,7 @@ LABELS = {
     "cape-states-only": "cape, states only", "cape-library-only": "cape, library size only",
     "learned-covariates": "learned + covariates",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
+    "cape-thinning": "cape, counting-noise correction", "cape-no-thinning": "cape, no counting-noise correction",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
