@@ -29,7 +29,7 @@ from run import load_angles  # noqa: E402
 
 from cape_pipeline.models import build_backbone  # noqa: E402
 from cape_pipeline.models.heads import ValueDecoder  # noqa: E402
-from cape_pipeline.pipeline.stages.train import arm_attention, parse_arm  # noqa: E402
+from cape_pipeline.tasks.arms import Arm  # noqa: E402
 
 ARMS = ["cape", "default", "learned-small-norm", "rank-value", "ape-tree", "cape@riemann", "cape@cone-umbral",
         "cape@cone-penumbral"]
@@ -54,10 +54,10 @@ def main() -> None:
     x[torch.rand(a.batch, m, generator=g) < 1 - a.tokens / m] = 0.0  # about T expressed genes per cell
     steps = {}
     for arm in ARMS:
-        pe, _ = parse_arm(arm)
+        parsed = Arm.parse(arm)
         torch.manual_seed(0)
         model = build_backbone("scgpt", {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_tokens": a.tokens},
-                               n_features=m, pe=pe, attention=arm_attention(arm), angles=pos)
+                               n_features=m, pe=parsed.pe, attention=parsed.attention, angles=pos)
         model.fit_data(x.numpy())
         dec = ValueDecoder(32)
         opt = torch.optim.AdamW([*model.parameters(), *dec.parameters()], lr=1e-3)

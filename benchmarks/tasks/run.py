@@ -34,10 +34,9 @@ from _data import BENCH_DATA
 
 from cape_pipeline.models.ape_tree import spanning_forest
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.pipeline.stages import parse_arm
-from cape_pipeline.pipeline.stages.train import arm_attention
 from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
 from cape_pipeline.tasks._base import check_pe_inputs, dense_x, resolve_config
+from cape_pipeline.tasks.arms import Arm
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "cache"
@@ -115,13 +114,13 @@ def main() -> None:
               f"(max |phi| {np.abs(angles.angles).max():.3f})", flush=True)
         for seed in args.seeds:
             for arm in args.arms:
-                pe, identity = parse_arm(arm)
-                uses_graph = pe.startswith("cape") or pe == "ape-tree" or arm_attention(arm) == "riemann"
-                g = graph if uses_graph else ""
+                parsed = Arm.parse(arm)
+                pe = parsed.pe
+                g = graph if parsed.uses_graph else ""
                 todo = [t for t in tasks if (t, arm, seed, g) not in key]
                 if not todo:
                     continue
-                cfg = {**BUDGET, "model": {**model, "identity": identity}, "attention": arm_attention(arm)}
+                cfg = {**BUDGET, "model": {**model, "identity": parsed.identity}, "attention": parsed.attention}
                 arm_angles = check_pe_inputs(pe, angles, adata.n_vars, cfg["attention"])  # what this arm uses
                 shared = None
                 if sum(t in SHARED for t in todo) > 1:
@@ -130,7 +129,7 @@ def main() -> None:
                 for t in todo:
                     res = run_task(TASK_OF[t], adata, pe=pe, angles=arm_angles, backbone="scgpt", config={**cfg, **TASK_CONFIG.get(t, {})},
                                    label_key=LABEL[t], seed=seed, pretrained=shared if t in SHARED else None)
-                    row = {"task": t, "dataset": ds, "pe": arm, "identity": identity, "seed": seed, "graph": g, "d_model": args.d_model,
+                    row = {"task": t, "dataset": ds, "pe": arm, "identity": parsed.identity, "seed": seed, "graph": g, "d_model": args.d_model,
                            "seconds": res.seconds, "cells_per_second": res.cells_per_second,
                            "best_epoch": res.params.get("best_epoch"), "load1": os.getloadavg()[0], **res.metrics}
                     print(f"  {t:<18} {arm:<19} seed {seed}: " + ", ".join(

@@ -194,8 +194,10 @@ def _run(
                 "or attention=NAME,NAME,... (e.g. attention=dot,cone-penumbral,cone-umbral)"
             )
         if key.strip() == "attention":  # the same PE under each attention: cape, cape@cone-umbral, ...
-            pe = str(overrides.get("train", {}).get("pe", "cape"))
-            names = [pe if a == "dot" else f"{pe}@{a}" for a in names]
+            from cape_pipeline.tasks.arms import Arm
+
+            arm = Arm.parse(str(overrides.get("train", {}).get("pe", "cape")))
+            names = [str(arm.with_attention(a)) for a in names]
         overrides.setdefault("train", {})["pe"] = names[0]
         overrides["train"]["compare"] = names[1:]
     if dry_run:

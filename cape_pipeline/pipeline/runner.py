@@ -286,14 +286,14 @@ def plan_pipeline(
         As :func:`run_pipeline` for the stages it runs and the configs it checks.
     """
     from cape_pipeline.pipeline.plan import discover_estimate, format_clock, plan_lines, train_plan
-    from cape_pipeline.pipeline.stages.train import resolve_tasks, task_settings
+    from cape_pipeline.tasks.compare import resolve_tasks, task_settings
 
     configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device)
     res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
     adata = _resolve(res.outputs, "preprocess")
     cfg = configs["train"]
     ctx = StageContext(source=source)
-    tasks = resolve_tasks(cfg, ctx, adata)
+    tasks = resolve_tasks(cfg, ctx.source, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(configs["embed"].dim)
     lines = [f"dry run on {source}: ingest and preprocess done ({adata.n_obs:,} cells × {adata.n_vars:,} features)"]

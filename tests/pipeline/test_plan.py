@@ -121,7 +121,7 @@ def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
 
 def test_train_stage_passes_step_budgets_and_rejects_negative_ones() -> None:
     from cape_pipeline.errors import CapeConfigError
-    from cape_pipeline.pipeline.stages.train import TrainConfig, task_settings
+    from cape_pipeline.tasks.compare import TrainConfig, task_settings
 
     s = task_settings(TrainConfig(pretrain_max_steps=50, finetune_max_steps=0), 64, True)
     cfg = resolve_config(TASK_CONFIGS["annotation"], s)

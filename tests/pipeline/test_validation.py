@@ -168,12 +168,17 @@ def test_exported_manifests_list_only_files_in_out(tmp_path):
 
 
 def test_attention_arms(tmp_path):
-    from cape_pipeline.pipeline.stages.train import arm_attention, parse_arm
+    from cape_pipeline.tasks.arms import Arm
 
-    assert parse_arm("cape/no-id@dot") == ("cape", False) and arm_attention("cape/no-id@dot") == "dot"
-    assert arm_attention("default") == "dot"
+    assert Arm.parse("cape/no-id@dot") == Arm("cape", identity=False, attention="dot")
+    assert Arm.parse("default").attention == "dot" and str(Arm.parse("cape/no-id@dot")) == "cape/no-id"
+    arm = Arm.parse("cape@cone-umbral")
+    assert str(arm) == "cape@cone-umbral" and arm.uses_graph and not Arm.parse("default").uses_graph
+    assert Arm.parse("default").with_attention("riemann").uses_graph
     with pytest.raises(CapeConfigError, match="attention 'nope'"):
-        arm_attention("cape@nope")
+        Arm.parse("cape@nope")
+    with pytest.raises(CapeConfigError, match="pe 'capo' unknown"):
+        Arm.parse("capo")
     code = main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,nope"])
     assert code == 2
 

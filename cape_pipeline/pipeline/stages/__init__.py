@@ -22,7 +22,7 @@ from cape_pipeline.pipeline.stages.discover import DiscoverConfig
 from cape_pipeline.pipeline.stages.embed import EmbedConfig
 from cape_pipeline.pipeline.stages.encode import EncodeConfig, EncodeOutput
 from cape_pipeline.pipeline.stages.evaluate import EvaluateConfig
-from cape_pipeline.pipeline.stages.train import TrainConfig, TrainOutput, parse_arm
+from cape_pipeline.pipeline.stages.train import TrainConfig, TrainOutput
 
 STAGES: dict[str, Stage] = {
     s.name: s
@@ -55,6 +55,5 @@ __all__ = [
     "data_fingerprint",
     "export_artifact",
     "load_adata",
-    "parse_arm",
     "save_adata",
 ]
