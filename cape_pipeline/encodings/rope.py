@@ -263,9 +263,41 @@ class RotaryMultiheadAttention(nn.Module):
         """
         q, k, v, padded = self.project(x, angles, key_padding_mask)  # checks the shapes
         bsz, m, _ = x.shape
-        mask = None
-        if score_bias is not None:
-            mask = score_bias(q, k)  # (B, H, M, M)
+        bias = score_bias(q, k) if score_bias is not None else None  # (B, H, M, M)
+        out, weights = self.attend(q, k, v, padded, bias, need_weights)
+        out = self.out_proj(out.transpose(1, 2).reshape(bsz, m, self.embed_dim))  # (B, M, D)
+        return (out, weights) if need_weights else out
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        padded: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Scores, softmax and the weighted values of the per-head tensors (what an attention
+        that subclasses this one replaces): scaled dot product, Eq. 25.
+
+        Parameters
+        ----------
+        q, k, v
+            ``(B, H, M, Dh)`` after :meth:`project` (q and k rotated).
+        padded
+            ``(B, 1, 1, M)`` bool, True at padding keys, or None.
+        bias
+            ``(B, H, M, M)`` added to the scaled scores, or None.
+        need_weights
+            Also return the probabilities.
+
+        Returns
+        -------
+        out, weights
+            ``(B, H, M, Dh)``, and ``(B, H, M, M)`` (after dropout when training) or None.
+        """
+        bsz, _, m, _ = q.shape
+        mask = bias
         if padded is not None:
             pad = torch.zeros(bsz, 1, 1, m, dtype=q.dtype, device=q.device).masked_fill(padded, float("-inf"))
             mask = pad if mask is None else mask + pad
@@ -275,8 +307,5 @@ class RotaryMultiheadAttention(nn.Module):
             if mask is not None:
                 scores = scores + mask
             weights = F.dropout(torch.softmax(scores, dim=-1), p=p_drop, training=self.training)
-            out = weights @ v
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
-        out = self.out_proj(out.transpose(1, 2).reshape(bsz, m, self.embed_dim))  # (B, M, D)
-        return (out, weights) if need_weights else out
+            return weights @ v, weights
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop), None

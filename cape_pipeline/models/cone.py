@@ -40,8 +40,6 @@ so the forward pass holds O(chunk · T) scalars per head and never an O(T² · D
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -147,8 +145,9 @@ def umbral_height(u: torch.Tensor, v: torch.Tensor, r: float = 0.1) -> torch.Ten
 
 class ConeAttention(RotaryMultiheadAttention):
     """Base of the cone attentions: :class:`RotaryMultiheadAttention` (same constructor,
-    ``forward`` signature, fused ``in_proj``/``out_proj``, head layout, rotary angles and key
-    padding mask) with the scores ``q kᵀ/sqrt(Dh)`` replaced by ``−γ_h · Hgt(map(q_i), map(k_j))``.
+    ``forward``, fused ``in_proj``/``out_proj``, head layout, rotary angles — applied to q and k
+    *before* the map into the half-space — and key padding mask) with the scores
+    ``q kᵀ/sqrt(Dh)`` replaced by ``−γ_h · Hgt(map(q_i), map(k_j))`` (:meth:`attend`).
 
     Subclasses set :meth:`to_halfspace` (ξ or ψ) and :meth:`height` (Eq. 5–7 or 8).
 
@@ -193,49 +192,26 @@ class ConeAttention(RotaryMultiheadAttention):
         """Pairwise LCA heights ``(..., Mq, d), (..., Mk, d) → (..., Mq, Mk)``."""
         raise NotImplementedError
 
-    def forward(
+    def attend(
         self,
-        x: torch.Tensor,
-        angles: torch.Tensor | Any | None = None,
-        key_padding_mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        *,
-        score_bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Attend over the M tokens with cone scores.
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        padded: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Cone scores in place of the dot product: logits ``−γ_h · Hgt(map(q_i), map(k_j))``
+        (plus ``bias``), softmax, weighted values. The rotated Euclidean q and k are mapped into
+        the half-space here; the cone arithmetic runs in float32 (float64 for float64 inputs),
+        ``chunk_size`` query rows at a time; padding keys get probability exactly 0.
 
-        Parameters
-        ----------
-        x
-            ``(B, M, D)`` token states (any float dtype; the cone arithmetic runs in float32,
-            or float64 for float64 inputs).
-        angles
-            ``(M, D/2)`` / ``(B, M, D/2)`` CAPE angles or complex rotations, as the parent;
-            applied to q and k *before* the map into the half-space. ``None``: no rotation.
-        key_padding_mask
-            ``(B, M)`` bool, True marks padding keys (probability exactly 0). A row with every
-            key masked yields NaN.
-        need_weights
-            Also return the ``(B, H, M, M)`` attention probabilities.
-        score_bias
-            ``f(q, k) -> (B, H, M, M)`` added to the logits; q, k are the rotated Euclidean
-            per-head ``(B, H, M, Dh)`` tensors (before the map).
-
-        Returns
-        -------
-        torch.Tensor or tuple
-            ``(B, M, D)`` in ``x.dtype``; with ``need_weights``, ``(out, weights)``.
-
-        Raises
-        ------
-        ValueError
-            On shape mismatches of ``x``, ``angles`` or ``key_padding_mask``.
+        Parameters and returns as :meth:`RotaryMultiheadAttention.attend`; ``weights`` is in
+        ``v``'s dtype.
         """
-        q, k, v, pad = self.project(x, angles, key_padding_mask)  # checks the shapes
-        bsz, m, _ = x.shape
-        bias = score_bias(q, k) if score_bias is not None else None
-        work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        with torch.autocast(device_type=x.device.type, enabled=False):
+        m = q.shape[2]
+        work = torch.float64 if q.dtype == torch.float64 else torch.float32
+        with torch.autocast(device_type=q.device.type, enabled=False):
             u = self.to_halfspace(q.to(work))  # (B, H, M, Dh)
             w = self.to_halfspace(k.to(work))
             gamma = self.gamma.to(work).view(1, -1, 1, 1)
@@ -246,17 +222,14 @@ class ConeAttention(RotaryMultiheadAttention):
                 logits = -gamma * self.height(u[:, :, start:stop], w)  # (B, H, c, M)
                 if bias is not None:
                     logits = logits + bias[..., start:stop, :].to(work)
-                if pad is not None:
-                    logits = logits.masked_fill(pad, float("-inf"))
+                if padded is not None:
+                    logits = logits.masked_fill(padded, float("-inf"))
                 probs = F.dropout(torch.softmax(logits, dim=-1), p=p_drop, training=self.training)
                 outs.append(probs.to(v.dtype) @ v)
                 if need_weights:
                     weights.append(probs)
         out = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]  # (B, H, M, Dh)
-        out = self.out_proj(out.transpose(1, 2).reshape(bsz, m, self.embed_dim))
-        if need_weights:
-            return out, torch.cat(weights, dim=2).to(x.dtype)
-        return out
+        return out, (torch.cat(weights, dim=2).to(v.dtype) if need_weights else None)
 
 
 class PenumbralConeAttention(ConeAttention):
