@@ -32,7 +32,7 @@ _LAZY = {
     "CapeEncodings": ("cape_pipeline.encodings", "CapeEncodings"),
     "load_encodings": ("cape_pipeline.encodings", "load_encodings"),
     "apply_rotary": ("cape_pipeline.encodings", "apply_rotary"),
-    "RotaryMultiheadAttention": ("cape_pipeline.encodings", "RotaryMultiheadAttention"),
+    "RotaryMultiheadAttention": ("cape_pipeline.models", "RotaryMultiheadAttention"),
     "run_pipeline": ("cape_pipeline.pipeline", "run_pipeline"),
     "run_task": ("cape_pipeline.tasks", "run_task"),
     "tl": ("cape_pipeline.tl", None),

@@ -50,11 +50,11 @@ def test_import_graph_sees_a_cycle(tmp_path):
 def _config_classes() -> list[type]:
     import dataclasses
 
-    import cape_pipeline.models.configs
+    import cape_pipeline.models.backbones.configs
     import cape_pipeline.tasks
 
     found = []
-    for mod in (cape_pipeline.tasks, cape_pipeline.models.configs):
+    for mod in (cape_pipeline.tasks, cape_pipeline.models.backbones.configs):
         found += [c for c in vars(mod).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]
     return found
 

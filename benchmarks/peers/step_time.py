@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "tasks"))
 from run import load_angles  # noqa: E402
 
 from cape_pipeline.models import build_backbone  # noqa: E402
-from cape_pipeline.models.heads import ValueDecoder  # noqa: E402
+from cape_pipeline.models.backbones.heads import ValueDecoder  # noqa: E402
 from cape_pipeline.tasks.arms import Arm  # noqa: E402
 
 ARMS = ["cape", "default", "learned-small-norm", "rank-value", "ape-tree", "cape@riemann", "cape@cone-umbral",

@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from cape_pipeline.models import build_backbone
-from cape_pipeline.models.heads import ValueDecoder
+from cape_pipeline.models.backbones.heads import ValueDecoder
 from cape_pipeline.models.training import masked_value_loss
 
 

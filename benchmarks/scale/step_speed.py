@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from cape_pipeline.models import build_backbone
-from cape_pipeline.models.heads import ValueDecoder
+from cape_pipeline.models.backbones.heads import ValueDecoder
 
 
 def peak_gflops(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import torch
 from _data import BENCH_DATA
 
-from cape_pipeline.models.ape_tree import spanning_forest
+from cape_pipeline.models.pe.ape_tree import spanning_forest
 from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.tasks import TASK_CONFIGS, pretrain, run_task
 from cape_pipeline.tasks._base import check_pe_inputs, dense_x, resolve_config

@@ -56,7 +56,7 @@ def pe_table(model: Any) -> np.ndarray:
     Parameters
     ----------
     model
-        A :class:`~cape_pipeline.models.blocks.TokenTransformer` (its ``.pe`` is used) or a
+        A :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer` (its ``.pe`` is used) or a
         :class:`~cape_pipeline.models.pe.PositionalEncoding`.
 
     Returns

@@ -236,7 +236,7 @@ def constraint_residual(x: torch.Tensor) -> torch.Tensor:
     return minkowski_inner(x, x) + 1.0
 
 
-# ---- distances with finite gradients everywhere (attention in float32: models.riemann)
+# ---- distances with finite gradients everywhere (attention in float32: models.attention.riemann)
 
 SMOOTH_SMALL = 1e-4
 """Below this ``u = cosh d − 1`` the squared distance of :func:`pairwise_dist_smooth` and

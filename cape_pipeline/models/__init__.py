@@ -1,10 +1,20 @@
 """Bundled transformer backbones, the positional-encoding zoo and their heads (Supp. F.2).
 
-Torch modules only (no AnnData): :class:`ScGPT`, :class:`ScBERT`, :class:`MethylGPT`, each with
-a frozen config and ``pe=`` / ``attention=`` chosen by name. :func:`build_backbone` makes one
-from a backbone name. The AnnData-facing side lives in :mod:`cape_pipeline.tasks`, and with it
-a trained model (:class:`cape_pipeline.tasks.TrainedModel`, read back with
-:func:`cape_pipeline.tasks.load`): this package imports neither AnnData nor preprocessing.
+Torch modules only (no AnnData), grouped by role:
+
+- :mod:`~cape_pipeline.models.pe` — the positional encodings (CAPE's and the peers'), chosen by
+  name (:data:`PE_NAMES`, :func:`build_pe`);
+- :mod:`~cape_pipeline.models.attention` — the attentions: :class:`RotaryMultiheadAttention`
+  (``dot``, CAPE's rotary injection), the cone and Riemannian peers, a registry;
+- :mod:`~cape_pipeline.models.backbones` — :class:`ScGPT`, :class:`ScBERT`, :class:`MethylGPT`
+  on one :class:`TokenTransformer`, their configs, tokens and heads (:func:`build_backbone`);
+- :mod:`~cape_pipeline.models.scgpt_import` — reading released scGPT checkpoints;
+- :mod:`~cape_pipeline.models.positions` (what a PE or attention reads of Steps I–III) and
+  :mod:`~cape_pipeline.models.training` (the training loop).
+
+The AnnData-facing side lives in :mod:`cape_pipeline.tasks`, and with it a trained model
+(:class:`cape_pipeline.tasks.TrainedModel`, read back with :func:`cape_pipeline.tasks.load`):
+this package imports neither AnnData nor preprocessing.
 """
 
 from __future__ import annotations
@@ -17,8 +27,8 @@ from cape_pipeline.models.attention import (
     register_attention,
 )
 from cape_pipeline.models.backbones import BACKBONES, build_backbone
-from cape_pipeline.models.blocks import Block, TokenTransformer
-from cape_pipeline.models.configs import (
+from cape_pipeline.models.backbones.blocks import Block, TokenTransformer
+from cape_pipeline.models.backbones.configs import (
     BACKBONE_CONFIGS,
     PRESETS,
     BackboneConfig,
@@ -28,8 +38,11 @@ from cape_pipeline.models.configs import (
     config_for,
     preset,
 )
-from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder, pool
-from cape_pipeline.models.methylgpt import MethylGPT
+from cape_pipeline.models.backbones.heads import ClassifierHead, RegressionHead, ValueDecoder, pool
+from cape_pipeline.models.backbones.methylgpt import MethylGPT
+from cape_pipeline.models.backbones.scbert import ScBERT
+from cape_pipeline.models.backbones.scgpt import ScGPT
+from cape_pipeline.models.backbones.tokens import TokenBatch
 from cape_pipeline.models.pe import (
     ANGLE_PES,
     PE_NAMES,
@@ -37,14 +50,11 @@ from cape_pipeline.models.pe import (
     build_pe,
     coexpression_embedding,
 )
-from cape_pipeline.models.scbert import ScBERT
-from cape_pipeline.models.scgpt import ScGPT
-from cape_pipeline.models.scgpt_checkpoint import (
+from cape_pipeline.models.scgpt_import.checkpoint import (
     SCGPT_CHECKPOINT_PES,
     ScGPTCheckpointModel,
     from_scgpt,
 )
-from cape_pipeline.models.tokens import TokenBatch
 
 __all__ = [
     "SCGPT_CHECKPOINT_PES",

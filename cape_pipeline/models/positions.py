@@ -3,7 +3,7 @@
 Most PEs need at most the CAPE angles φ ``(M, d)``. Two peer methods need more of Steps I–II:
 
 * ``pe="ape-tree"`` (paper 002) needs the DAG, reduced to its spanning forest (each feature's
-  strongest parent, :func:`cape_pipeline.models.ape_tree.spanning_forest`);
+  strongest parent, :func:`cape_pipeline.models.pe.ape_tree.spanning_forest`);
 * ``attention="riemann"`` (paper 001) needs each feature's point on the hyperboloid (its
   conformal scale and the locality focusing use hyperbolic distances).
 
@@ -114,7 +114,7 @@ class FeaturePositions:
 
         ``angles`` come from ``enc.align`` (same ``missing`` rule); a feature without an encoding
         sits at the origin (hyperboloid ``(1, 0, …)``) and is a root of the forest; the forest is
-        :func:`~cape_pipeline.models.ape_tree.spanning_forest` of ``enc.graph`` restricted to the
+        :func:`~cape_pipeline.models.pe.ape_tree.spanning_forest` of ``enc.graph`` restricted to the
         features present (``None`` when the encodings carry no graph).
 
         Raises
@@ -124,7 +124,7 @@ class FeaturePositions:
         """
         import pandas as pd
 
-        from cape_pipeline.models.ape_tree import spanning_forest
+        from cape_pipeline.models.pe.ape_tree import spanning_forest
 
         angles = enc.align(var_names, missing=missing)
         names = pd.Index([str(v) for v in var_names])

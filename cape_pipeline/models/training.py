@@ -25,8 +25,8 @@ from cape_pipeline.distributed import (
     weighted_backward,
     world,
 )
-from cape_pipeline.models.blocks import TokenTransformer
-from cape_pipeline.models.heads import Pooling, ValueDecoder, pool
+from cape_pipeline.models.backbones.blocks import TokenTransformer
+from cape_pipeline.models.backbones.heads import Pooling, ValueDecoder, pool
 
 __all__ = [
     "TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "masked_value_loss", "cell_embeddings",

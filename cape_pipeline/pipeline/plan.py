@@ -183,7 +183,7 @@ def calibrate(
     Parameters
     ----------
     model
-        A :class:`~cape_pipeline.models.blocks.TokenTransformer` built as the run will build it.
+        A :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer` built as the run will build it.
     x
         ``(N, M)`` float32 data.
     batch_size, steps, seed
@@ -198,7 +198,7 @@ def calibrate(
     """
     import torch
 
-    from cape_pipeline.models.heads import ValueDecoder
+    from cape_pipeline.models.backbones.heads import ValueDecoder
     from cape_pipeline.models.training import masked_value_loss
 
     rng = np.random.default_rng(seed)

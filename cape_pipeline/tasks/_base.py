@@ -20,7 +20,7 @@ from cape_pipeline.models import (
     build_backbone,
     config_for,
 )
-from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
 
@@ -159,7 +159,7 @@ class TaskConfig:
     init
         A released scGPT checkpoint directory (``args.json``, ``vocab.json``,
         ``best_model.pt``) the ``scgpt`` backbone starts from instead of a random
-        initialization (:func:`~cape_pipeline.models.scgpt_init.init_from_scgpt`). Its sizes,
+        initialization (:func:`~cape_pipeline.models.scgpt_import.warm_start.init_from_scgpt`). Its sizes,
         layers and value encoding come from the checkpoint (``model`` may set the others, e.g.
         ``max_tokens``); every feature of the data must be in its vocabulary.
     """
@@ -353,7 +353,7 @@ def model_config(backbone: str, cfg: TaskConfig, overrides: dict[str, Any] | Non
     if cfg.init is not None:
         if backbone != "scgpt":
             raise CapeConfigError(f"task.init: a scGPT checkpoint needs backbone 'scgpt', got {backbone!r}")
-        from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+        from cape_pipeline.models.scgpt_import.warm_start import scgpt_checkpoint_config
 
         user = cfg.model if isinstance(cfg.model, dict) else {}
         mcfg: BackboneConfig = scgpt_checkpoint_config(cfg.init, **user)
@@ -396,7 +396,7 @@ def build_model(
     if cfg.init is not None:
         if feature_names is None:
             raise CapeConfigError("task.init: starting from a scGPT checkpoint needs the data's feature names")
-        from cape_pipeline.models.scgpt_init import init_from_scgpt
+        from cape_pipeline.models.scgpt_import.warm_start import init_from_scgpt
 
         init_from_scgpt(model, cfg.init, feature_names)  # type: ignore[arg-type]
     return model.to(device)

@@ -17,7 +17,7 @@ from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import (
     pool,
 )
-from cape_pipeline.models.blocks import TokenTransformer
+from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.models.training import (
     TrainLog,

@@ -54,7 +54,7 @@ def angle_ablation(
     CapeDataError
         See :meth:`TrainedModel.align <cape_pipeline.tasks.TrainedModel.align>`.
     """
-    from cape_pipeline.models.heads import ClassifierHead, RegressionHead
+    from cape_pipeline.models.backbones.heads import ClassifierHead, RegressionHead
 
     angles = _angle_table(model)
     if angles is None:

@@ -197,7 +197,7 @@ def task_settings(cfg: TrainConfig, d_model: int, identity: bool) -> dict[str, A
 
 def _check_init(cfg: TrainConfig, embed_dim: int | None) -> None:
     """With ``train.init``: the backbone, arms, sizes and ``embed.dim`` a checkpoint allows."""
-    from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+    from cape_pipeline.models.scgpt_import.warm_start import scgpt_checkpoint_config
 
     if cfg.backbone != "scgpt":
         raise CapeConfigError(f"train.init: a scGPT checkpoint needs train.backbone=scgpt, got {cfg.backbone!r}")
@@ -348,7 +348,7 @@ def vocabulary_subset(adata: ad.AnnData, checkpoint: str) -> tuple[ad.AnnData, d
     CapeDataError
         No gene of the data is in ``vocab.json``.
     """
-    from cape_pipeline.models.scgpt_init import vocabulary_genes
+    from cape_pipeline.models.scgpt_import.warm_start import vocabulary_genes
 
     keep = vocabulary_genes(checkpoint, adata.var_names)
     if not keep.any():

@@ -48,7 +48,7 @@ class TrainedModel:
     Attributes
     ----------
     backbone
-        The :class:`~cape_pipeline.models.blocks.TokenTransformer` (eval mode).
+        The :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer` (eval mode).
     backbone_name
         ``scgpt``, ``scbert`` or ``methylgpt``.
     var_names
@@ -102,7 +102,11 @@ class TrainedModel:
     # ------------------------------------------------------------------------------- io
     def _config(self) -> dict[str, Any]:
         from cape_pipeline import __version__
-        from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
+        from cape_pipeline.models.backbones.heads import (
+            ClassifierHead,
+            RegressionHead,
+            ValueDecoder,
+        )
 
         bb = self.backbone
         pe = bb.pe_name
@@ -170,7 +174,11 @@ class TrainedModel:
             weights that do not fit the stored config.
         """
         from cape_pipeline.models.backbones import build_backbone
-        from cape_pipeline.models.heads import ClassifierHead, RegressionHead, ValueDecoder
+        from cape_pipeline.models.backbones.heads import (
+            ClassifierHead,
+            RegressionHead,
+            ValueDecoder,
+        )
         from cape_pipeline.models.pe import ANGLE_PES
         from cape_pipeline.models.positions import FeaturePositions
 
@@ -376,7 +384,7 @@ class TrainedModel:
         CapeDataError
             See :meth:`align`.
         """
-        from cape_pipeline.models.heads import ClassifierHead, RegressionHead
+        from cape_pipeline.models.backbones.heads import ClassifierHead, RegressionHead
 
         if not isinstance(self.head, ClassifierHead | RegressionHead):
             raise CapeConfigError(f"predict: a model of task {self.task!r} has no classifier or regressor head")
@@ -416,7 +424,7 @@ class TrainedModel:
         CapeDataError
             See :meth:`align`.
         """
-        from cape_pipeline.models.heads import ClassifierHead
+        from cape_pipeline.models.backbones.heads import ClassifierHead
 
         if not isinstance(self.head, ClassifierHead):
             raise CapeConfigError(f"predict_proba: a model of task {self.task!r} has no classifier head")

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cape_pipeline.encodings import RotaryMultiheadAttention, apply_rotary
+from cape_pipeline.encodings import apply_rotary
+from cape_pipeline.models import RotaryMultiheadAttention
 
 DT = torch.float64
 
@@ -190,7 +191,7 @@ def test_query_key_value_call_says_how_to_call_it():
     import pytest
     import torch
 
-    from cape_pipeline.encodings.rope import RotaryMultiheadAttention
+    from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
     attn = RotaryMultiheadAttention(embed_dim=8, num_heads=2)
     x = torch.randn(2, 5, 8)

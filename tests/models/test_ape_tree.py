@@ -9,7 +9,7 @@ import torch
 
 from cape_pipeline.encodings.rope import apply_rotary
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.ape_tree import APETreePE, branch_labels, spanning_forest
+from cape_pipeline.models.pe.ape_tree import APETreePE, branch_labels, spanning_forest
 
 D, H = 16, 2
 DH = D // H

@@ -10,7 +10,7 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import ScGPTConfig, build_backbone, build_pe
-from cape_pipeline.models.pe_cape import CapeLearnedScalePE
+from cape_pipeline.models.pe.cape import CapeLearnedScalePE
 
 M, D, H = 10, 16, 2
 CFG = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0, tokens="all")

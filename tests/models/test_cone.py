@@ -11,7 +11,7 @@ import torch
 
 from cape_pipeline.models import build_backbone
 from cape_pipeline.models.attention import ATTENTIONS, build_attention
-from cape_pipeline.models.cone import (
+from cape_pipeline.models.attention.cone import (
     PenumbralConeAttention,
     UmbralConeAttention,
     penumbral_height,

@@ -15,9 +15,9 @@ from cape_pipeline.models import (
     coexpression_embedding,
 )
 from cape_pipeline.models.attention import DotProductAttention
+from cape_pipeline.models.backbones.tokens import quantile_bins, select_tokens
 from cape_pipeline.models.pe import LearnedSmallNormPE, relative_buckets
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.tokens import quantile_bins, select_tokens
 
 M, D, H = 12, 16, 2
 CFG = ScGPTConfig(d_model=D, n_heads=H, n_layers=2, max_tokens=0, tokens="all")
@@ -186,8 +186,8 @@ def test_cape_attention_matches_manual_rotary():
 
 
 def test_one_attention_module_with_score_bias_and_padding():
-    """The backbones' attention is encodings.rope.RotaryMultiheadAttention itself; bias and padding add up."""
-    from cape_pipeline.encodings.rope import RotaryMultiheadAttention
+    """The backbones' attention is models.attention.rotary.RotaryMultiheadAttention itself; bias and padding add up."""
+    from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
     assert DotProductAttention is RotaryMultiheadAttention
     model = build_backbone("scgpt", CFG, n_features=M, pe="none")

@@ -1,4 +1,4 @@
-"""Geneformer rank-value PE (``pe="rank-value"``, :mod:`cape_pipeline.models.rank_value`)."""
+"""Geneformer rank-value PE (``pe="rank-value"``, :mod:`cape_pipeline.models.pe.rank_value`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-import cape_pipeline.models.blocks as blocks
+import cape_pipeline.models.backbones.blocks as blocks
 from cape_pipeline.models import TokenBatch, build_backbone
 from cape_pipeline.models.pe import build_pe
-from cape_pipeline.models.rank_value import RankValuePE, nonzero_medians, token_ranks
+from cape_pipeline.models.pe.rank_value import RankValuePE, nonzero_medians, token_ranks
 
 M, D, H = 10, 16, 2
 

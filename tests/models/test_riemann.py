@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from cape_pipeline.encodings.rope import RotaryMultiheadAttention
-from cape_pipeline.models.riemann import RiemannAttention, lorentz_norm, lorentz_pairwise_distance
+from cape_pipeline.models.attention.riemann import (
+    RiemannAttention,
+    lorentz_norm,
+    lorentz_pairwise_distance,
+)
+from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
 B, H, T, DIM, D_HYP = 2, 2, 5, 8, 3
 M = 1 + T

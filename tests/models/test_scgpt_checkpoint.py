@@ -19,7 +19,7 @@ import torch
 
 from cape_pipeline.encodings import CapeEncodings
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
-from cape_pipeline.models.scgpt_checkpoint import (
+from cape_pipeline.models.scgpt_import.checkpoint import (
     SCGPT_CHECKPOINT_PES,
     ScGPTCheckpointModel,
     from_scgpt,
@@ -123,7 +123,7 @@ def test_torch_in_proj_names_load_like_wqkv(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- load report
 def test_ignored_key_is_reported(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="cape_pipeline.models.scgpt_checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="cape_pipeline.models.scgpt_import.checkpoint"):
         model = from_scgpt(TINY)
     assert model.load_report == {"ignored": ["flag_encoder.weight"], "missing": []}
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -135,7 +135,7 @@ def test_partial_head_is_dropped_and_reported(tmp_path: Path, caplog: pytest.Log
     sd = torch.load(d / "best_model.pt", weights_only=True)
     del sd["decoder.fc.4.weight"]
     torch.save(sd, d / "best_model.pt")
-    with caplog.at_level(logging.WARNING, logger="cape_pipeline.models.scgpt_checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="cape_pipeline.models.scgpt_import.checkpoint"):
         model = from_scgpt(d)
     assert model.decoder is None and model.mvc_decoder is not None
     assert model.load_report["missing"] == ["decoder.fc.4.weight"]
@@ -214,7 +214,7 @@ def test_angles_aligned_through_vocab(caplog: pytest.LogCaptureFixture) -> None:
     base = from_scgpt(TINY)
     genes = ["GENE3", "GENE10", "NOT_IN_VOCAB", "<cls>"]
     angles = _random_angles(base, seed=1, genes=genes)
-    with caplog.at_level(logging.INFO, logger="cape_pipeline.models.scgpt_checkpoint"):
+    with caplog.at_level(logging.INFO, logger="cape_pipeline.models.scgpt_import.checkpoint"):
         model = from_scgpt(TINY, pe="cape", angles=angles)
     assert model.n_angled == 2
     assert any("2 of 47" in r.getMessage() for r in caplog.records)

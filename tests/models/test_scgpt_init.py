@@ -11,7 +11,7 @@ import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ScGPT, from_scgpt
-from cape_pipeline.models.scgpt_init import (
+from cape_pipeline.models.scgpt_import.warm_start import (
     init_from_scgpt,
     scgpt_checkpoint_config,
     vocabulary_genes,

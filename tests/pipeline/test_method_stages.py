@@ -219,7 +219,7 @@ def test_discover_stage_passes_posterior_and_min_steps(tmp_path):
 
 def test_peer_arms_get_the_graph_and_the_points(tmp_path):
     """``pe=ape-tree`` gets Step I's DAG as a spanning forest and ``@riemann`` the Step II points."""
-    from cape_pipeline.models.ape_tree import spanning_forest
+    from cape_pipeline.models.pe.ape_tree import spanning_forest
     from cape_pipeline.models.positions import FeaturePositions
 
     over = {**TINY_TRAIN, "discover": {"method": "correlation"},  # edges at once (Step I's tiny budget finds none)

@@ -77,7 +77,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         raise CapeDataError(f"{where}: {exc}" + (" (CLI: --set train.encodings_missing=zero)" if shared else "")) from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(positions.angles.shape[1])
     if init is not None:
-        from cape_pipeline.models.scgpt_init import scgpt_checkpoint_config
+        from cape_pipeline.models.scgpt_import.warm_start import scgpt_checkpoint_config
 
         d_model = scgpt_checkpoint_config(cfg.checkpoint).d_model
     label_key = cfg.label_key or next(iter(adata.uns.get("cape_ingest", {}).get("label_columns") or []), None)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cape_pipeline.models.blocks import TokenTransformer
-from cape_pipeline.models.configs import BackboneConfig, config_for
-from cape_pipeline.models.methylgpt import MethylGPT
+from cape_pipeline.models.backbones.blocks import TokenTransformer
+from cape_pipeline.models.backbones.configs import BackboneConfig, config_for
+from cape_pipeline.models.backbones.methylgpt import MethylGPT
+from cape_pipeline.models.backbones.scbert import ScBERT
+from cape_pipeline.models.backbones.scgpt import ScGPT
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.scbert import ScBERT
-from cape_pipeline.models.scgpt import ScGPT
 
 BACKBONES: dict[str, type[TokenTransformer]] = {"scgpt": ScGPT, "scbert": ScBERT, "methylgpt": MethylGPT}
 """Backbone name → module class."""
@@ -37,7 +37,7 @@ def build_backbone(
     n_features
         M.
     pe, attention, angles, static_table
-        See :class:`~cape_pipeline.models.blocks.TokenTransformer`.
+        See :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer`.
 
     Raises
     ------

@@ -24,7 +24,7 @@ Both heights are symmetric in (u, v). With ``u_d = v_d`` the umbral logits are
 (the limit stated after Eq. 8).
 
 Composition with CAPE: when ``angles`` are given, q and k are rotated exactly as in
-:class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention` (paper 000 Eq. 24, per-head
+:class:`~cape_pipeline.models.attention.rotary.RotaryMultiheadAttention` (paper 000 Eq. 24, per-head
 angle slices, interleaved pairs) *before* the map ξ/ψ; the height coordinate is the last
 coordinate of each head (index ``Dh − 1``, which rotates with ``Dh − 2``).
 
@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cape_pipeline.encodings.rope import RotaryMultiheadAttention
+from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
 __all__ = [
     "xi_map",

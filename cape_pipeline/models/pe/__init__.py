@@ -57,15 +57,15 @@ import torch
 from torch import nn
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.coexpression import COEXPRESSION_EXACT_MAX, coexpression_embedding
-from cape_pipeline.models.pe_base import PositionalEncoding, ScoreBias
-from cape_pipeline.models.pe_cape import (
+from cape_pipeline.models.pe.base import PositionalEncoding, ScoreBias
+from cape_pipeline.models.pe.cape import (
     CapeAdditivePE,
     CapeInputPE,
     CapeLearnedScalePE,
     CapeRotaryPE,
     check_angles,
 )
+from cape_pipeline.models.pe.coexpression import COEXPRESSION_EXACT_MAX, coexpression_embedding
 from cape_pipeline.models.positions import FeaturePositions, require
 
 __all__ = [
@@ -300,7 +300,7 @@ def build_pe(
         Bucketing of ``trainable-relative``.
     positions
         :class:`~cape_pipeline.models.positions.FeaturePositions` with the DAG's spanning
-        forest (``parent``, ``parent_weight``; :func:`~cape_pipeline.models.ape_tree.spanning_forest`);
+        forest (``parent``, ``parent_weight``; :func:`~cape_pipeline.models.pe.ape_tree.spanning_forest`);
         required for ``ape-tree``.
     ape_branches
         Branch generators κ of ``ape-tree``.
@@ -339,13 +339,13 @@ def build_pe(
     if name == "trainable-relative":
         return TrainableRelativePE(d_model, n_heads, rel_buckets, rel_max_distance)
     if name == "rank-value":
-        from cape_pipeline.models.rank_value import (
+        from cape_pipeline.models.pe.rank_value import (
             RankValuePE,  # lazy: rank_value imports this module
         )
 
         return RankValuePE(n_features, d_model)
     if name == "ape-tree":
-        from cape_pipeline.models.ape_tree import APETreePE  # lazy, like rank-value
+        from cape_pipeline.models.pe.ape_tree import APETreePE  # lazy, like rank-value
 
         forest = require(positions, "parent", "pe='ape-tree'", n_features)
         return APETreePE(forest.parent, forest.parent_weight, d_model, n_heads, n_branches=ape_branches)

@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 from cape_pipeline.models.attention import ATTENTIONS, build_attention
-from cape_pipeline.models.configs import BackboneConfig
+from cape_pipeline.models.backbones.configs import BackboneConfig
+from cape_pipeline.models.backbones.tokens import TokenBatch, select_tokens
 from cape_pipeline.models.pe import build_pe
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
-from cape_pipeline.models.tokens import TokenBatch, select_tokens
 
 __all__ = ["MLP", "Block", "TokenTransformer", "special_values"]
 
@@ -91,7 +91,7 @@ class Block(nn.Module):
         key_padding_mask: torch.Tensor | None,
         positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`;
+        """(B, T, D) → (B, T, D); arguments as in :class:`~cape_pipeline.models.attention.rotary.RotaryMultiheadAttention`;
         ``positions`` ``(B, T, d+1)`` hyperboloid points go to attentions with ``needs_positions``."""
         extra = {"positions": positions} if positions is not None else {}
         if self.post_norm:

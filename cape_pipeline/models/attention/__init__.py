@@ -1,6 +1,6 @@
 """Attention modules, chosen by name through an extensible registry.
 
-``dot`` is :class:`cape_pipeline.encodings.rope.RotaryMultiheadAttention`, the package's one
+``dot`` is :class:`cape_pipeline.models.attention.rotary.RotaryMultiheadAttention`, the package's one
 attention module (exported here as :data:`DotProductAttention` too): multi-head scaled
 dot-product attention with per-token rotary angles (CAPE, Eqs. 24–25), an optional additive
 score bias (the relative PE, Eq. F.110) and a key padding mask, computed by
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.models.cone import PenumbralConeAttention, UmbralConeAttention
-from cape_pipeline.models.riemann import RiemannAttention
+from cape_pipeline.models.attention.cone import PenumbralConeAttention, UmbralConeAttention
+from cape_pipeline.models.attention.riemann import RiemannAttention
+from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
 __all__ = ["DotProductAttention", "RotaryMultiheadAttention", "ATTENTIONS", "register_attention", "build_attention"]
 

@@ -13,7 +13,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from cape_pipeline.models.tokens import TokenBatch
+from cape_pipeline.models.backbones.tokens import TokenBatch
 
 __all__ = ["ValueDecoder", "ClassifierHead", "RegressionHead", "pool", "Pooling"]
 

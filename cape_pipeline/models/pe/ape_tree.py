@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.pe_base import PositionalEncoding
+from cape_pipeline.models.pe.base import PositionalEncoding
 
 __all__ = ["spanning_forest", "branch_labels", "APETreePE"]
 

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.configs import ScGPTConfig
-from cape_pipeline.models.scgpt import ScGPT
-from cape_pipeline.models.scgpt_checkpoint import ScGPTCheckpointModel, from_scgpt
+from cape_pipeline.models.backbones.configs import ScGPTConfig
+from cape_pipeline.models.backbones.scgpt import ScGPT
+from cape_pipeline.models.scgpt_import.checkpoint import ScGPTCheckpointModel, from_scgpt
 
 __all__ = ["init_from_scgpt", "scgpt_checkpoint_config", "vocabulary_genes"]
 

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.pe_base import PositionalEncoding
+from cape_pipeline.models.pe.base import PositionalEncoding
 
 __all__ = ["RankValuePE", "nonzero_medians", "token_ranks"]
 

@@ -12,7 +12,7 @@ q, k, v from one stacked ``Wqkv`` laid out ``(three h d)`` (flash-attn ``FlashMH
 With ``pe="cape"`` the q and k of every layer are rotated per head by the CAPE angles of each
 token's gene after the ``Wqkv`` split (paper 000 Eq. 24; values untouched) with
 :func:`cape_pipeline.encodings.rope.apply_rotary`, head h taking angles ``[h·Dh/2, (h+1)·Dh/2)``
-as in :class:`cape_pipeline.encodings.rope.RotaryMultiheadAttention`.
+as in :class:`cape_pipeline.models.attention.rotary.RotaryMultiheadAttention`.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.blocks import TokenTransformer
-from cape_pipeline.models.configs import ScBERTConfig
+from cape_pipeline.models.backbones.blocks import TokenTransformer
+from cape_pipeline.models.backbones.configs import ScBERTConfig
+from cape_pipeline.models.backbones.tokens import TokenBatch, global_bins
 from cape_pipeline.models.pe import coexpression_embedding
-from cape_pipeline.models.tokens import TokenBatch, global_bins
 
 __all__ = ["ScBERT"]
 
@@ -30,8 +30,8 @@ class ScBERT(TokenTransformer):
     non-zero training values; until then ``1, 2, ..., B-2``, integer intervals of
     log-normalized expression, as in scBERT) and the static identity vectors (until then 0).
 
-    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
-    :class:`~cape_pipeline.models.configs.ScBERTConfig` as ``config`` (``None``: its defaults).
+    Takes the arguments of :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.backbones.configs.ScBERTConfig` as ``config`` (``None``: its defaults).
     """
 
     config: ScBERTConfig

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cape_pipeline.models.blocks import TokenTransformer, special_values
-from cape_pipeline.models.configs import MethylGPTConfig
-from cape_pipeline.models.tokens import TokenBatch
+from cape_pipeline.models.backbones.blocks import TokenTransformer, special_values
+from cape_pipeline.models.backbones.configs import MethylGPTConfig
+from cape_pipeline.models.backbones.tokens import TokenBatch
 
 __all__ = ["MethylGPT"]
 
@@ -22,8 +22,8 @@ __all__ = ["MethylGPT"]
 class MethylGPT(TokenTransformer):
     """MethylGPT-style encoder for β values in [0, 1] with missing values.
 
-    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
-    :class:`~cape_pipeline.models.configs.MethylGPTConfig` as ``config`` (``None``: its defaults).
+    Takes the arguments of :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.backbones.configs.MethylGPTConfig` as ``config`` (``None``: its defaults).
     """
 
     config: MethylGPTConfig

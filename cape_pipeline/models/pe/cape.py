@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
-from cape_pipeline.models.pe_base import PositionalEncoding
+from cape_pipeline.models.pe.base import PositionalEncoding
 
 __all__ = ["CapeRotaryPE", "CapeInputPE", "CapeAdditivePE", "CapeLearnedScalePE", "check_angles"]
 
@@ -145,7 +145,7 @@ class CapeLearnedScalePE(CapeRotaryPE):
         Model width D.
     n_heads
         Heads H; head h owns angle columns ``h·D/(2H) … (h+1)·D/(2H) − 1`` (the slices of
-        :class:`~cape_pipeline.encodings.rope.RotaryMultiheadAttention`).
+        :class:`~cape_pipeline.models.attention.rotary.RotaryMultiheadAttention`).
 
     Attributes
     ----------

@@ -20,7 +20,7 @@ Numerics (:func:`cape_pipeline.hyperbolic.lorentz.pairwise_sq_dist_smooth`, the 
 Lorentz distance for attention): ``d²`` is computed from ``u = max(0, z − 1)`` (``z = cosh d``,
 one matmul per chunk) as ``arccosh(1 + u)²`` for ``u > SMOOTH_SMALL`` and its Taylor series ``2u − u²/3`` below, so
 gradients stay finite at coincident points (``arccosh'(1) = ∞``); distances are the square
-root of that with a zero-gradient floor, as :mod:`cape_pipeline.models.cone` does. The
+root of that with a zero-gradient floor, as :mod:`cape_pipeline.models.attention.cone` does. The
 geometry runs in float32 (float64 when x or the positions are float64) with autocast off;
 for points far from the origin ``z − 1`` loses absolute precision ~ ``x0·y0·ε``. Queries are
 processed ``chunk_size`` rows at a time (forward memory O(B·H·chunk·M)).
@@ -36,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cape_pipeline.encodings.rope import RotaryMultiheadAttention
 from cape_pipeline.hyperbolic.lorentz import (
     dist0_smooth,
     pairwise_dist_smooth,
     pairwise_sq_dist_smooth,
 )
+from cape_pipeline.models.attention.rotary import RotaryMultiheadAttention
 
 __all__ = ["lorentz_norm", "lorentz_pairwise_distance", "RiemannAttention"]
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from cape_pipeline.models.blocks import TokenTransformer, special_values
-from cape_pipeline.models.configs import ScGPTConfig
-from cape_pipeline.models.tokens import TokenBatch, quantile_bins
+from cape_pipeline.models.backbones.blocks import TokenTransformer, special_values
+from cape_pipeline.models.backbones.configs import ScGPTConfig
+from cape_pipeline.models.backbones.tokens import TokenBatch, quantile_bins
 
 __all__ = ["ScGPT"]
 
@@ -25,8 +25,8 @@ __all__ = ["ScGPT"]
 class ScGPT(TokenTransformer):
     """scGPT-style encoder.
 
-    Takes the arguments of :class:`~cape_pipeline.models.blocks.TokenTransformer`, with a
-    :class:`~cape_pipeline.models.configs.ScGPTConfig` as ``config`` (``None``: its defaults).
+    Takes the arguments of :class:`~cape_pipeline.models.backbones.blocks.TokenTransformer`, with a
+    :class:`~cape_pipeline.models.backbones.configs.ScGPTConfig` as ``config`` (``None``: its defaults).
 
     Examples
     --------
