@@ -63,7 +63,7 @@ import torch
 
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
-from cape_pipeline.causal.screen import candidate_parents
+from cape_pipeline.causal.screen import candidate_parents, parent_table
 
 __all__ = ["RegressionFit", "fit_regression", "min_effect_pvalues", "partial_f"]
 
@@ -257,20 +257,6 @@ class RegressionFit:
         return out
 
 
-def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M, W)`` parent table and bool mask from an edge list (W = the largest in-degree, ≥ 1)."""
-    order = np.argsort(child, kind="stable")
-    parent, child = parent[order], child[order]
-    counts = np.bincount(child, minlength=m)
-    width = max(1, int(counts.max(initial=0)))
-    slot = np.arange(child.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    table = np.repeat(((np.arange(m) + 1) % m)[:, None], width, axis=1)
-    mask = np.zeros((m, width), dtype=bool)
-    table[child, slot] = parent
-    mask[child, slot] = True
-    return torch.from_numpy(table.astype(np.int64)), torch.from_numpy(mask)
-
-
 def _screen_and_test(
     z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float, noise: torch.Tensor | None
 ) -> tuple[np.ndarray, ...]:
@@ -407,7 +393,7 @@ def fit_regression(
     t0 = time.perf_counter()
     n_pruned = 0
     if dag_p.size:
-        tab, mask = _table(dag_p, dag_c, m)
+        tab, mask = parent_table(dag_p, dag_c, m)
         f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise)
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
