@@ -21,24 +21,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from cape_pipeline._keys import CONTROL_LABELS, find_condition_column, parse_condition
 from cape_pipeline.errors import CapeDataError
 
-__all__ = ["CONTROL_LABELS", "Interventions", "find_condition_column", "intervention_targets", "parse_targets"]
+__all__ = ["CONTROL_LABELS", "Interventions", "find_condition_column", "intervention_targets", "parse_condition"]
 
 log = logging.getLogger(__name__)
-
-#: labels of control cells (compared case-insensitively): GEARS' ``ctrl``, and the common others
-CONTROL_LABELS = ("ctrl", "control", "non-targeting", "nontargeting", "non_targeting", "unperturbed")
-#: ``obs`` columns looked at, in order, when the column is not named
-CONDITION_COLUMNS = ("condition", "perturbation", "guide_target", "target_gene", "gene")
-
-
-def parse_targets(label: Any, sep: str = "+", controls: Iterable[str] = CONTROL_LABELS) -> list[str]:
-    """The perturbed genes of one condition label: ``"g3+ctrl"`` → ``["g3"]``, ``"g3+g7"`` →
-    ``["g3", "g7"]``, ``"ctrl"`` / ``"non-targeting"`` → ``[]``."""
-    ctrl = {c.lower() for c in controls}
-    return [t.strip() for t in str(label).split(sep) if t.strip() and t.strip().lower() not in ctrl]
-
 
 @dataclass
 class Interventions:
@@ -75,17 +63,6 @@ class Interventions:
             "n_perturbed_features": self.n_perturbed_features,
             "unknown_targets": dict(sorted(self.unknown.items())[:20]),
         }
-
-
-def find_condition_column(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> str | None:
-    """The first of :data:`CONDITION_COLUMNS` in ``obs`` whose values include a control label."""
-    ctrl = {c.lower() for c in controls}
-    for col in CONDITION_COLUMNS:
-        if col in obs.columns:
-            values = {str(v).strip().lower() for v in obs[col].astype(str).unique()}
-            if values & ctrl:
-                return col
-    return None
 
 
 def intervention_targets(
@@ -129,7 +106,7 @@ def intervention_targets(
         raise CapeDataError(f"obs[{column!r}]: {int(col.isna().sum())} cells have no condition label")
     labels = col.astype(str).to_numpy()
     uniq, inv = np.unique(labels, return_inverse=True)
-    parsed = [parse_targets(u, sep, controls) for u in uniq]
+    parsed = [parse_condition(u, sep, controls) for u in uniq]
     n_control = int(sum(np.sum(inv == i) for i, t in enumerate(parsed) if not t))
     if n_control == 0:
         raise CapeDataError(

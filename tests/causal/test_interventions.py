@@ -12,7 +12,11 @@ import pytest
 import torch
 
 from cape_pipeline.causal import discover
-from cape_pipeline.causal.interventions import find_condition_column, intervention_targets, parse_targets
+from cape_pipeline.causal.interventions import (
+    find_condition_column,
+    intervention_targets,
+    parse_condition,
+)
 from cape_pipeline.causal.metrics import dag_metrics, interventional_score
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression import partial_f
@@ -21,8 +25,8 @@ from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 
 def test_condition_labels_in_the_fields_conventions(caplog):
-    assert parse_targets("g3+ctrl") == ["g3"] and parse_targets("g3+g7") == ["g3", "g7"]
-    assert parse_targets("ctrl") == [] and parse_targets("Non-Targeting") == []
+    assert parse_condition("g3+ctrl") == ["g3"] and parse_condition("g3+g7") == ["g3", "g7"]
+    assert parse_condition("ctrl") == [] and parse_condition("Non-Targeting") == []
     obs = pd.DataFrame({"condition": ["ctrl", "g1+ctrl", "g1+g2", "control", "gX+ctrl"]})
     assert find_condition_column(obs) == "condition"
     with caplog.at_level(logging.WARNING):
@@ -130,3 +134,20 @@ def test_interventional_score_separates_true_from_random_pairs(perturb):
     assert s["mean_wasserstein"] > s["random_mean_wasserstein"]
     with pytest.raises(ValueError, match="adjacency"):
         interventional_score(perturb, np.zeros((3, 3)))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_preprocess_keeps_perturbed_genes_outside_the_hvgs():
+    import cape_pipeline as cape
+    from cape_pipeline.datasets import simulated_grn_counts
+
+    a = simulated_grn_counts(400, 200, seed=2)
+    b = a.copy()
+    cape.pp.preprocess(b, n_top_features=50, min_genes=0)
+    totals = np.asarray(a.X.sum(axis=0)).ravel()
+    quiet = next(str(a.var_names[j]) for j in np.argsort(-totals) if a.var_names[j] not in set(b.var_names))
+    a.obs["condition"] = ["ctrl"] * 300 + [f"{quiet}+ctrl"] * 100
+    cape.pp.preprocess(a, n_top_features=50, min_genes=0)
+    assert quiet in a.var_names and quiet not in b.var_names
+    assert a.n_vars == 51 and b.n_vars == 50
+    assert any("perturbed genes" in s for s in a.uns["cape_preprocess"]["steps"])
