@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from cape_pipeline.causal.postprocess import reaches
+
 __all__ = ["greedy_likelihood_dag"]
 
 
@@ -127,18 +129,7 @@ def greedy_likelihood_dag(
         if ver != version[c]:
             heapq.heappush(heap, (-round(gain(c, p), 9), tie, c, p, version[c]))
             continue
-        # does c already reach p? then p → c would close a cycle
-        stack, seen, hit = [c], {c}, False
-        while stack:
-            u = stack.pop()
-            if u == p:
-                hit = True
-                break
-            for w in children[u]:
-                if w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        if hit:
+        if reaches(children, c, p):  # c reaching p: p → c would close a cycle
             continue
         placed.add((min(c, p), max(c, p)))
         parents[c].append(p)
