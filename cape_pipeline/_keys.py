@@ -1,8 +1,12 @@
-"""Default AnnData keys written by :mod:`cape_pipeline.tl` (one place, as scanpy's ``_keys``), and the
-pipeline's stage order (read by the stages, the CLI and ``workflows/Snakefile``; importing this
-module imports nothing heavy)."""
+"""Default AnnData keys written by :mod:`cape_pipeline.tl` (one place, as scanpy's ``_keys``), the
+perturbation-label conventions read from ``obs`` (by preprocess, Step I and the perturbation task),
+and the pipeline's stage order (read by the stages, the CLI and ``workflows/Snakefile``; importing
+this module imports nothing heavy)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 DAG = "cape_dag"
 """``varp``: (n_vars, n_vars) sparse float64, ``[i, j]`` = weight of edge i → j (Step I)."""
@@ -23,3 +27,28 @@ UNS = "cape"
 STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "evaluate")
 """The pipeline's stages in the order they run (``cape run --until``, one ``cape STAGE`` command each,
 one Snakemake rule each)."""
+
+CONTROL_LABELS = ("ctrl", "control", "non-targeting", "nontargeting", "non_targeting", "unperturbed")
+"""Labels of control cells in a perturbation column (compared case-insensitively): GEARS' ``ctrl``
+and the spellings of other screens."""
+CONDITION_COLUMNS = ("condition", "perturbation", "guide_target", "target_gene", "gene")
+"""``obs`` columns looked at, in order, for perturbation labels when none is named."""
+
+
+def parse_condition(label: Any, sep: str = "+", controls: Iterable[str] = CONTROL_LABELS) -> list[str]:
+    """The perturbed genes of one condition label (GEARS' convention): ``"g3+ctrl"`` → ``["g3"]``,
+    ``"g3+g7"`` → ``["g3", "g7"]``, ``"ctrl"`` / ``"non-targeting"`` → ``[]``."""
+    ctrl = {c.lower() for c in controls}
+    return [t.strip() for t in str(label).split(sep) if t.strip() and t.strip().lower() not in ctrl]
+
+
+def find_condition_column(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> str | None:
+    """The first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose values include a
+    control label, or None."""
+    ctrl = {c.lower() for c in controls}
+    for col in CONDITION_COLUMNS:
+        if col in obs.columns:
+            values = {str(v).strip().lower() for v in obs[col].astype(str).unique()}
+            if values & ctrl:
+                return col
+    return None

@@ -235,10 +235,22 @@ def discover_scored(
     edge_scores: pd.DataFrame | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
+    intervened = None
+    if method == "cape" and support == "regression" and cfg.interventions != "none" and hasattr(data, "obs"):
+        from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
+
+        column = find_condition_column(data.obs) if cfg.interventions == "auto" else cfg.interventions
+        if column is not None:
+            iv = intervention_targets(data.obs, names, column)
+            intervened = iv.targets
+            params.update(iv.summary())
+    elif method == "cape" and cfg.interventions not in ("auto", "none"):
+        raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
+                              f"this run uses {support!r} (set support='regression')")
     if method == "cape" and support == "regression":
         fit = fit_regression(
             x_std, n_candidates=_regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-            reliability=reliability, seed=int(cfg.seed), progress=progress,
+            reliability=reliability, intervened=intervened, seed=int(cfg.seed), progress=progress,
         )
         history = fit.history
         adj = fit.adjacency

@@ -78,6 +78,7 @@ CAPE_FIELDS = (
     "min_effect",
     "fdr",
     "measurement_error",
+    "interventions",
 )
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
@@ -251,6 +252,14 @@ class DiscoverConfig:
         (default): ``"thinning"`` from 5,000 cells on (measured better from 10,000 cells on
         two count generators, worse at 1,000, ``benchmarks/discover/counts/RESULTS.md``).
         Recorded as ``params["measurement_error_used"]``.
+    interventions
+        ``"cape"``, support ``"regression"``: where the cells' perturbation labels are
+        (:mod:`cape_pipeline.causal.interventions`). ``"auto"`` (default): a GEARS-style
+        ``obs["condition"]`` (or ``perturbation``, ``guide_target``, …) with control cells
+        (``ctrl``, ``control``, ``non-targeting``) when the data have one, else none; an ``obs``
+        column name; or ``"none"``. A perturbed gene's own conditional is then left out of the
+        likelihood in the cells where it was perturbed. Recorded as
+        ``params["intervention_column"]`` and the counts of perturbed cells and genes.
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -301,6 +310,7 @@ class DiscoverConfig:
     min_effect: float = 0.003
     fdr: float = 0.05
     measurement_error: str = MEASUREMENT_ERROR[0]
+    interventions: str = "auto"
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -361,6 +371,10 @@ class DiscoverConfig:
         if self.measurement_error not in MEASUREMENT_ERROR:
             raise CapeConfigError(
                 f"measurement_error: expected one of {', '.join(MEASUREMENT_ERROR)}, got {self.measurement_error!r}"
+            )
+        if not isinstance(self.interventions, str) or not self.interventions:
+            raise CapeConfigError(
+                f"interventions: expected 'auto', 'none' or an obs column name, got {self.interventions!r}"
             )
         if not _is_num(self.fdr, lambda f: 0 < f < 1):
             raise CapeConfigError(f"fdr: expected a number in (0, 1), got {self.fdr!r}")

@@ -41,7 +41,7 @@ from torch import nn
 
 from cape_pipeline.causal.acyclicity import h_spectral_sparse
 from cape_pipeline.causal.postprocess import greedy_dag, is_acyclic
-from cape_pipeline.causal.screen import candidate_parents
+from cape_pipeline.causal.screen import candidate_parents, parent_table
 
 __all__ = ["CandidateMLP", "LearnedFit", "fit_learned", "learned_options"]
 
@@ -191,21 +191,6 @@ def learned_options(cfg: Any) -> dict[str, Any]:
     if cfg.epochs is not None:
         out["max_epochs_screen"] = int(cfg.epochs)
     return out
-
-
-def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M, K)`` parent table and 0/1 mask from edge lists (K = the largest in-degree, ≥ 1)."""
-    order = np.argsort(child, kind="stable")
-    parent, child = parent[order], child[order]
-    counts = np.bincount(child, minlength=m)
-    width = max(1, int(counts.max(initial=0)))
-    slot = np.arange(child.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    table = np.zeros((m, width), dtype=np.int64)
-    table[:, :] = (np.arange(m)[:, None] + 1) % m  # dead slots: any other node (masked)
-    mask = np.zeros((m, width), dtype=np.float32)
-    table[child, slot] = parent
-    mask[child, slot] = 1.0
-    return torch.from_numpy(table), torch.from_numpy(mask)
 
 
 def _pairs(model: CandidateMLP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -415,7 +400,8 @@ def fit_learned(
     kept = s1 > screen_threshold
     n_screened = int(kept.sum())
     # stage 2: fresh MLPs on the kept pairs (each row padded to the widest, padding masked)
-    par2, mask2 = _table(p1[kept], c1[kept], m)
+    par2, live2 = parent_table(p1[kept], c1[kept], m)
+    mask2 = live2.to(torch.float32)
     m2 = CandidateMLP(par2, mask2, hidden=hidden, generator=g_init).to(dev)
     del m1
     steps_per_epoch = max(1, math.ceil((n_tr - 1) / bs))

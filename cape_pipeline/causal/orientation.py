@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from cape_pipeline.causal.postprocess import reaches
+
 __all__ = ["greedy_likelihood_dag"]
 
 
@@ -22,7 +24,9 @@ def _pair_covariances(z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.n
     return out
 
 
-def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def greedy_likelihood_dag(
+    z: np.ndarray, a: np.ndarray, b: np.ndarray, *, keep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Orient an undirected skeleton by greedy likelihood insertion (CAM's IncEdge), acyclic.
 
     Every pair {a, b} may enter as a → b or b → a; the edge inserted next is the one whose
@@ -34,12 +38,19 @@ def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[
     noise: corrected, a lone pair's two orientations no longer tie, and the noisier gene wins
     the parent's place whatever the truth (measured: F1 0.333 → 0.279 at 10,000 cells).
 
+    With ``keep`` (interventions), a feature's conditional is scored on the rows where it was not
+    perturbed (the interventional likelihood of DCDI / SDCD with perfect interventions): if p
+    was perturbed, p → c fits c's shifted values while c → p must explain p's, which did not
+    follow c, so the direction the interventions support gains more.
+
     Parameters
     ----------
     z
         ``(N, M)`` standardized matrix.
     a, b
         ``(E,)`` int64 endpoints of the skeleton's pairs (each unordered pair once).
+    keep
+        ``(N, M)`` bool, the rows that count in each feature's conditional, or None (all).
 
     Returns
     -------
@@ -72,23 +83,36 @@ def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[
     cov_u = _pair_covariances(z, nodes[uniq // nodes.size], nodes[uniq % nodes.size])
     cov = dict(zip(uniq.tolist(), cov_u.tolist(), strict=True))
 
-    def cv(u: int, v: int) -> float:
-        return cov[min(u, v) * nodes.size + max(u, v)]
+    # a perturbed child: covariances among {c} ∪ nbrs(c) on its own rows, centred there
+    own: dict[int, tuple[dict[int, float], int]] = {}
+    if keep is not None:
+        for c in np.flatnonzero(~np.asarray(keep)[:, nodes].all(axis=0)).tolist():
+            rows = np.asarray(keep)[:, nodes[c]]
+            ids = np.asarray([c, *nbrs[c]])
+            sub = z[rows][:, nodes[ids]]
+            sub = sub - sub.mean(axis=0)
+            cm = sub.T @ sub / max(int(rows.sum()), 1)
+            own[c] = ({min(u, v) * nodes.size + max(u, v): float(cm[i, j])
+                       for i, u in enumerate(ids.tolist()) for j, v in enumerate(ids.tolist())}, int(rows.sum()))
+
+    def cv(u: int, v: int, c: int) -> float:
+        key = min(u, v) * nodes.size + max(u, v)
+        return own[c][0][key] if c in own else cov[key]
 
     parents: list[list[int]] = [[] for _ in range(nodes.size)]
     version = [0] * nodes.size
 
     def rss(c: int, ps: list[int]) -> float:
         if not ps:
-            return cv(c, c)
-        g = np.array([[cv(u, v) for v in ps] for u in ps]) + 1e-9 * np.eye(len(ps))
-        r = np.array([cv(u, c) for u in ps])
-        return max(cv(c, c) - float(r @ np.linalg.solve(g, r)), 1e-12)
+            return cv(c, c, c)
+        g = np.array([[cv(u, v, c) for v in ps] for u in ps]) + 1e-9 * np.eye(len(ps))
+        r = np.array([cv(u, c, c) for u in ps])
+        return max(cv(c, c, c) - float(r @ np.linalg.solve(g, r)), 1e-12)
 
     current = [rss(c, []) for c in range(nodes.size)]  # RSS of each child given its parents so far
 
     def gain(c: int, p: int) -> float:
-        return -0.5 * n * math.log(rss(c, [*parents[c], p]) / current[c])
+        return -0.5 * (own[c][1] if c in own else n) * math.log(rss(c, [*parents[c], p]) / current[c])
 
     heap: list[tuple[float, int, int, int, int]] = []
     for c in range(nodes.size):
@@ -105,18 +129,7 @@ def greedy_likelihood_dag(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[
         if ver != version[c]:
             heapq.heappush(heap, (-round(gain(c, p), 9), tie, c, p, version[c]))
             continue
-        # does c already reach p? then p → c would close a cycle
-        stack, seen, hit = [c], {c}, False
-        while stack:
-            u = stack.pop()
-            if u == p:
-                hit = True
-                break
-            for w in children[u]:
-                if w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        if hit:
+        if reaches(children, c, p):  # c reaching p: p → c would close a cycle
             continue
         placed.add((min(c, p), max(c, p)))
         parents[c].append(p)

@@ -8,11 +8,14 @@ threshold is then broken by dropping its weakest edge, until the graph is acycli
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["break_cycles", "greedy_dag", "is_acyclic", "threshold_low_rank", "threshold_matrix"]
+__all__ = ["break_cycles", "greedy_dag", "is_acyclic", "reaches", "threshold_low_rank", "threshold_matrix"]
 
 _BLOCK_ENTRIES = 1 << 22  # ~4M entries (32 MiB float64) per row block
 
@@ -189,21 +192,30 @@ def greedy_dag(parent: np.ndarray, child: np.ndarray, weight: np.ndarray, m: int
         return keep
     keep[inside] = False
     order = np.flatnonzero(inside)[np.argsort(-weight[inside], kind="stable")]
-    out: dict[int, list[int]] = {}
+    out: defaultdict[int, list[int]] = defaultdict(list)
     for i in order.tolist():  # only edges inside a cycle-bearing component: few
         p, c = int(parent[i]), int(child[i])
-        # does c already reach p? then p → c would close a cycle
-        stack, seen, hit = [c], {c}, False
-        while stack:
-            u = stack.pop()
-            if u == p:
-                hit = True
-                break
-            for w in out.get(u, ()):
-                if w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        if not hit:
-            out.setdefault(p, []).append(c)
+        if not reaches(out, c, p):  # c reaching p: p → c would close a cycle
+            out[p].append(c)
             keep[i] = True
     return keep
+
+
+def reaches(children: Any, src: int, dst: int) -> bool:
+    """Whether ``dst`` can be reached from ``src`` along the edges built so far (depth-first).
+
+    ``children[u]`` lists u's children (a list of lists, or a ``defaultdict(list)``); used by
+    the greedy insertions (:func:`greedy_dag`,
+    :func:`~cape_pipeline.causal.orientation.greedy_likelihood_dag`) to skip an edge
+    ``dst → src`` that would close a cycle.
+    """
+    stack, seen = [src], {src}
+    while stack:
+        u = stack.pop()
+        if u == dst:
+            return True
+        for w in children[u]:
+            if w not in seen:
+                seen.add(w)
+                stack.append(w)
+    return False

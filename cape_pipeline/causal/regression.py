@@ -63,7 +63,7 @@ import torch
 
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
-from cape_pipeline.causal.screen import candidate_parents
+from cape_pipeline.causal.screen import candidate_parents, parent_table
 
 __all__ = ["RegressionFit", "fit_regression", "min_effect_pvalues", "partial_f"]
 
@@ -89,7 +89,7 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
 
 def partial_f(
     z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
-    noise: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial F statistic and partial R² of every candidate in every feature's regression.
 
@@ -112,6 +112,10 @@ def partial_f(
     Eq. 2.2.12) was measured too conservative at the edge floor (81 edges instead of 536 at
     10,000 cells, ``benchmarks/discover/counts/RESULTS.md``).
 
+    With ``keep``, feature c's regression uses only the rows where ``keep[:, c]`` (the cells in
+    which c was not perturbed: its conditional is not ``P(c | parents)`` where it was set by
+    an intervention), centred on those rows; ``N`` becomes that row count ``N_c``.
+
     Parameters
     ----------
     z
@@ -125,6 +129,8 @@ def partial_f(
     noise
         ``(M,)`` float64 in [0, 1): each feature's measurement-noise share of its (unit)
         variance, or None (no correction; the ordinary least squares above).
+    keep
+        ``(N, M)`` bool: the rows that count in each feature's own regression, or None (all).
 
     Returns
     -------
@@ -145,23 +151,37 @@ def partial_f(
         lv = live[s : s + chunk].to(torch.float64)  # (b, K)
         xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
         y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-        gram = xp.transpose(1, 2) @ xp  # (b, K, K)
+        if keep is None:
+            nb: Any = n
+            gram = xp.transpose(1, 2) @ xp  # (b, K, K)
+            xty = xp.transpose(1, 2) @ y
+            yy = (y * y).sum((1, 2))
+        else:  # each child on its own rows, centred there
+            w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
+            nb = w.sum(1).clamp_min(1.0)
+            xw = xp * w[:, :, None]
+            mx = xw.sum(1) / nb[:, None]  # (b, K)
+            yw = y[:, :, 0] * w
+            my = yw.sum(1) / nb
+            gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+            xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
+            yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
+        ncol = nb if keep is None else nb[:, None]
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
-        gram = gram + eye * (ridge * n * lv + (1.0 - lv))[:, None, :]
+        gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
         g_obs = gram
         if noise is not None:
-            gram = gram - torch.diag_embed(noise[idx] * n * lv)
+            gram = gram - torch.diag_embed(noise[idx] * ncol * lv)
             low = torch.linalg.eigvalsh(gram)[:, 0]
             # floor: the sampling spread of a K-column Gram's spectrum, √(K/N) (Marchenko–Pastur)
-            floor = torch.clamp_min(torch.sqrt(lv.sum(1) / n), max(ridge, _EIV_FLOOR))
-            gram = gram + ((floor * n - low).clamp_min(0.0))[:, None, None] * eye
-        xty = xp.transpose(1, 2) @ y
+            floor = torch.clamp_min(torch.sqrt(lv.sum(1) / nb), max(ridge, _EIV_FLOOR))
+            gram = gram + ((floor * nb - low).clamp_min(0.0))[:, None, None] * eye
         g_inv = torch.linalg.inv(gram)
         beta = g_inv @ xty  # (b, K, 1)
         # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
-        rss = (y * y).sum((1, 2)) - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
+        rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
         kc = lv.sum(1)
-        nu = (n - kc - 1).clamp_min(1.0)
+        nu = (nb - kc - 1).clamp_min(1.0)
         sigma2 = (rss / nu).clamp_min(1e-12)
         f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
         f_out[s : s + idx.shape[0]] = f * lv
@@ -257,22 +277,9 @@ class RegressionFit:
         return out
 
 
-def _table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M, W)`` parent table and bool mask from an edge list (W = the largest in-degree, ≥ 1)."""
-    order = np.argsort(child, kind="stable")
-    parent, child = parent[order], child[order]
-    counts = np.bincount(child, minlength=m)
-    width = max(1, int(counts.max(initial=0)))
-    slot = np.arange(child.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    table = np.repeat(((np.arange(m) + 1) % m)[:, None], width, axis=1)
-    mask = np.zeros((m, width), dtype=bool)
-    table[child, slot] = parent
-    mask[child, slot] = True
-    return torch.from_numpy(table.astype(np.int64)), torch.from_numpy(mask)
-
-
 def _screen_and_test(
-    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float, noise: torch.Tensor | None
+    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float, noise: torch.Tensor | None,
+    keep: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Candidates screened on ``z_screen``, regressions and minimum-effect p-values on ``z_test``.
 
@@ -282,7 +289,7 @@ def _screen_and_test(
     cand = candidate_parents(torch.from_numpy(np.ascontiguousarray(z_screen, dtype=np.float32)), int(k))
     live = _live_mask(cand)
     f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
-                                ridge=ridge, noise=noise)
+                                ridge=ridge, noise=noise, keep=None if keep is None else torch.from_numpy(keep))
     lv = live.numpy()
     child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
     parent = cand.numpy()[lv]
@@ -315,6 +322,7 @@ def fit_regression(
     ridge: float = 1e-2,
     crossfit: bool = True,
     reliability: np.ndarray | None = None,
+    intervened: sp.csr_array | np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
@@ -348,6 +356,12 @@ def fit_regression(
         that is not measurement noise (:func:`~cape_pipeline.causal.covariates.count_reliability`
         on counts), or None. Given, the regressions, the orientation and the pruning use the
         errors-in-variables Gram matrix (:func:`partial_f`); the screen is unchanged.
+    intervened
+        ``(N, M)`` bool (sparse or dense): ``intervened[i, j]`` ⇔ feature j was perturbed in row
+        i (:func:`~cape_pipeline.causal.interventions.intervention_targets`), or None. A
+        perturbed feature's own regression, test and orientation leave those rows out (perfect
+        interventions); as a candidate parent it keeps them — its perturbations are what
+        identify its children. The screen uses every row.
     seed
         Seeds the split of the rows.
     progress
@@ -376,6 +390,13 @@ def fit_regression(
             raise CapeConfigError(f"reliability: expected ({m},) values in (0, 1], got shape {rel.shape}")
         noise_np = 1.0 - rel
     noise = None if noise_np is None else torch.from_numpy(noise_np)
+    keep = None
+    if intervened is not None:
+        keep = ~(intervened.toarray() if sp.issparse(intervened) else np.asarray(intervened, dtype=bool))
+        if keep.shape != (n, m):
+            raise CapeConfigError(f"intervened: expected an ({n}, {m}) bool matrix, got {keep.shape}")
+        if keep.all():
+            keep = None
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     rows = np.random.default_rng(seed).permutation(n)
@@ -383,10 +404,11 @@ def fit_regression(
     if crossfit and half >= 10:
         # cross-fitting: screen on one half, test on the other, then the other way round
         za, zb = (unit_sd(h - h.mean(axis=0)) for h in (z[rows[:half]], z[rows[half:]]))
-        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect, noise),
-                 _screen_and_test(zb, za, n_candidates, ridge, min_effect, noise)]
+        ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
+        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect, noise, kb),
+                 _screen_and_test(zb, za, n_candidates, ridge, min_effect, noise, ka)]
     else:
-        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect, noise)]
+        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect, noise, keep)]
     history.append({"stage": "screen and test", "crossfit": len(parts) == 2,
                     "n_candidate_pairs": int(sum(pt[0].size for pt in parts)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
@@ -401,14 +423,15 @@ def fit_regression(
     # the skeleton: each accepted unordered pair once
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
     pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
-    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m)
+    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep)
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
     n_pruned = 0
     if dag_p.size:
-        tab, mask = _table(dag_p, dag_c, m)
-        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise)
+        tab, mask = parent_table(dag_p, dag_c, m)
+        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise,
+                                     keep=None if keep is None else torch.from_numpy(keep))
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
         p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)

@@ -7,9 +7,10 @@ candidates; no ``M × M`` matrix is formed (``X_bᵀ X`` in row blocks of size b
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-__all__ = ["candidate_parents", "screen_parents"]
+__all__ = ["candidate_parents", "parent_table", "screen_parents"]
 
 _BLOCK_ENTRIES = 1 << 22
 
@@ -152,3 +153,34 @@ def candidate_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.
         t = (t - t.mean(0)) / t.std(0, unbiased=False).clamp_min(1e-12)
         _, third = _top_abs_corr(t, resid, k3, exclude_self=True)
     return torch.cat([first, third], dim=1)
+
+
+def parent_table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(M, W)`` parent table of an edge list, the layout every sparse support works on.
+
+    Row c lists c's parents in the order they appear in the list (stable), padded to
+    ``W = max(1, largest in-degree)`` with another node's index (``(c + 1) mod M``) that the
+    mask marks dead.
+
+    Parameters
+    ----------
+    parent, child
+        ``(E,)`` int arrays, edges ``parent → child`` (no repeats).
+    m
+        Number of features M.
+
+    Returns
+    -------
+    table, live
+        ``(M, W)`` int64 and bool tensors.
+    """
+    order = np.argsort(child, kind="stable")
+    parent, child = parent[order], child[order]
+    counts = np.bincount(child, minlength=m)
+    width = max(1, int(counts.max(initial=0)))
+    slot = np.arange(child.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    table = np.repeat(((np.arange(m) + 1) % m)[:, None], width, axis=1).astype(np.int64)
+    live = np.zeros((m, width), dtype=bool)
+    table[child, slot] = parent
+    live[child, slot] = True
+    return torch.from_numpy(table), torch.from_numpy(live)

@@ -37,7 +37,7 @@ _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
 _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
                 "lambda_sparse", "dag_threshold")
 #: options of support "regression" only
-_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error")
+_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions")
 #: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
 _NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 #: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._keys import parse_condition
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -174,11 +175,6 @@ def _counts_to_expression(z: np.ndarray, base: np.ndarray, gain: float, rng: np.
 def _dag_uns(dag: np.ndarray, names: list[str]) -> dict[str, object]:
     src, tgt = np.nonzero(dag)
     return {"dag_source": np.asarray(names, dtype=object)[src].astype(str), "dag_target": np.asarray(names, dtype=object)[tgt].astype(str)}
-
-
-def parse_condition(condition: str) -> list[str]:
-    """Perturbed genes of a GEARS-style condition: ``"g3+ctrl"`` → ``["g3"]``, ``"ctrl"`` → ``[]``."""
-    return [g for g in str(condition).split("+") if g and g != "ctrl"]
 
 
 def simulate_perturbation_data(

@@ -146,6 +146,18 @@ def _top_variance(adata: ad.AnnData, n_top: int) -> ad.AnnData:
     return adata[:, keep].copy()
 
 
+def _perturbed_genes(obs: pd.DataFrame, var_names: Any) -> np.ndarray:
+    """``(len(var_names),)`` bool: the genes named as perturbation targets in a condition column
+    of ``obs`` (:func:`cape_pipeline._keys.find_condition_column`), all False without one."""
+    from cape_pipeline._keys import find_condition_column, parse_condition
+
+    col = find_condition_column(obs)
+    if col is None:
+        return np.zeros(len(var_names), dtype=bool)
+    targets = {t for label in obs[col].astype(str).unique() for t in parse_condition(label)}
+    return np.isin(np.asarray(var_names, dtype=str), sorted(targets))
+
+
 def _check_features(adata: ad.AnnData, where: str) -> None:
     """Raise on all-missing or constant features (they carry no information for later stages)."""
     x = adata.X
@@ -295,8 +307,14 @@ def preprocess(
                 steps.append(f"no normalization (input is {state})")
             if cfg.n_top_features < work.n_vars:
                 sc.pp.highly_variable_genes(work, n_top_genes=cfg.n_top_features, flavor="seurat")
-                work = work[:, work.var["highly_variable"].to_numpy()].copy()
+                keep = work.var["highly_variable"].to_numpy()
                 steps.append(f"highly_variable_genes(n_top_genes={cfg.n_top_features}, flavor='seurat')")
+                extra = _perturbed_genes(adata.obs, work.var_names) & ~keep
+                if extra.any():  # Step I needs the perturbed genes to use their interventions
+                    keep = keep | extra
+                    steps.append(f"kept {int(extra.sum())} perturbed genes outside the HVGs")
+                    log.info("preprocess: kept %d perturbed genes outside the HVGs", int(extra.sum()))
+                work = work[:, keep].copy()
     else:
         work = _work(adata.X, adata.obs, adata.var)
         if sp.issparse(work.X):
