@@ -44,7 +44,6 @@ from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, t
 from cape_pipeline.causal.regression import fit_regression
 from cape_pipeline.causal.screened import fit_screened
 from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae, resolve_device
-from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -220,9 +219,7 @@ def discover_scored(
     if method == "cape":
         x_std, cov_params, labels = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
         params.update(cov_params)
-        if support == "regression" and library is not None and (
-            cfg.measurement_error == "thinning" or (cfg.measurement_error == "auto" and n >= THINNING_MIN_OBS)
-        ):
+        if support == "regression" and library is not None and cfg.measurement_error == "thinning":
             reliability = count_reliability(data, labels, library, seed=int(cfg.seed))
         if support == "regression":
             params["measurement_error_used"] = "none" if reliability is None else "count thinning"

@@ -243,14 +243,16 @@ class DiscoverConfig:
     fdr
         ``"cape"``, support ``"regression"``: Benjamini–Hochberg level of the edge test (0.05).
     measurement_error
-        ``"cape"``, support ``"regression"``: ``"thinning"`` — where preprocess turned counts
-        into ``X`` (it records the library sizes and ``target_sum``), each gene's share of
-        counting noise is measured by binomial thinning
+        ``"cape"``, support ``"regression"``: ``"none"`` (default) or ``"thinning"`` — where
+        preprocess turned counts into ``X`` (it records the library sizes and ``target_sum``),
+        each gene's share of counting noise is measured by binomial thinning
         (:func:`~cape_pipeline.causal.covariates.count_reliability`) and the neighbourhood
         regressions and the pruning use the errors-in-variables Gram matrix, so a sibling no
-        longer stands in for a noisily counted regulator; ``"none"``: never; ``"auto"``
-        (default): ``"thinning"`` from 5,000 cells on (measured better from 10,000 cells on
-        two count generators, worse at 1,000, ``benchmarks/discover/counts/RESULTS.md``).
+        longer stands in for a noisily counted regulator. Measured
+        (``benchmarks/discover/counts/RESULTS.md``): on counts driven by a regulatory graph it
+        raises F1 and precision from 10,000 cells on (two generators) and lowers them at 1,000;
+        on counts whose genes share hidden module activities it turns the modules into edges
+        (513 kept, all false, against 6 without it, at 10,000 cells), so it is not the default.
         Recorded as ``params["measurement_error_used"]``.
     interventions
         ``"cape"``, support ``"regression"``: where the cells' perturbation labels are

@@ -22,14 +22,16 @@ one on quantities the model cannot trade away:
    candidates (ridge-stabilised least squares, batched over features); the statistic of
    candidate p of feature c is the partial F (the likelihood-ratio statistic of dropping p,
    Gaussian errors) and its effect size the partial R² — the share of c's within-state
-   variance that p explains beyond the other candidates. O(N·M·K²). On counts from 5,000
-   cells on (``measurement_error``), the regressions are corrected for counting noise: each
+   variance that p explains beyond the other candidates. O(N·M·K²). On counts, optionally
+   (``measurement_error="thinning"``), the regressions are corrected for counting noise: each
    gene's noise share, measured by binomial thinning
    (:func:`~cape_pipeline.causal.covariates.count_reliability`), is taken off the diagonal of
    the candidates' Gram matrix (errors-in-variables, Fuller 1987). A regulator's mRNA is a
    noisy count of its activity; without the correction its targets, which measure that
    activity again, take its coefficient from one another (siblings look like edges, the
-   regulator's own edges fail the test).
+   regulator's own edges fail the test). Not the default: where genes share a hidden module
+   activity, the correction makes one member stand for the module and keeps edges that are
+   not there (``benchmarks/discover/counts/RESULTS.md``).
 3. **Edge test** (:func:`min_effect_pvalues`): a pair is accepted when its partial R²
    exceeds ``min_effect`` at false-discovery rate ``fdr`` (Benjamini–Hochberg over every
    screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F

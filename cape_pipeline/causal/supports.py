@@ -7,8 +7,8 @@ from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
-    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "THINNING_MIN_OBS",
-    "UNUSED_BY_SUPPORT", "resolve_support",
+    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "UNUSED_BY_SUPPORT",
+    "resolve_support",
 ]
 
 #: how A is parameterised for method "cape": chosen from the data ("auto"), the paper's low rank,
@@ -18,14 +18,12 @@ SUPPORTS = ("auto", "low-rank", "screened", "learned", "regression")
 #: cell-level covariates of Step I: "auto" (single-cell data: cell states, and the library size
 #: where preprocess recorded it; other data: none) or an explicit choice
 COVARIATES = ("auto", "none", "states", "library", "states+library")
-#: measurement error of support "regression": "auto" ("thinning" for counts from
-#: THINNING_MIN_OBS cells on, else "none"), "thinning" (each gene's counting-noise share from
-#: binomial thinning, errors-in-variables regressions) or "none"
-MEASUREMENT_ERROR = ("auto", "thinning", "none")
-#: measurement_error="auto" corrects for counting noise from this many cells on (measured on two
-#: count generators at 2,000 genes: F1 and AUPRC rise at 10,000 cells on both, mixed at 3,000,
-#: worse at 1,000 and below one cell per gene — benchmarks/discover/counts/RESULTS.md)
-THINNING_MIN_OBS = 5000
+#: measurement error of support "regression": "none" (default) or "thinning" (each gene's
+#: counting-noise share from binomial thinning, errors-in-variables regressions). Not the default:
+#: on counts driven by a regulatory graph it raises F1 from 10,000 cells on (two generators), but
+#: on counts whose genes share hidden module activities it turns the modules into edges (513
+#: kept, all false, against 6 without it, at 10,000 cells) — benchmarks/discover/counts/RESULTS.md
+MEASUREMENT_ERROR = ("none", "thinning")
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/RESULTS_learned.md)
 AUTO_LOW_RANK_MAX = 20

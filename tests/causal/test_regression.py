@@ -165,7 +165,7 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
         ({"covariates": "cells"}, "covariates"),
         ({"support": "regression", "epochs": 5}, "epochs"),
         ({"support": "learned", "min_effect": 0.01}, "min_effect"),
-        ({"measurement_error": "poisson"}, "measurement_error"),
+        ({"measurement_error": "auto"}, "measurement_error"),
         ({"support": "learned", "measurement_error": "thinning"}, "measurement_error"),
     ],
 )
@@ -250,11 +250,11 @@ def test_count_reliability_by_thinning_matches_an_independent_replicate():
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_measurement_error_auto_is_off_below_its_cell_count_and_recorded():
+def test_measurement_error_is_an_option_and_recorded():
     a, truth = _hill(1500)
-    auto, none = discover(a), discover(a, measurement_error="none")
-    assert auto.params["measurement_error_used"] == "none"
-    assert (auto.adjacency != none.adjacency).nnz == 0
+    default, none = discover(a), discover(a, measurement_error="none")
+    assert default.params["measurement_error_used"] == "none"
+    assert (default.adjacency != none.adjacency).nnz == 0
     thin = discover(a, measurement_error="thinning")
     assert thin.params["measurement_error_used"] == "count thinning"
     assert 0.05 <= thin.params["median_reliability"] <= 1
