@@ -74,10 +74,14 @@ CAPE_SETS = {
     "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.min_effect=0.006"],
     "cape-thinning": ["discover.measurement_error=thinning"],
-    "cape-no-thinning": ["discover.measurement_error=none"],
+    "cape-thinning-no-covariates": ["discover.measurement_error=thinning", "discover.covariates=none"],
+    "cape-thinning-states-only": ["discover.measurement_error=thinning", "discover.covariates=states"],
+    "cape-thinning-library-only": ["discover.measurement_error=thinning", "discover.covariates=library"],
+    "cape-thinning-min-effect-0.0015": ["discover.measurement_error=thinning", "discover.min_effect=0.0015"],
+    "cape-thinning-min-effect-0.006": ["discover.measurement_error=thinning", "discover.min_effect=0.006"],
 }
 ABLATIONS = ("cape-no-covariates", "cape-states-only", "cape-library-only", "learned-covariates", "cape-min-effect-0.0015",
-             "cape-min-effect-0.006", "cape-thinning", "cape-no-thinning")
+             "cape-min-effect-0.006", "cape-thinning", "cape-thinning-no-covariates")
 #: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
 #: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
 TREE_MAX_CELLS = 1000
@@ -247,7 +251,11 @@ LABELS = {
     "cape-states-only": "cape, states only", "cape-library-only": "cape, library size only",
     "learned-covariates": "learned + covariates",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
-    "cape-thinning": "cape, counting-noise correction", "cape-no-thinning": "cape, no counting-noise correction",
+    "cape-thinning": "cape + noise correction", "cape-thinning-no-covariates": "cape + noise correction, no covariates",
+    "cape-thinning-states-only": "cape + noise correction, states only",
+    "cape-thinning-library-only": "cape + noise correction, library size only",
+    "cape-thinning-min-effect-0.0015": "cape + noise correction, min_effect 0.0015",
+    "cape-thinning-min-effect-0.006": "cape + noise correction, min_effect 0.006",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
