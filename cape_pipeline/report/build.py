@@ -257,6 +257,7 @@ def build_report(
             "n_states": graph.params.get("n_states") if graph is not None else None,
             "warnings": list(graph.params.get("warnings", [])) if graph is not None else [],
             "metrics_vs_truth": encode.provenance.get("metrics_vs_truth"),
+            "interventions": _interventions(graph, adata),
         },
         "embedding": {
             "d": int(enc.d),
@@ -291,6 +292,22 @@ def build_report(
     comparison = doc["comparison"]
     primary = [row for row in comparison["differences"] if _is_primary(row)]
     return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap, progress=progress))
+
+
+def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
+    """What Step I read of the perturbation labels, and CausalBench's check of its edges on the
+    same cells (:func:`~cape_pipeline.causal.metrics.interventional_score`); None without labels."""
+    if graph is None or not graph.params.get("intervention_column"):
+        return None
+    from cape_pipeline.causal.metrics import interventional_score
+
+    col = graph.params["intervention_column"]
+    out = {k: graph.params.get(k) for k in ("intervention_column", "n_control_cells", "n_perturbed_cells",
+                                            "n_perturbed_features")}
+    if col in adata.obs.columns and list(adata.var_names) == list(graph.feature_names):
+        score = interventional_score(adata, graph.adjacency, column=col)
+        out.update({k: score[k] for k in ("n_testable", "share_shifted", "random_share_shifted")})
+    return out
 
 
 def _comparison(train: Any) -> dict[str, Any]:

@@ -151,3 +151,27 @@ def test_preprocess_keeps_perturbed_genes_outside_the_hvgs():
     assert quiet in a.var_names and quiet not in b.var_names
     assert a.n_vars == 51 and b.n_vars == 50
     assert any("perturbed genes" in s for s in a.uns["cape_preprocess"]["steps"])
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_pipeline_reads_the_labels_and_the_report_says_so(tmp_path, perturb):
+    """An .h5ad screen through ``cape run --until discover``: preprocess keeps the labels, Step I
+    uses them, the stage summary and the report's Step I section state them."""
+    from cape_pipeline.pipeline import run_pipeline
+    from cape_pipeline.report.sections import dag_lines
+
+    path = tmp_path / "screen.h5ad"
+    perturb.write_h5ad(path)
+    r = run_pipeline(str(path), until="discover", workdir=tmp_path / "w",
+                     overrides={"discover": {"support": "regression"}})
+    g = r.output("discover")
+    assert g.params["intervention_column"] == "condition" and g.params["n_perturbed_features"] == 40
+    rec = next(x for x in r.records if x.stage == "discover")
+    assert rec.summary["intervention_column"] == "condition"
+    from cape_pipeline.report.build import _interventions
+
+    iv = _interventions(g, perturb)
+    assert iv["n_testable"] > 0 and iv["share_shifted"] > iv["random_share_shifted"]
+    text = "\n".join(dag_lines({"method": "cape", "n_edges": g.n_edges, "n_cycle_edges_dropped": 0,
+                                "interventions": iv}, perturb.n_vars))
+    assert "interventions from obs['condition']" in text and "interventional check (CausalBench)" in text

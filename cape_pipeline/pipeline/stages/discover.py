@@ -69,7 +69,8 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
-    for key in ("support", "n_isolated", "isolated_share", "covariates_used", "edge_rule"):
+    for key in ("support", "n_isolated", "isolated_share", "covariates_used", "edge_rule", "intervention_column",
+                "n_perturbed_features"):
         if key in graph.params:
             out[key] = graph.params[key]
     m = graph.params.get("metrics_vs_truth")
