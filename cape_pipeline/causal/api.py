@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-import torch
 
 from cape_pipeline.causal._input import prepare_matrix
 from cape_pipeline.causal.baselines import (
@@ -39,11 +37,9 @@ from cape_pipeline.causal.config import (
 from cape_pipeline.causal.covariates import apply_covariates, cell_context, count_reliability
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.causal.learned import fit_learned, learned_options
-from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank, threshold_matrix
-from cape_pipeline.causal.regression import fit_regression
-from cape_pipeline.causal.screened import fit_screened
-from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae, resolve_device
+from cape_pipeline.causal.postprocess import break_cycles, threshold_matrix
+from cape_pipeline.causal.regression import regression_k
+from cape_pipeline.causal.supports import SupportInputs, fit_support
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -99,31 +95,8 @@ def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: i
     return max(DEFAULT_EPOCHS, math.ceil(int(min_steps) / steps_per_epoch))
 
 
-def _cap_rows(adj: sp.csr_array, k: int) -> sp.csr_array:
-    """Keep the ``k`` strongest ``|weight|`` out-edges of every row of a sparse adjacency."""
-    adj = sp.csr_array(adj)
-    lengths = np.diff(adj.indptr)
-    if lengths.max(initial=0) <= k:
-        return adj
-    coo = adj.tocoo()
-    order = np.lexsort((-np.abs(coo.data), coo.row))
-    rank = np.arange(order.size) - np.repeat(adj.indptr[:-1], lengths)
-    keep = order[rank < k]
-    return sp.csr_array((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
-
-
 #: options of the MLP fits that the regression support has no use for (it trains nothing)
 _MLP_TRAINING = ("threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
-#: support "regression" uses this many candidates per screening round unless n_candidates is set
-REGRESSION_N_CANDIDATES = 10
-
-
-def _regression_k(cfg: DiscoverConfig) -> int:
-    """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
-    (measured: 40 candidates rank true pairs better than 80, ``benchmarks/discover/counts``)."""
-    return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)
-
-
 def discover_scored(
     data: Any,
     config: DiscoverConfig | None = None,
@@ -208,7 +181,7 @@ def discover_scored(
             params["n_candidates"] = int(cfg.n_candidates)
         if support == "regression":
             params.update({
-                "n_candidates": _regression_k(cfg), "min_effect": float(cfg.min_effect), "fdr": float(cfg.fdr),
+                "n_candidates": regression_k(cfg), "min_effect": float(cfg.min_effect), "fdr": float(cfg.fdr),
                 "measurement_error": cfg.measurement_error,
             })
         if support == "screened":
@@ -244,97 +217,15 @@ def discover_scored(
     elif method == "cape" and cfg.interventions not in ("auto", "none"):
         raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
                               f"this run uses {support!r} (set support='regression')")
-    if method == "cape" and support == "regression":
-        fit = fit_regression(
-            x_std, n_candidates=_regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-            reliability=reliability, intervened=intervened, seed=int(cfg.seed), progress=progress,
+    if method == "cape":
+        fit = fit_support(support, x_std, cfg, SupportInputs(
+            names=names, rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row, dense_scores=m <= SPARSE_ABOVE,
+            progress=progress, reliability=reliability, intervened=intervened, unused=ignored,
+        ))
+        adj, history, scores, n_dropped, edge_scores = (
+            fit.adjacency, fit.history, fit.scores, fit.n_cycle_edges_dropped, fit.edge_scores
         )
-        history = fit.history
-        adj = fit.adjacency
-        if max_per_row is not None:
-            adj = _cap_rows(adj, int(max_per_row))
-        if m <= SPARSE_ABOVE:
-            scores = fit.scores(m)
-        edge_scores = pd.DataFrame({
-            "source": names[fit.parent].astype(str), "target": names[fit.child].astype(str),
-            "score": fit.partial_r2, "f_stat": fit.f_stat, "qvalue": fit.qvalue, "accepted": fit.accepted,
-            "n_tests": fit.n_tests,
-        })
-        if ignored:
-            params["unused_options"] = ignored
-        params.update({
-            "device": "cpu",
-            "edge_rule": (
-                f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
-                "Benjamini–Hochberg"
-                + (", regressions corrected for counting noise measured by binomial thinning" if reliability is not None
-                   else "")
-                + "), oriented by greedy likelihood, re-tested given the DAG parents"
-            ),
-            "n_candidate_pairs": int(fit.parent.size),
-            "n_accepted_pairs": int(fit.accepted.sum()),
-            "n_oriented": int(fit.n_oriented),
-            "n_pruned": int(fit.n_pruned),
-        })
-    elif method == "cape" and support == "learned":
-        fit = fit_learned(
-            torch.from_numpy(x_std.astype(np.float32)),
-            **learned_options(cfg),
-            device=resolve_device(device),
-            progress=progress,
-        )
-        history = fit.history
-        adj = fit.adjacency
-        if max_per_row is not None:
-            adj = _cap_rows(adj, int(max_per_row))
-        n_dropped = fit.n_cycle_edges_dropped
-        if m <= SPARSE_ABOVE:
-            scores = fit.scores(m)
-        params.update({
-            "device": str(resolve_device(device)),
-            "output_threshold": float(threshold) / 2,
-            "n_candidate_pairs": int(fit.n_candidates),
-            "n_screened_pairs": int(fit.n_screened),
-            "screen_seconds": float(fit.screen_seconds),
-            "epochs_stage1": sum(1 for h in history if h["stage"] == 1),
-            "epochs_stage2": sum(1 for h in history if h["stage"] == 2),
-        })
-    elif method == "cape" and support == "screened":
-        solver = SolverConfig.from_discover(cfg, rank=eff_rank, epochs=eff_epochs)
-        fit = fit_screened(
-            torch.from_numpy(x_std.astype(np.float32)),
-            solver,
-            n_candidates=int(cfg.n_candidates),
-            threshold=float(threshold),
-            device=device,
-            progress=progress,
-        )
-        history = fit.history
-        adj = fit.adjacency(float(threshold))
-        if max_per_row is not None:
-            adj = _cap_rows(adj, int(max_per_row))
-        adj, n_dropped = break_cycles(adj)
-        if m <= SPARSE_ABOVE:
-            scores = fit.scores()
-        params["device"] = str(fit.model.w.device) if fit.model is not None else str(device)
-        params["n_candidate_columns"] = int(fit.parents.shape[1])
-        params["screen_seconds"] = float(fit.screen_seconds)
-    elif method == "cape":
-        # hold the AL penalty once the τ-thresholded output is a DAG (SolverConfig.dag_threshold);
-        # the check sees the output graph (its per-row cap)
-        solver = SolverConfig.from_discover(cfg, rank=eff_rank, epochs=eff_epochs, dag_max_edges_per_row=max_per_row)
-        res = fit_low_rank_vae(
-            torch.from_numpy(x_std.astype(np.float32)), solver, device=device, progress=progress
-        )
-        history = res.history
-        # on the factors' device (a GPU makes this O(M² r) pass cheap); same values as res.u/v
-        fu, fv = (res.model.u, res.model.v) if res.model is not None else (res.u, res.v)
-        adj = threshold_low_rank(fu, fv, float(threshold), max_edges_per_row=max_per_row)
-        adj, n_dropped = break_cycles(adj)
-        if m <= SPARSE_ABOVE:
-            scores = res.u @ res.v.T
-            np.fill_diagonal(scores, 0.0)
-        params["device"] = str(res.model.u.device) if res.model is not None else str(device)
+        params.update(fit.params)
     elif method == "correlation":
         adj = correlation_graph(x_std, float(threshold), max_edges_per_row=max_per_row)
         if m <= SPARSE_ABOVE:

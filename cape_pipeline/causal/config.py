@@ -243,25 +243,15 @@ class DiscoverConfig:
     fdr
         ``"cape"``, support ``"regression"``: Benjamini–Hochberg level of the edge test (0.05).
     measurement_error
-        ``"cape"``, support ``"regression"``: ``"none"`` (default) or ``"thinning"`` — where
-        preprocess turned counts into ``X`` (it records the library sizes and ``target_sum``),
-        each gene's share of counting noise is measured by binomial thinning
-        (:func:`~cape_pipeline.causal.covariates.count_reliability`) and the neighbourhood
-        regressions and the pruning use the errors-in-variables Gram matrix, so a sibling no
-        longer stands in for a noisily counted regulator. Measured
-        (``benchmarks/discover/counts/RESULTS.md``): on counts driven by a regulatory graph it
-        raises F1 and precision from 10,000 cells on (two generators) and lowers them at 1,000;
-        on counts whose genes share hidden module activities it turns the modules into edges
-        (513 kept, all false, against 6 without it, at 10,000 cells), so it is not the default.
-        Recorded as ``params["measurement_error_used"]``.
+        ``"cape"``, support ``"regression"``: ``"none"`` (default) or ``"thinning"``: on counts
+        preprocess normalized, correct the regressions for each gene's counting noise, measured by
+        binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`). Raises F1
+        from 10,000 cells on where a regulatory graph drives the counts, but invents edges where
+        genes share hidden module activities (``benchmarks/discover/counts/RESULTS.md``).
     interventions
-        ``"cape"``, support ``"regression"``: where the cells' perturbation labels are
-        (:mod:`cape_pipeline.causal.interventions`). ``"auto"`` (default): a GEARS-style
-        ``obs["condition"]`` (or ``perturbation``, ``guide_target``, …) with control cells
-        (``ctrl``, ``control``, ``non-targeting``) when the data have one, else none; an ``obs``
-        column name; or ``"none"``. A perturbed gene's own conditional is then left out of the
-        likelihood in the cells where it was perturbed. Recorded as
-        ``params["intervention_column"]`` and the counts of perturbed cells and genes.
+        ``"cape"``, support ``"regression"``: the ``obs`` column of perturbation labels, ``"auto"``
+        (default: a GEARS-style ``condition`` column with controls, if any) or ``"none"``; a
+        perturbed gene's own conditional leaves out its perturbed cells (:mod:`.interventions`).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤

@@ -431,3 +431,29 @@ def fit_learned(
         n_candidates=n_cand, n_screened=n_screened, screen_seconds=screen_seconds,
         n_cycle_edges_dropped=n_dropped,
     )
+
+
+def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Support ``"learned"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_learned` on the
+    standardized ``(N, M)`` ``x`` (as float32) with :func:`learned_options` of ``cfg``."""
+    from cape_pipeline.causal.postprocess import cap_rows
+    from cape_pipeline.causal.solver import resolve_device
+    from cape_pipeline.causal.supports import SupportFit
+
+    device = resolve_device(cfg.device)
+    fit = fit_learned(torch.from_numpy(x.astype(np.float32)), **learned_options(cfg), device=device,
+                      progress=inputs.progress)
+    history = fit.history
+    adj = fit.adjacency if inputs.max_per_row is None else cap_rows(fit.adjacency, int(inputs.max_per_row))
+    params = {
+        "device": str(device),
+        "output_threshold": float(cfg.threshold) / 2,
+        "n_candidate_pairs": int(fit.n_candidates),
+        "n_screened_pairs": int(fit.n_screened),
+        "screen_seconds": float(fit.screen_seconds),
+        "epochs_stage1": sum(1 for h in history if h["stage"] == 1),
+        "epochs_stage2": sum(1 for h in history if h["stage"] == 2),
+    }
+    return SupportFit(adjacency=adj, history=history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
+                      n_cycle_edges_dropped=fit.n_cycle_edges_dropped, params=params)

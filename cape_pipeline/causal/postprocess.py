@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["break_cycles", "greedy_dag", "is_acyclic", "reaches", "threshold_low_rank", "threshold_matrix"]
+__all__ = ["break_cycles", "cap_rows", "greedy_dag", "is_acyclic", "reaches", "threshold_low_rank", "threshold_matrix"]
 
 _BLOCK_ENTRIES = 1 << 22  # ~4M entries (32 MiB float64) per row block
 
@@ -219,3 +219,19 @@ def reaches(children: Any, src: int, dst: int) -> bool:
                 seen.add(w)
                 stack.append(w)
     return False
+
+
+def cap_rows(adj: sp.csr_array, k: int | None) -> sp.csr_array:
+    """Keep the ``k`` strongest ``|weight|`` out-edges of every row of a sparse ``(M, M)``
+    adjacency (``k`` None: all)."""
+    adj = sp.csr_array(adj)
+    if k is None:
+        return adj
+    lengths = np.diff(adj.indptr)
+    if lengths.max(initial=0) <= k:
+        return adj
+    coo = adj.tocoo()
+    order = np.lexsort((-np.abs(coo.data), coo.row))
+    rank = np.arange(order.size) - np.repeat(adj.indptr[:-1], lengths)
+    keep = order[rank < k]
+    return sp.csr_array((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)

@@ -32,9 +32,9 @@ one on quantities the model cannot trade away:
    regulator's own edges fail the test). Not the default: where genes share a hidden module
    activity, the correction makes one member stand for the module and keeps edges that are
    not there (``benchmarks/discover/counts/RESULTS.md``).
-3. **Edge test** (:func:`min_effect_pvalues`): a pair is accepted when its partial R²
-   exceeds ``min_effect`` at false-discovery rate ``fdr`` (Benjamini–Hochberg over every
-   screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F
+3. **Edge test** (:func:`~cape_pipeline.causal.edge_test.min_effect_pvalues`): a pair is
+   accepted when its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``
+   (Benjamini–Hochberg over every screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F
    distribution — a minimum-effect test, Murphy & Myors 1999). The rule's form does not
    depend on N: with more cells the estimates concentrate, so more true edges pass, and pairs
    whose true effect is below the floor (siblings seen through a noisy parent) pass less.
@@ -64,10 +64,11 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline.causal.covariates import unit_sd
+from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.screen import candidate_parents, parent_table
 
-__all__ = ["RegressionFit", "fit_regression", "min_effect_pvalues", "partial_f"]
+__all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,48 +193,6 @@ def partial_f(
     return f_out, r2, dof
 
 
-def min_effect_pvalues(f_stat: np.ndarray, dof: np.ndarray, n_obs: int, min_effect: float) -> np.ndarray:
-    """p-values of the minimum-effect test ``H₀: partial R² ≤ min_effect`` (one parameter).
-
-    Under ``H₀`` at its boundary the partial F follows a noncentral F(1, ν) with
-    noncentrality ``λ₀ = N·f²``, ``f² = min_effect / (1 − min_effect)`` (Cohen's effect size);
-    ``min_effect = 0`` is the ordinary F test of a zero coefficient.
-
-    Parameters
-    ----------
-    f_stat, dof
-        ``(E,)`` partial F statistics and their residual degrees of freedom ν.
-    n_obs
-        N, the rows of the regression.
-    min_effect
-        The floor on partial R², in [0, 1).
-
-    Returns
-    -------
-    np.ndarray
-        ``(E,)`` float64 p-values.
-    """
-    from scipy.stats import f as f_dist
-    from scipy.stats import ncf
-
-    f_stat = np.asarray(f_stat, dtype=np.float64)
-    dof = np.asarray(dof, dtype=np.float64)
-    if min_effect <= 0:
-        return f_dist.sf(f_stat, 1, dof)
-    nc = float(n_obs) * min_effect / (1.0 - min_effect)
-    return ncf.sf(f_stat, 1, dof, nc)
-
-
-def _bh(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Benjamini–Hochberg (statsmodels): reject flags and adjusted p-values (q-values)."""
-    from statsmodels.stats.multitest import multipletests
-
-    if p.size == 0:
-        return np.zeros(0, dtype=bool), np.zeros(0)
-    reject, q, _, _ = multipletests(p, alpha=alpha, method="fdr_bh")
-    return reject, q
-
-
 @dataclass
 class RegressionFit:
     """Output of :func:`fit_regression`.
@@ -298,21 +257,6 @@ def _screen_and_test(
     f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
     dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
     return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, z_test.shape[0], min_effect)
-
-
-def _combine(parts: list[tuple[np.ndarray, ...]], m: int) -> tuple[np.ndarray, ...]:
-    """One row per pair over the halves: mean F and R², Stouffer-combined p, number of tests."""
-    from scipy.stats import norm
-
-    parent = np.concatenate([pt[0] for pt in parts]).astype(np.int64)
-    child = np.concatenate([pt[1] for pt in parts]).astype(np.int64)
-    key = parent * m + child
-    uniq, inv = np.unique(key, return_inverse=True)
-    cnt = np.bincount(inv).astype(np.float64)
-    mean = [np.bincount(inv, weights=np.concatenate([pt[i] for pt in parts])) / cnt for i in (2, 3)]
-    p = np.clip(np.concatenate([pt[4] for pt in parts]), 1e-300, 1.0 - 1e-16)
-    z = np.bincount(inv, weights=norm.isf(p)) / np.sqrt(cnt)
-    return uniq // m, uniq % m, mean[0], mean[1], norm.sf(z), cnt.astype(np.int64)
 
 
 def fit_regression(
@@ -414,8 +358,8 @@ def fit_regression(
     history.append({"stage": "screen and test", "crossfit": len(parts) == 2,
                     "n_candidate_pairs": int(sum(pt[0].size for pt in parts)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    parent, child, f_e, r2_e, p_e, n_tests = _combine(parts, m)
-    acc, q_e = _bh(p_e, fdr)
+    parent, child, f_e, r2_e, p_e, n_tests = combine_halves(parts, m)
+    acc, q_e = bh(p_e, fdr)
     history.append({"stage": "edge test", "n_pairs": int(parent.size), "n_accepted": int(acc.sum()),
                     "seconds": time.perf_counter() - t0})
     zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
@@ -437,7 +381,7 @@ def fit_regression(
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
         p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)
-        keep, _ = _bh(p_d, fdr)
+        keep, _ = bh(p_d, fdr)
         n_pruned = int((~keep).sum())
         w = np.sqrt(r2_d.numpy()[mk][keep])
         adj = sp.csr_array((w, (pp[keep], cc[keep])), shape=(m, m))
@@ -449,3 +393,55 @@ def fit_regression(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
     )
+
+
+#: support "regression" uses this many candidates per screening round unless n_candidates is set
+REGRESSION_N_CANDIDATES = 10
+
+
+def regression_k(cfg: Any) -> int:
+    """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
+    (measured: 40 candidates rank true pairs better than 80, ``benchmarks/discover/counts``)."""
+    from cape_pipeline.causal.config import DiscoverConfig
+
+    return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)
+
+
+def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Support ``"regression"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_regression` on the
+    covariate-adjusted ``(N, M)`` float64 ``x`` with ``cfg``'s options, every screened pair as
+    ``edge_scores``."""
+    import pandas as pd
+
+    from cape_pipeline.causal.postprocess import cap_rows
+    from cape_pipeline.causal.supports import SupportFit
+
+    fit = fit_regression(
+        x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
+        reliability=inputs.reliability, intervened=inputs.intervened, seed=int(cfg.seed), progress=inputs.progress,
+    )
+    adj = fit.adjacency if inputs.max_per_row is None else cap_rows(fit.adjacency, int(inputs.max_per_row))
+    names = inputs.names
+    edge_scores = pd.DataFrame({
+        "source": names[fit.parent].astype(str), "target": names[fit.child].astype(str),
+        "score": fit.partial_r2, "f_stat": fit.f_stat, "qvalue": fit.qvalue, "accepted": fit.accepted,
+        "n_tests": fit.n_tests,
+    })
+    params: dict[str, Any] = {"unused_options": inputs.unused} if inputs.unused else {}
+    params.update({
+        "device": "cpu",
+        "edge_rule": (
+            f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
+            "Benjamini–Hochberg"
+            + (", regressions corrected for counting noise measured by binomial thinning"
+               if inputs.reliability is not None else "")
+            + "), oriented by greedy likelihood, re-tested given the DAG parents"
+        ),
+        "n_candidate_pairs": int(fit.parent.size),
+        "n_accepted_pairs": int(fit.accepted.sum()),
+        "n_oriented": int(fit.n_oriented),
+        "n_pruned": int(fit.n_pruned),
+    })
+    return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
+                      edge_scores=edge_scores, params=params)

@@ -390,3 +390,24 @@ def fit_screened(
         model=model,
         screen_seconds=screen_seconds,
     )
+
+
+def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Support ``"screened"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_screened` with the
+    solver options of ``cfg``, thresholded at τ, cycles broken."""
+    from cape_pipeline.causal.postprocess import break_cycles, cap_rows
+    from cape_pipeline.causal.solver import SolverConfig
+    from cape_pipeline.causal.supports import SupportFit
+
+    solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs)
+    fit = fit_screened(torch.from_numpy(x.astype(np.float32)), solver, n_candidates=int(cfg.n_candidates),
+                       threshold=float(cfg.threshold), device=cfg.device, progress=inputs.progress)
+    adj = fit.adjacency(float(cfg.threshold))
+    if inputs.max_per_row is not None:
+        adj = cap_rows(adj, int(inputs.max_per_row))
+    adj, n_dropped = break_cycles(adj)
+    params = {"device": str(fit.model.w.device) if fit.model is not None else str(cfg.device),
+              "n_candidate_columns": int(fit.parents.shape[1]), "screen_seconds": float(fit.screen_seconds)}
+    return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores() if inputs.dense_scores else None,
+                      n_cycle_edges_dropped=n_dropped, params=params)

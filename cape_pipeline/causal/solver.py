@@ -415,3 +415,25 @@ def fit_low_rank_vae(
     v = model.v.detach().cpu().double().numpy()
     return FitResult(u=u, v=v, history=history, model=model)
 
+
+def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Support ``"low-rank"`` (the paper's model) behind Step I's common signature
+    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_low_rank_vae`, then
+    ``|A| > τ`` formed from the factors in row blocks and cycles broken. The augmented-Lagrangian
+    penalty is held once the τ-thresholded output (with its per-row cap) is a DAG."""
+    from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank
+    from cape_pipeline.causal.supports import SupportFit
+
+    solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs,
+                                        dag_max_edges_per_row=inputs.max_per_row)
+    res = fit_low_rank_vae(torch.from_numpy(x.astype(np.float32)), solver, device=cfg.device, progress=inputs.progress)
+    # on the factors' device (a GPU makes this O(M² r) pass cheap); same values as res.u/v
+    fu, fv = (res.model.u, res.model.v) if res.model is not None else (res.u, res.v)
+    adj = threshold_low_rank(fu, fv, float(cfg.threshold), max_edges_per_row=inputs.max_per_row)
+    adj, n_dropped = break_cycles(adj)
+    scores = None
+    if inputs.dense_scores:
+        scores = res.u @ res.v.T
+        np.fill_diagonal(scores, 0.0)
+    params = {"device": str(res.model.u.device) if res.model is not None else str(cfg.device)}
+    return SupportFit(adjacency=adj, history=res.history, scores=scores, n_cycle_edges_dropped=n_dropped, params=params)

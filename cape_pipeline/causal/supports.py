@@ -3,12 +3,15 @@ takes, and the rule of ``support="auto"`` (:func:`resolve_support`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
     "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "UNUSED_BY_SUPPORT",
-    "resolve_support",
+    "SupportFit", "SupportInputs", "fit_support", "resolve_support",
 ]
 
 #: how A is parameterised for method "cape": chosen from the data ("auto"), the paper's low rank,
@@ -74,3 +77,83 @@ def resolve_support(support: str, n_features: int, n_obs: int | None = None, *, 
     if int(n_features) <= AUTO_LOW_RANK_MAX or (n_obs is not None and int(n_obs) < LEARNED_MIN_OBS):
         return "low-rank"
     return "regression" if single_cell else "learned"
+
+
+@dataclass
+class SupportInputs:
+    """What :func:`fit_support` passes every support beside the data and the config.
+
+    Attributes
+    ----------
+    names
+        ``(M,)`` feature names.
+    rank, epochs
+        The effective rank and epochs (low-rank and screened supports).
+    max_per_row
+        Keep at most this many out-edges per feature (None: all).
+    dense_scores
+        Return the ``(M, M)`` score matrix (small M only).
+    progress
+        Show progress.
+    reliability, intervened
+        Regression support: each feature's reliability on counts and the ``(N, M)`` perturbation
+        mask (:mod:`cape_pipeline.causal.interventions`), or None.
+    unused
+        Options of the config that the support leaves unused (recorded).
+    """
+
+    names: Any
+    rank: int
+    epochs: int
+    max_per_row: int | None
+    dense_scores: bool
+    progress: bool = False
+    reliability: Any = None
+    intervened: Any = None
+    unused: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SupportFit:
+    """What every support's ``fit_support`` returns: the DAG and what :func:`discover` records.
+
+    Attributes
+    ----------
+    adjacency
+        ``(M, M)`` sparse csr float64 DAG.
+    history
+        Per-epoch or per-stage records.
+    scores
+        ``(M, M)`` float64 continuous edge scores (for AUPRC), or None.
+    n_cycle_edges_dropped
+        Edges removed to make the graph acyclic.
+    edge_scores
+        Every screened pair with its statistics (``pandas.DataFrame``), or None.
+    params
+        Support-specific entries of the graph's ``params``.
+    """
+
+    adjacency: Any
+    history: list[dict[str, Any]]
+    scores: Any = None
+    n_cycle_edges_dropped: int = 0
+    edge_scores: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> SupportFit:
+    """Fit ``support`` on the standardized ``(N, M)`` float64 ``x``: every support behind one
+    signature ``fit_support(x, cfg, inputs) -> SupportFit`` (as DAGMA's ``linear`` /
+    ``nonlinear`` modules), each in its own module.
+
+    Raises
+    ------
+    CapeConfigError
+        Unknown support (``"auto"`` must be resolved first).
+    """
+    from importlib import import_module
+
+    modules = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "solver"}
+    if support not in modules:
+        raise CapeConfigError(f"support: expected one of {sorted(modules)}, got {support!r}")
+    return import_module(f"cape_pipeline.causal.{modules[support]}").fit_support(x, cfg, inputs)

@@ -13,9 +13,10 @@ import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.covariates import cell_state_labels, count_reliability, residualize
+from cape_pipeline.causal.edge_test import min_effect_pvalues
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
-from cape_pipeline.causal.regression import fit_regression, min_effect_pvalues, partial_f
+from cape_pipeline.causal.regression import fit_regression, partial_f
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
 
