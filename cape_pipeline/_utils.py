@@ -245,3 +245,29 @@ def check_device(device: Any, where: str = "device") -> None:
         raise CapeConfigError(f"{where}: expected 'auto', 'cpu' or 'cuda[:i]', got {device!r}") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise CapeConfigError(f"{where}: {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+
+
+def shuffled_batches(
+    n: int, batch_size: int, generator: Any, *, device: Any = None, stop: int | None = None, min_size: int = 1
+) -> Iterator[Any]:
+    """One epoch of minibatch row indices: the skeleton every training loop of the package shares
+    (Step I's solvers, Step II's RSGD, the transformers).
+
+    One ``torch.randperm(n, generator=generator)`` (moved to ``device`` when given), cut into
+    consecutive slices of ``batch_size`` rows from 0 up to ``stop`` (default n); slices shorter
+    than ``min_size`` are skipped. The permutation is drawn when iteration starts.
+
+    Yields
+    ------
+    torch.Tensor
+        ``(b,)`` int64 row indices, ``min_size ≤ b ≤ batch_size``.
+    """
+    import torch
+
+    perm = torch.randperm(n, generator=generator)
+    if device is not None:
+        perm = perm.to(device)
+    for start in range(0, n if stop is None else stop, batch_size):
+        idx = perm[start : start + batch_size]
+        if idx.numel() >= min_size:
+            yield idx

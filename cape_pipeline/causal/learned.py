@@ -39,6 +39,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.causal.acyclicity import h_spectral_sparse
 from cape_pipeline.causal.postprocess import greedy_dag, is_acyclic
 from cape_pipeline.causal.screen import candidate_parents, parent_table
@@ -336,16 +337,13 @@ def fit_learned(
         try:
             for epoch in range(max_epochs):
                 t_ep = time.perf_counter()
-                order = tr_idx[torch.randperm(n_tr, generator=gen).to(dev)]
                 tot, nb = 0.0, 0
                 if stage == 2 and not frozen:
                     # linear ramp to gamma_max over the stage, held once the graph is a DAG
                     gamma = gamma_max * (epoch + 1) / max(max_epochs, 1)
                 h_val = 0.0
-                for s in range(0, n_tr - 1, bs):
-                    xb = xt[:, order[s : s + bs]]
-                    if xb.shape[1] < 2:
-                        continue
+                for idx in shuffled_batches(n_tr, bs, gen, device=dev, stop=n_tr - 1, min_size=2):
+                    xb = xt[:, tr_idx[idx]]
                     nll = model(xb)
                     loss = nll + lambda_l1 * model.l1() + weight_decay * model.w1.pow(2).sum() + v_decay * model.v.pow(2).sum()
                     if stage == 2 and gamma > 0:

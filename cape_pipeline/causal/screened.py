@@ -38,6 +38,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.causal.acyclicity import h_spectral_sparse
 from cape_pipeline.causal.model import ElboTerms, EntrywiseMLP, standardize_batch
 from cape_pipeline.causal.screen import screen_parents
@@ -302,7 +303,6 @@ def fit_screened(
     gen_cpu = torch.Generator().manual_seed(config.seed + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     bs = min(config.batch_size, n)
-    n_batches = max(1, math.ceil(n / bs))
     epochs_1 = max(1, config.epochs // 2)
     epochs_2 = max(1, config.epochs - epochs_1)
     inner_2 = max(1, math.ceil(epochs_2 / config.max_outer))
@@ -326,11 +326,7 @@ def fit_screened(
             sums = np.zeros(4)
             n_seen = 0
             for _ in range(n_ep):
-                perm = torch.randperm(n, generator=gen_cpu).to(dev)
-                for b in range(n_batches):
-                    idx = perm[b * bs : (b + 1) * bs]
-                    if idx.numel() < 2:
-                        continue
+                for idx in shuffled_batches(n, bs, gen_cpu, device=dev, min_size=2):
                     terms = model(x[idx])
                     l1 = model.l1()
                     pen = config.lambda_sparse * l1

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, DEFAULT_EPOCHS, L1_MODES, DiscoverConfig
 from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE, batch_shard
@@ -309,7 +310,6 @@ def fit_low_rank_vae(
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     ddp = data_parallel(list(model.parameters())) if size > 1 else None
     bs = min(config.batch_size, n)
-    n_batches = max(1, math.ceil(n / bs))
     inner_epochs = max(1, math.ceil(config.epochs / config.max_outer))
     l1_kind = config.l1
     if l1_kind == "auto":
@@ -331,11 +331,8 @@ def fit_low_rank_vae(
             for _ in range(inner_epochs):
                 if epochs_done >= config.epochs:
                     break
-                perm = torch.randperm(n, generator=gen_cpu).to(dev)
-                for b in range(n_batches):
-                    idx = perm[b * bs : (b + 1) * bs]
-                    if idx.numel() < max(2, size):  # batch statistics need two rows (one per rank)
-                        continue
+                # batch statistics need two rows (one per rank)
+                for idx in shuffled_batches(n, bs, gen_cpu, device=dev, min_size=max(2, size)):
                     rows = shard(idx.numel(), rank, size).to(dev) if size > 1 else None
 
                     def batch_loss(rows=rows, idx=idx, rho=rho, alpha=alpha):

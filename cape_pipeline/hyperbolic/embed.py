@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.errors import CapeFitError
 from cape_pipeline.hyperbolic import lorentz
@@ -290,10 +291,8 @@ def embed(
             for o, base_lr in optimizers:
                 for group in o.param_groups:
                     group["lr"] = base_lr * factor
-            perm = torch.randperm(n, generator=gen).to(device)
             total = torch.zeros((), dtype=dtype, device=device)
-            for s in range(steps_per_epoch):
-                anchors = perm[s * bsz : (s + 1) * bsz]
+            for anchors in shuffled_batches(n, bsz, gen, device=device):
                 for o, _ in optimizers:
                     o.zero_grad(set_to_none=True)
                 loss = _batch_loss(

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.distributed import (
     broadcast_parameters,
     data_parallel,
@@ -212,13 +213,11 @@ def train_epochs(
         for ep in range(epochs):
             for m in modules:
                 m.train()
-            order = torch.randperm(n, generator=generator)
             tot, cnt = 0.0, 0
-            for s in range(0, n, batch_size):
+            for bi in shuffled_batches(n, batch_size, generator):
                 if done >= total:
                     break
                 done += 1
-                bi = order[s : s + batch_size]
                 opt.zero_grad(set_to_none=True)
                 if ddp is not None:
                     loss_value = _distributed_backward(ddp, step, bi, rank, size)
