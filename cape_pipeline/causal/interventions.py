@@ -28,6 +28,7 @@ __all__ = ["CONTROL_LABELS", "Interventions", "find_condition_column", "interven
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class Interventions:
     """Targets of the cells' perturbations, aligned to the data's features.
@@ -106,8 +107,9 @@ def intervention_targets(
         raise CapeDataError(f"obs[{column!r}]: {int(col.isna().sum())} cells have no condition label")
     labels = col.astype(str).to_numpy()
     uniq, inv = np.unique(labels, return_inverse=True)
-    parsed = [parse_condition(u, sep, controls) for u in uniq]
-    n_control = int(sum(np.sum(inv == i) for i, t in enumerate(parsed) if not t))
+    parsed = [parse_condition(u, sep, controls) for u in uniq]  # one parse per distinct label
+    counts = np.bincount(inv, minlength=uniq.size)
+    n_control = int(counts[[not t for t in parsed]].sum())
     if n_control == 0:
         raise CapeDataError(
             f"obs[{column!r}]: no control cells (expected a label among {list(controls)[:4]}, e.g. 'ctrl'); "
@@ -115,19 +117,13 @@ def intervention_targets(
         )
     names = np.asarray(var_names, dtype=str)
     index = {n: j for j, n in enumerate(names)}
-    rows, cols, unknown = [], [], {}
-    counts = np.bincount(inv, minlength=uniq.size)
-    for i, targets in enumerate(parsed):
-        cells = None
-        for t in targets:
-            j = index.get(t)
-            if j is None:
-                unknown[t] = unknown.get(t, 0) + int(counts[i])
-                continue
-            cells = np.flatnonzero(inv == i) if cells is None else cells
-            rows.append(cells)
-            cols.append(np.full(cells.size, j))
-    if not rows:
+    pairs = [(i, index.get(t), t) for i, targets in enumerate(parsed) for t in targets]
+    unknown: dict[str, int] = {}
+    for i, j, t in pairs:
+        if j is None:
+            unknown[t] = unknown.get(t, 0) + int(counts[i])
+    known = [(i, j) for i, j, _ in pairs if j is not None]
+    if not known:
         raise CapeDataError(
             f"obs[{column!r}]: no perturbation target is a feature of the data (targets such as "
             f"{sorted(unknown)[:5]}; features such as {list(names[:5])})"
@@ -135,6 +131,10 @@ def intervention_targets(
     if unknown:
         log.warning("obs[%r]: %d perturbation target(s) are not among the features and are ignored, e.g. %s",
                     column, len(unknown), sorted(unknown)[:5])
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    targets = sp.csr_array((np.ones(r.size, dtype=bool), (r, c)), shape=(len(labels), names.size))
+    # (cells × labels) one-hot times (labels × features) targets: no pass over the cells per label
+    n = len(labels)
+    cell_label = sp.csr_array((np.ones(n), (np.arange(n), inv)), shape=(n, uniq.size))
+    li, fj = np.asarray(known, dtype=np.int64).T
+    label_target = sp.csr_array((np.ones(li.size), (li, fj)), shape=(uniq.size, names.size))
+    targets = sp.csr_array((cell_label @ label_target) > 0)
     return Interventions(targets=targets, column=column, n_control=n_control, unknown=unknown)

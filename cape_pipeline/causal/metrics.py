@@ -176,6 +176,7 @@ def interventional_score(
     x = adata.X
     x = x.toarray() if sp.issparse(x) else np.asarray(x)
     x = x.astype(np.float64)
+    x_ctrl = x[control]  # the control cells, gathered once for every parent
 
     def score(par: np.ndarray, chi: np.ndarray) -> tuple[int, float, float]:
         shifted, dists = [], []
@@ -184,9 +185,10 @@ def interventional_score(
             if cells.size == 0:
                 continue
             kids = chi[par == p]
-            pv = np.atleast_1d(mannwhitneyu(x[cells][:, kids], x[control][:, kids], axis=0).pvalue)
+            x_p = x[cells]
+            pv = np.atleast_1d(mannwhitneyu(x_p[:, kids], x_ctrl[:, kids], axis=0).pvalue)
             shifted.append(np.nan_to_num(pv, nan=1.0) < alpha)
-            dists.append([wasserstein_distance(x[cells, k], x[control, k]) for k in kids])
+            dists.append([wasserstein_distance(x_p[:, k], x_ctrl[:, k]) for k in kids])
         if not shifted:
             return 0, float("nan"), float("nan")
         s, d = np.concatenate(shifted), np.concatenate(dists)
