@@ -79,21 +79,23 @@ def greedy_likelihood_dag(
         need_c.append(np.asarray(ids)[cc])
     pr, pc = np.concatenate(need_r), np.concatenate(need_c)
     key = np.minimum(pr, pc) * nodes.size + np.maximum(pr, pc)
-    uniq, uinv = np.unique(key, return_inverse=True)
+    uniq = np.unique(key)
     cov_u = _pair_covariances(z, nodes[uniq // nodes.size], nodes[uniq % nodes.size])
     cov = dict(zip(uniq.tolist(), cov_u.tolist(), strict=True))
 
     # a perturbed child: covariances among {c} ∪ nbrs(c) on its own rows, centred there
     own: dict[int, tuple[dict[int, float], int]] = {}
     if keep is not None:
-        for c in np.flatnonzero(~np.asarray(keep)[:, nodes].all(axis=0)).tolist():
-            rows = np.asarray(keep)[:, nodes[c]]
+        keep = np.asarray(keep)
+        for c in np.flatnonzero(~keep[:, nodes].all(axis=0)).tolist():
+            rows = keep[:, nodes[c]]
+            n_c = int(rows.sum())
             ids = np.asarray([c, *nbrs[c]])
             sub = z[rows][:, nodes[ids]]
             sub = sub - sub.mean(axis=0)
-            cm = sub.T @ sub / max(int(rows.sum()), 1)
+            cm = sub.T @ sub / max(n_c, 1)
             own[c] = ({min(u, v) * nodes.size + max(u, v): float(cm[i, j])
-                       for i, u in enumerate(ids.tolist()) for j, v in enumerate(ids.tolist())}, int(rows.sum()))
+                       for i, u in enumerate(ids.tolist()) for j, v in enumerate(ids.tolist())}, n_c)
 
     def cv(u: int, v: int, c: int) -> float:
         key = min(u, v) * nodes.size + max(u, v)

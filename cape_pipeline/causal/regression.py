@@ -34,17 +34,18 @@ one on quantities the model cannot trade away:
    not there (``benchmarks/discover/counts/RESULTS.md``).
 3. **Edge test** (:func:`~cape_pipeline.causal.edge_test.min_effect_pvalues`): a pair is
    accepted when its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``
-   (Benjamini–Hochberg over every screened pair; the null is the interval ``R² ≤ min_effect``, tested with the noncentral F
-   distribution — a minimum-effect test, Murphy & Myors 1999). The rule's form does not
-   depend on N: with more cells the estimates concentrate, so more true edges pass, and pairs
-   whose true effect is below the floor (siblings seen through a noisy parent) pass less.
+   (Benjamini–Hochberg over every screened pair; the null is the interval ``R² ≤ min_effect``,
+   tested with the noncentral F distribution — a minimum-effect test, Murphy & Myors 1999). The
+   rule's form does not depend on N: with more cells the estimates concentrate, so more true
+   edges pass, and pairs whose true effect is below the floor (siblings seen through a noisy
+   parent) pass less.
 4. **Orientation** (:func:`~cape_pipeline.causal.orientation.greedy_likelihood_dag`): the
-   accepted pairs, as an undirected skeleton, are oriented by greedy insertion of the edge with the largest Gaussian
-   log-likelihood gain given the child's current parents, skipping edges that close a cycle
-   (the IncEdge search of CAM, Bühlmann, Peters & Ernst 2014, on a screened skeleton). Where
-   both orientations gain the same (Markov-equivalent: two features without parents), the
-   feature with more accepted neighbours is taken as the parent — regulators are the hubs of
-   gene regulatory networks.
+   accepted pairs, as an undirected skeleton, are oriented by greedy insertion of the edge with
+   the largest Gaussian log-likelihood gain given the child's current parents, skipping edges
+   that close a cycle (the IncEdge search of CAM, Bühlmann, Peters & Ernst 2014, on a screened
+   skeleton). Where both orientations gain the same (Markov-equivalent: two features without
+   parents), the feature with more accepted neighbours is taken as the parent — regulators are
+   the hubs of gene regulatory networks.
 5. **Pruning** (CAM's last step): every edge of the DAG is tested again given its DAG
    parents only (same test, BH over the DAG's edges); the weight of a kept edge is
    ``|partial correlation|`` given its DAG parents, in (0, 1].
@@ -381,10 +382,10 @@ def fit_regression(
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
         p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)
-        keep, _ = bh(p_d, fdr)
-        n_pruned = int((~keep).sum())
-        w = np.sqrt(r2_d.numpy()[mk][keep])
-        adj = sp.csr_array((w, (pp[keep], cc[keep])), shape=(m, m))
+        kept, _ = bh(p_d, fdr)
+        n_pruned = int((~kept).sum())
+        w = np.sqrt(r2_d.numpy()[mk][kept])
+        adj = sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m))
     else:
         adj = sp.csr_array((m, m))
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),

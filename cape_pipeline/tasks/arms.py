@@ -7,7 +7,7 @@ An arm is written ``PE[/no-id][@ATTENTION]``: ``cape``, ``default``, ``none/no-i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cape_pipeline.errors import CapeConfigError
 
@@ -66,7 +66,7 @@ class Arm:
 
     def with_attention(self, attention: str) -> Arm:
         """The same PE and identity under another attention (checked as by :meth:`parse`)."""
-        return Arm.parse(str(Arm(self.pe, self.identity)) + ("" if attention == "dot" else ATTENTION_SEP + attention))
+        return Arm.parse(str(replace(self, attention=attention)))
 
     @property
     def uses_graph(self) -> bool:
