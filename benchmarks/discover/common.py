@@ -15,10 +15,12 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases.jsonl"
-"""Every measured case of ``accuracy.py``, ``run_baselines.py``, ``baselines_extra.py`` and
-``seeds.py``: one JSON line per case, ``{"case": "DATASET__METHOD", **record}``, appended as
-cases finish (the last line of a case wins). Until issue 41 these were one file per case in
-``cache/``; the records are the same."""
+"""Every measured case of ``lowrank/accuracy.py``, ``lowrank/run_baselines.py``,
+``baselines/baselines_extra.py`` and ``lowrank/seeds.py`` (read by ``lowrank/speed.py`` and
+``learned/learned_report.py``): one JSON line per case, ``{"case": "DATASET__METHOD", **record}``,
+appended as cases finish (the last line of a case wins). Shared by several question folders, so it
+stays here beside this module. Until issue 41 these were one file per case in ``cache/``; the
+records are the same."""
 SYNTH_SIZES = (10, 20, 50)
 SEED = 0
 

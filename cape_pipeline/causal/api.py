@@ -72,7 +72,7 @@ def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: i
     ``B = ⌈N / batch_size⌉`` is the number of AdamW steps per epoch. The paper's 100 epochs
     (Supp. F.4) were set for single-cell data with 10⁴–10⁵ cells; below about 6,400 rows they
     are fewer than 5,000 steps and the fit is visibly under-converged (measured in
-    ``benchmarks/discover/RESULTS.md``: a 5-node Gaussian chain, N = 600, has skeleton F1
+    ``benchmarks/discover/lowrank/RESULTS.md``: a 5-node Gaussian chain, N = 600, has skeleton F1
     0.85 at 100 epochs = 500 steps and 1.0 at 5,000 steps on seeds 0–2).
 
     Parameters
@@ -288,7 +288,7 @@ def discover(
     screen of candidate parents, per-feature MLPs with the spectral acyclicity penalty, a
     greedy DAG and a refit; each edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence
     to rank by), which finds real graphs at hundreds to thousands of features where the
-    paper's rank-40 model keeps almost none (``benchmarks/discover/RESULTS_learned.md``).
+    paper's rank-40 model keeps almost none (``benchmarks/discover/learned/RESULTS.md``).
     With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features) it fits the low-rank
     NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder

@@ -148,7 +148,7 @@ class DiscoverConfig:
         its own 1e-2 (Adam) unless this is set to another value.
     acyclicity
         ``"spectral"`` (default: ρ(A∘A) by power iteration, NO-BEARS; chosen on the
-        benchmarks in ``benchmarks/discover/RESULTS.md``) or ``"majorant"``
+        benchmarks in ``benchmarks/discover/lowrank/RESULTS.md``) or ``"majorant"``
         (``tr exp(|V|ᵀ|U|) − r``).
     max_outer
         Augmented-Lagrangian outer steps (20); each runs ``ceil(epochs / max_outer)`` epochs.
@@ -160,7 +160,7 @@ class DiscoverConfig:
     posterior
         ``"cape"``: ``"sampled"`` (reparameterised Z with learned variance) or ``"mean"``
         (decoder on μ and KL ½‖μ‖², as in the DAG-GNN reference code — fewer shrunk edges;
-        compared in ``benchmarks/discover/RESULTS.md``). None (default): ``"sampled"`` for
+        compared in ``benchmarks/discover/lowrank/RESULTS.md``). None (default): ``"sampled"`` for
         ``support="low-rank"``, ``"mean"`` (its only one) for ``support="screened"``.
     min_steps
         ``"cape"`` with ``epochs=None``: the epochs are raised to at least this many AdamW
@@ -169,7 +169,7 @@ class DiscoverConfig:
         ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features or N < 50 rows,
         else ``"regression"`` for single-cell data — an AnnData whose ingest or preprocess
         recorded modality ``scrna`` — and ``"learned"`` for other data; the rule and its
-        measurements are in ``benchmarks/discover/RESULTS_learned.md`` and
+        measurements are in ``benchmarks/discover/learned/RESULTS.md`` and
         ``benchmarks/discover/counts/RESULTS.md``; the choice is ``params["support"]``, the
         request ``params["support_requested"]``),
         ``"regression"`` (every feature regressed on its screened candidate parents within
@@ -190,7 +190,7 @@ class DiscoverConfig:
         support ``|A| > τ`` until it is a DAG and then refits that DAG's weights; posterior
         ``"mean"``, exact sparse ‖A‖₁; O(N·M²) once for the screen in row blocks, then
         O(N·M·k) per epoch; see :func:`~cape_pipeline.causal.screened.fit_screened` and
-        ``benchmarks/discover/RESULTS_scale.md``).
+        ``benchmarks/discover/screened/RESULTS.md``).
     n_candidates
         ``"cape"`` with ``support="screened"``: k, candidate parents per feature and
         screening round (20).

@@ -270,7 +270,7 @@ def fit_learned(
         features) falls by more than ``min_delta`` per feature (1e-4; stages 2 and 3) or
         ``min_delta_screen`` (1e-3; stage 1, whose output is only the support: at d = 1000 on
         SDCD's generator the support above ``screen_threshold`` changes by < 2 % over the
-        epochs this saves, ``benchmarks/discover/RESULTS_learned.md``).
+        epochs this saves, ``benchmarks/discover/learned/RESULTS.md``).
     refit
         Stage 3: refit the MLPs on the greedy DAG without the penalty (True).
     power_iters

@@ -33,7 +33,7 @@ __all__ = ["POSTERIORS", "ElboTerms", "EntrywiseMLP", "LowRankSEMVAE", "standard
 POSTERIORS = ("sampled", "mean")
 
 # CUDA backward of _PiecewiseLinear: reproducible one-hot sums (False: atomic scatter_add_,
-# kept only so benchmarks/discover/cuda_repro.py can show the difference)
+# kept only so benchmarks/discover/lowrank/cuda_repro.py can show the difference)
 _DETERMINISTIC_CUDA = True
 _ONE_HOT_ENTRIES = 1 << 24  # one-hot chunk size (entries) of that backward
 

@@ -67,7 +67,7 @@ def screen_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Ten
     round-1 candidates (ridge) and adds the k features most correlated with the residual —
     parents that a stronger neighbour masked in round 1 (measured on 1000-node scale-free and
     Erdős–Rényi SEMs: the share of true edges among the candidates rises from 0.63–0.79 to
-    0.77–0.95; ``benchmarks/discover/RESULTS_scale.md``). A forward-selection screen in the
+    0.77–0.95; ``benchmarks/discover/screened/RESULTS.md``). A forward-selection screen in the
     spirit of SDCD's first stage (Nazaret et al. 2024), at the cost of two passes of ``Xᵀ X``.
 
     Parameters
@@ -125,7 +125,7 @@ def candidate_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.
     ``tanh(x_p)`` (standardized) is most correlated with the residual: a parent whose effect
     is odd but not linear (a sum of sigmoids whose linear terms cancel) has near-zero
     correlation with its child yet a clear one with this feature. Measured on SDCD's generator
-    at d = 1000, n = 10⁴ (``benchmarks/discover/RESULTS_learned.md``): the share of true edges
+    at d = 1000, n = 10⁴ (``benchmarks/discover/learned/RESULTS.md``): the share of true edges
     among the candidates rises from 0.85 (rounds 1–2, k = 20) to 0.92.
 
     Parameters

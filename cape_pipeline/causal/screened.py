@@ -2,7 +2,7 @@
 
 The paper's ``A = U Vᵀ`` (Supp. G.4) caps what a fit can express: at M = 1000 on a
 scale-free graph the best rank-40 matrix ranks only 53 % of the true edges on top
-(``benchmarks/discover/RESULTS.md`` §3c), and on graphs without hubs about a third. This module
+(``benchmarks/discover/lowrank/RESULTS.md`` §3c), and on graphs without hubs about a third. This module
 keeps the model of Eqs. 5–8 and changes only the parameterisation of A, after SDCD
 (Nazaret et al. 2024): a first pass *screens* each feature's candidate parents, and A is a sparse
 matrix supported on them,

@@ -16,7 +16,7 @@ Held penalty: with ``SolverConfig.dag_threshold = τ`` (the API's default) ρ an
 updated while the τ-thresholded graph ``|A| > τ`` still has a cycle. The plain rule keeps
 raising ρ (to 1e14 on synth10) because the spectral h of a matrix whose small entries close
 cycles vanishes only when *all* entries do, and every ``|A_ij|`` ended below τ (F1 0); holding
-ρ once the output is a DAG gave F1 0.56 there (benchmarks/discover/RESULTS.md).
+ρ once the output is a DAG gave F1 0.56 there (benchmarks/discover/lowrank/RESULTS.md).
 """
 
 from __future__ import annotations

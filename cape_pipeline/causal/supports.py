@@ -28,7 +28,7 @@ COVARIATES = ("auto", "none", "states", "library", "states+library")
 #: kept, all false, against 6 without it, at 10,000 cells) — benchmarks/discover/counts/RESULTS.md
 MEASUREMENT_ERROR = ("none", "thinning")
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
-#: (measured on the suite: benchmarks/discover/RESULTS_learned.md)
+#: (measured on the suite: benchmarks/discover/learned/RESULTS.md)
 AUTO_LOW_RANK_MAX = 20
 #: the learned support needs at least this many rows (20 % are held out); "auto" below → low rank
 LEARNED_MIN_OBS = 50
@@ -59,7 +59,7 @@ def resolve_support(support: str, n_features: int, n_obs: int | None = None, *, 
     or fewer than :data:`LEARNED_MIN_OBS` rows (the learned support holds out 20 % of the rows
     for early stopping); else ``"regression"`` for single-cell data (``single_cell``) and
     ``"learned"`` otherwise. Measured on the Step I suite
-    (``benchmarks/discover/RESULTS_learned.md``): the learned support has the best F1 from
+    (``benchmarks/discover/learned/RESULTS.md``): the learned support has the best F1 from
     M = 50 up on continuous data (synth50, scale-free and ER graphs at M = 200–2,000, SDCD's
     generator), the low rank on the 10- and 11-node sets (synth10, Sachs); on UMI counts
     (``benchmarks/discover/counts/RESULTS.md``, two generators) the regression support keeps

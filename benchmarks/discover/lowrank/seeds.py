@@ -2,19 +2,20 @@
 
 The accuracy table (``accuracy.py``) is one run (seed 0) per method, as the issue asks; this
 script shows how much of a difference between rows is seed noise. Each (dataset, seed) case is
-recorded in ``cases.jsonl`` as case ``seeds__{dataset}__{seed}`` (``seeds-mean__...`` for
+recorded in ``../cases.jsonl`` as case ``seeds__{dataset}__{seed}`` (``seeds-mean__...`` for
 ``--posterior mean``).
 
-Usage: python benchmarks/discover/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--support low-rank|screened|learned] [--force]
+Usage: python benchmarks/discover/lowrank/seeds.py [--datasets synth10,synth20,synth50,sachs] [--seeds 0,1,2] [--posterior sampled|mean] [--support low-rank|screened|learned] [--force]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 DATASETS = ["synth10", "synth20", "synth50", "sachs"]

@@ -1,11 +1,11 @@
 """CAPE (default) vs DAGMA (linear, MLP), correlation and partial-correlation on synth20/synth50.
 
 Each (dataset, method) case runs in a subprocess at one torch thread with a wall-clock limit
-(``--limit``; ``--mlp-limit`` for dagma-mlp) and is recorded in ``cases.jsonl`` as
+(``--limit``; ``--mlp-limit`` for dagma-mlp) and is recorded in ``../cases.jsonl`` (``common.CASES``) as
 case ``{dataset}__x-{method}``; a case over its limit is recorded as ``"not run (time)"``.
-The table goes to ``RESULTS_baselines.md``.
+The table goes to ``RESULTS.md``.
 
-Usage: OMP_NUM_THREADS=1 python benchmarks/discover/baselines_extra.py \
+Usage: OMP_NUM_THREADS=1 python benchmarks/discover/baselines/baselines_extra.py \
           --datasets synth20,synth50 --limit 900 --mlp-limit 180
 """
 
@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 METHODS = ("cape", "dagma", "dagma-mlp", "correlation", "partial-correlation")
-OUT = common.HERE / "RESULTS_baselines.md"
+OUT = HERE / "RESULTS.md"
 NOTES = "<!-- notes (kept on rerun) -->"
 
 

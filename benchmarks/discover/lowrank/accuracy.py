@@ -3,19 +3,20 @@
 Runs CAPE (default = spectral acyclicity, sampled posterior; the majorant acyclicity; the
 DAG-GNN-style mean posterior) and the correlation ablation with the package defaults on synthetic-mlp M = 10, 20,
 50 (scale-free, 2M edges, N = 2000, seed 0) and Sachs (log1p), recording each case in
-``cases.jsonl`` like ``run_baselines.py`` (which runs the gcastle methods in the background), then
+``../cases.jsonl`` like ``run_baselines.py`` (which runs the gcastle methods in the background), then
 writes ``RESULTS.md`` from every cached case.
 
-Usage: python benchmarks/discover/accuracy.py [--datasets synth10,...] [--report-only]
+Usage: python benchmarks/discover/lowrank/accuracy.py [--datasets synth10,...] [--report-only]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 OURS = {"cape-spectral": {"method": "cape", "acyclicity": "spectral"},

@@ -1,13 +1,13 @@
-"""Tables of ``RESULTS_learned.md``: the learned support against every other Step I option, per suite row.
+"""Tables of ``RESULTS.md``: the learned support against every other Step I option, per suite row.
 
 Reads what the other scripts measured (nothing is run here):
 
-- the ``seeds-*__{dataset}__{seed}`` cases of ``cases.jsonl`` from ``seeds.py`` (synth10/20/50, Sachs; 3 seeds) for
+- the ``seeds-*__{dataset}__{seed}`` cases of ``../cases.jsonl`` from ``../lowrank/seeds.py`` (synth10/20/50, Sachs; 3 seeds) for
   ``--support low-rank`` (tag ``seeds``), ``screened`` and ``learned``;
-- ``suite.jsonl`` from ``suite.py`` (M = 200–5000; cape = low rank, cape-screened,
+- ``../suite/suite.jsonl`` from ``../suite/suite.py`` (M = 200–5000; cape = low rank, cape-screened,
   cape-learned, dagma, correlation and its oracle-best threshold);
 - ``learned_ablation.jsonl`` from ``learned_ablation.py``, ``user_counts.jsonl`` from
-  ``user_counts.py`` and ``sdcd/results.jsonl`` (SDCD itself, its
+  ``user_counts.py`` and ``../sdcd/results.jsonl`` (SDCD itself, its
   own virtual environment) when present.
 
 For every row it prints the mean over the seeds each method has there, and whether the
@@ -16,17 +16,18 @@ learned support is at least as good as the best other option on F1 (the rule beh
 
 Usage::
 
-    python benchmarks/discover/learned_report.py > benchmarks/discover/RESULTS_learned_tables.md
+    python benchmarks/discover/learned/learned_report.py   # pasted between the tables markers of RESULTS.md
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import defaultdict
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 SMALL = ("synth10", "synth20", "synth50", "sachs")
@@ -39,7 +40,7 @@ def _mean(xs: list[float]) -> float:
 
 def small_sets() -> list[str]:
     out = [
-        "## Small sets (`seeds.py`, N = 2000 for synth*, 7466 for Sachs; seeds 0–2; one thread)",
+        "## Small sets (`../lowrank/seeds.py`, N = 2000 for synth*, 7466 for Sachs; seeds 0–2; one thread)",
         "",
         "| dataset | M | low-rank F1 | screened F1 | learned F1 | learned SHD (low-rank) | learned AUPRC (low-rank) | learned s (low-rank s) | auto uses | auto vs best |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -70,14 +71,14 @@ def small_sets() -> list[str]:
 
 
 def suite_rows() -> list[str]:
-    path = common.HERE / "suite.jsonl"
+    path = HERE.parent / "suite" / "suite.jsonl"
     recs = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
     by = defaultdict(list)
     for r in recs:
         by[(r["setting"], r["m"], r["method"])].append(r)
     keys = sorted({(r["setting"], r["m"]) for r in recs if r["method"] == "cape-learned"}, key=lambda k: (k[1], k[0]))
     out = [
-        "## Suite (`suite.py`; one subprocess per case, one torch thread; mean over the seeds each method has)",
+        "## Suite (`../suite/suite.py`; one subprocess per case, one torch thread; mean over the seeds each method has)",
         "",
         "F1 (seeds). *corr-best* is the correlation graph at its oracle-best threshold (chosen on the truth).",
         "",
@@ -112,7 +113,7 @@ def suite_rows() -> list[str]:
 
 
 def extra(name: str, title: str) -> list[str]:
-    path = common.HERE / name
+    path = HERE / name
     if not path.is_file():
         return []
     out = [f"## {title} (`{name}`)", ""]
@@ -128,7 +129,7 @@ def main() -> None:
     print()
     for block in (small_sets(), suite_rows(), extra("learned_ablation.jsonl", "Single learned-support fits"),
                   extra("user_counts.jsonl", "User-sized counts, `cape run` defaults"),
-                  extra("sdcd/results.jsonl", "SDCD itself (its own virtual environment, `sdcd/`)")):
+                  extra("../sdcd/results.jsonl", "SDCD itself (its own virtual environment, `../sdcd/`)")):
         if block:
             print("\n".join(block))
             print()

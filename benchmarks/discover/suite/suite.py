@@ -16,12 +16,12 @@ undirected); every ``correlation`` row also records the F1 of the correlation gr
 
 Each case runs in its own subprocess under a wall-clock limit; a finished case appends one JSON
 line to ``suite.jsonl`` (command, seed, machine, load average before/after, seconds, peak RSS);
-a stopped one is recorded as ``not run (time)``. ``--report`` writes ``RESULTS_suite.md``.
+a stopped one is recorded as ``not run (time)``. ``--report`` writes ``RESULTS.md``.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/discover/suite.py --sizes 200,1000 --seeds 0,1,2 [--shard 0/2]
-    python benchmarks/discover/suite.py --report
+    OMP_NUM_THREADS=1 python benchmarks/discover/suite/suite.py --sizes 200,1000 --seeds 0,1,2 [--shard 0/2]
+    python benchmarks/discover/suite/suite.py --report
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
-OUT = common.HERE / "suite.jsonl"
-REPORT = common.HERE / "RESULTS_suite.md"
+OUT = HERE / "suite.jsonl"
+REPORT = HERE / "RESULTS.md"
 METHODS = ("cape", "cape-screened", "cape-learned", "dagma", "correlation")
 SETTINGS = ("sf-mlp", "sf-linear", "er-mlp", "er-linear")
 GRID = [round(0.05 * i, 2) for i in range(1, 19)]
@@ -177,7 +179,7 @@ def report() -> None:
     lines = [
         "# Step I suite: CAPE low-rank vs screened vs learned vs DAGMA vs correlation (M = 200–5000)",
         "",
-        "Made by `benchmarks/discover/suite.py` (see its docstring); every row is one subprocess (one",
+        "Made by `benchmarks/discover/suite/suite.py` (see its docstring); every row is one subprocess (one",
         "torch thread unless the row's machine says otherwise) on the shared 2-core CPU, with its own command, seed, load average and machine in",
         "`suite.jsonl`. F1 counts directed entries (gcastle's definition; the undirected correlation",
         "graph has both directions, so its F1 is at most 2/3); skeleton F1 ignores direction; AUPRC is",

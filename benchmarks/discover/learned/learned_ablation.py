@@ -7,7 +7,7 @@ stage, torch threads, load average before and after, machine and command.
 
 Usage::
 
-    python benchmarks/discover/learned_ablation.py --d 200 --seed 0 --threads 1 \
+    python benchmarks/discover/learned/learned_ablation.py --d 200 --seed 0 --threads 1 \
         --set '{"refit": false}' --label "no refit"
 """
 
@@ -19,11 +19,13 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
-OUT = common.HERE / "learned_ablation.jsonl"
+OUT = HERE / "learned_ablation.jsonl"
 
 
 def main() -> None:

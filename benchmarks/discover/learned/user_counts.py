@@ -9,7 +9,7 @@ number of edges and the share of genes without an edge, and appends a JSON line 
 
 Usage::
 
-    python benchmarks/discover/user_counts.py [--cells 3000] [--genes 15000] [--seed 0]
+    python benchmarks/discover/learned/user_counts.py [--cells 3000] [--genes 15000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
-OUT = common.HERE / "user_counts.jsonl"
+OUT = HERE / "user_counts.jsonl"
 
 
 def main() -> None:

@@ -1,19 +1,20 @@
 """Step I speed: CAPE vs gcastle DAG_GNN at M = 50, N = 2000, default settings each.
 
-Both sides come from the recorded cases (``cases.jsonl``: ``synth50__cape-spectral`` written by
+Both sides come from the recorded cases (``../cases.jsonl``: ``synth50__cape-spectral`` written by
 ``accuracy.py`` and ``synth50__dag-gnn`` written by ``run_baselines.py``; the
 latter runs in the background with a wall-clock limit). Prints the wall-time ratio and SHDs,
 or says which side was not run.
 
-Usage: python benchmarks/discover/speed.py
+Usage: python benchmarks/discover/lowrank/speed.py
 """
 
 from __future__ import annotations
 
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 

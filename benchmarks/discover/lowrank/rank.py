@@ -7,16 +7,17 @@ and at rank M − 1 (full), beside the correlation graph. The "oracle" line is w
 matrix can do on this graph: the top-|E| entries of the best rank-r approximation (SVD) of the
 true 0/1 adjacency, as a precision. Writes the run ``rank_m{M}`` of ``rank.jsonl``.
 
-Usage: python benchmarks/discover/rank.py [--m 200] [--ranks 40,199]
+Usage: python benchmarks/discover/lowrank/rank.py [--m 200] [--ranks 40,199]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 
@@ -57,7 +58,7 @@ def main() -> None:
         print(f"| {w['method']} | {w['shd']} | {w['f1']:.3f} | {w['skeleton_f1']:.3f} | {w['auprc']:.3f} "
               f"| {w['nnz']} | {'' if orc is None else f'{orc:.3f}'} | {w['seconds']:.0f} |")
     out = {"rows": rows, "machine": common.machine(), "command": common.command()}
-    common.save_record(common.HERE / "rank.jsonl", f"rank_m{a.m}", out)
+    common.save_record(HERE / "rank.jsonl", f"rank_m{a.m}", out)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ random sparse linear SEM (2 parents per node), with the package defaults except 
 ``scale_runs.jsonl`` (one line per run, keyed by ``run``), ``scale.png`` (log-log) and prints the fitted
 slope of log(seconds/epoch) on log(M).
 
-Usage: python benchmarks/discover/scale.py [--sizes 100,300,1000,3000] [--epochs 2] [--threads 1]
-       python benchmarks/discover/scale.py --full 1000   (one full default run, timed: run ``scale_full``)
-       python benchmarks/discover/scale.py --device cuda --sizes 1000,3000,10000,20000
+Usage: python benchmarks/discover/lowrank/scale.py [--sizes 100,300,1000,3000] [--epochs 2] [--threads 1]
+       python benchmarks/discover/lowrank/scale.py --full 1000   (one full default run, timed: run ``scale_full``)
+       python benchmarks/discover/lowrank/scale.py --device cuda --sizes 1000,3000,10000,20000
            (writes the runs scale_cuda / scale_full_cuda and scale_cuda.png instead; peak GPU
            memory from torch.cuda.max_memory_allocated)
 """
@@ -20,12 +20,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 N = 10_000
-OUT = common.HERE / "scale_runs.jsonl"
+OUT = HERE / "scale_runs.jsonl"
 
 
 def one(m: int, epochs: int, threads: int, full: bool = False, device: str = "cpu", seed: int = 0) -> dict:
@@ -144,7 +146,7 @@ def main() -> None:
     ax.set_ylabel(f"seconds / epoch (N = 10⁴, {a.device})")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(common.HERE / f"scale{sfx}.png", dpi=120)
+    fig.savefig(HERE / f"scale{sfx}.png", dpi=120)
     if not a.report:
         res = {"rows": rows, "slope": slope, "machine": common.machine(), "command": common.command()}
         common.save_record(OUT, f"scale{sfx}", res)

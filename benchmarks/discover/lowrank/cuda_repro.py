@@ -7,18 +7,19 @@ matrix product instead. This script fits the scaling benchmark's linear SEM
 (M = 2000, N = 10⁴, 10 epochs in 10 outer steps) twice per setting and reports whether the
 factors and the thresholded graphs agree, and the time per epoch. Writes ``cuda_repro.json``.
 
-Usage (needs a CUDA device): python benchmarks/discover/cuda_repro.py [--m 2000] [--epochs 10]
+Usage (needs a CUDA device): python benchmarks/discover/lowrank/cuda_repro.py [--m 2000] [--epochs 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 
@@ -64,7 +65,7 @@ def main() -> None:
         print(row, flush=True)
     model_mod._DETERMINISTIC_CUDA = True
     out = {"rows": rows, "machine": common.machine(), "command": common.command()}
-    (common.HERE / "cuda_repro.json").write_text(json.dumps(out, indent=1))
+    (HERE / "cuda_repro.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Run gcastle baselines (default settings) on the Step I benchmark datasets and cache results.
 
 Each (dataset, method) case runs in a subprocess with a wall-clock limit; results (metrics,
-seconds, load average) are recorded in ``cases.jsonl`` so reruns reuse them. A case over the
+seconds, load average) are recorded in ``../cases.jsonl`` so reruns reuse them. A case over the
 limit is recorded as ``{"status": "not run (time)"}``.
 
-Usage: python benchmarks/discover/run_baselines.py --methods notears,notears-low-rank \
+Usage: python benchmarks/discover/lowrank/run_baselines.py --methods notears,notears-low-rank \
           --datasets synth10,synth20,synth50,sachs --limit 1200
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
 
