@@ -34,7 +34,12 @@ from cape_pipeline.causal.config import (
     check_options,
     resolve_config,
 )
-from cape_pipeline.causal.covariates import apply_covariates, cell_context, count_reliability
+from cape_pipeline.causal.covariates import (
+    apply_covariates,
+    cell_context,
+    count_reliability,
+    wants_thinning,
+)
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.postprocess import break_cycles, threshold_matrix
@@ -192,7 +197,7 @@ def discover_scored(
     if method == "cape":
         x_std, cov_params, labels = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
         params.update(cov_params)
-        if support == "regression" and library is not None and cfg.measurement_error == "thinning":
+        if support == "regression" and library is not None and wants_thinning(cfg.measurement_error, n):
             reliability = count_reliability(data, labels, library, seed=int(cfg.seed))
         if support == "regression":
             params["measurement_error_used"] = "none" if reliability is None else "count thinning"

@@ -1,11 +1,12 @@
 """Cell-level covariates of Step I: cell states and library size, regressed out of every feature.
 
-On single-cell data the cell states (types, activation states) make every gene co-vary with
-every other; a graph fitted to that covariation explains the states, not regulation. Here the
-states are k-means clusters of the leading principal components (scikit-learn) and, when the
-input held counts, the log library size; both are exogenous inputs of every feature's model,
-which for a linear model is the same as regressing them out of every feature first
-(Frisch–Waugh–Lovell). Measured in ``benchmarks/discover/counts/RESULTS.md``.
+On single-cell counts the library size makes every gene co-vary with every other; it is an
+exogenous input of every feature's model by default, which for a linear model is the same as
+regressing it out of every feature first (Frisch–Waugh–Lovell). Cell states (k-means clusters of
+the leading principal components, scikit-learn) are the other covariate, on request: they keep
+the graph to covariation *within* states, which guards against hidden programs shared by many
+genes but also removes a regulator's variation between states, the strongest evidence of its
+edges where regulators drive the states. Measured in ``benchmarks/discover/counts/RESULTS.md``.
 
 On counts, :func:`count_reliability` also measures how much of each gene's within-state
 variance is counting noise, for the errors-in-variables regressions of the regression support.
@@ -20,11 +21,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
+from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 __all__ = [
     "apply_covariates", "cell_context", "cell_state_labels", "count_reliability", "default_n_states", "residualize",
-    "unit_sd",
+    "unit_sd", "wants_thinning",
 ]
 
 log = logging.getLogger(__name__)
@@ -175,10 +177,10 @@ def apply_covariates(
         From :func:`cell_context`.
 
 
-    ``"auto"``: cell states and (when known) the log library size for single-cell data, none
-    otherwise. Returns the adjusted matrix (the input itself when there are none), the
-    params to record (``covariates_used``, ``n_states``) and the ``(N,)`` state labels (None
-    without states).
+    ``"auto"``: the log library size for single-cell data where preprocess recorded it, none
+    otherwise (cell states only when asked for: :data:`~cape_pipeline.causal.supports.COVARIATES`).
+    Returns the adjusted matrix (the input itself when there are none), the params to record
+    (``covariates_used``, ``n_states``) and the ``(N,)`` state labels (None without states).
 
     Raises
     ------
@@ -187,7 +189,7 @@ def apply_covariates(
     """
     want = cfg.covariates
     if want == "auto":
-        want = ("states+library" if library is not None else "states") if single_cell else "none"
+        want = "library" if single_cell and library is not None else "none"
     if "library" in want and library is None:
         raise CapeConfigError(
             f"covariates={cfg.covariates!r}: the data have no library sizes (obs[{LIBRARY_SIZE_KEY!r}], "
@@ -201,6 +203,18 @@ def apply_covariates(
     log_lib = np.log(library) if "library" in want else None
     out = {"covariates_used": want, "n_states": int(n_states) if labels is not None else 1}
     return residualize(x_std, labels, log_lib), out, labels
+
+
+def wants_thinning(measurement_error: str, n_obs: int) -> bool:
+    """Whether the regression support corrects for counting noise (``measurement_error``).
+
+    ``"thinning"``: yes; ``"none"``: no; ``"auto"``: from
+    :data:`~cape_pipeline.causal.supports.THINNING_MIN_OBS` (3,000) cells on. Either way the
+    correction needs counts (:func:`count_reliability` returns None on other data).
+    """
+    if measurement_error == "auto":
+        return int(n_obs) >= THINNING_MIN_OBS
+    return measurement_error == "thinning"
 
 
 def count_reliability(

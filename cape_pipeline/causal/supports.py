@@ -10,23 +10,29 @@ from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
-    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "UNUSED_BY_SUPPORT",
-    "SupportFit", "SupportInputs", "fit_support", "resolve_support",
+    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "THINNING_MIN_OBS",
+    "UNUSED_BY_SUPPORT", "SupportFit", "SupportInputs", "fit_support", "resolve_support",
 ]
 
 #: how A is parameterised for method "cape": chosen from the data ("auto"), the paper's low rank,
 #: screened sparse, per-feature MLPs on a learned screen, or state-adjusted neighbourhood
 #: regressions with a likelihood-ratio edge test (single-cell data)
 SUPPORTS = ("auto", "low-rank", "screened", "learned", "regression")
-#: cell-level covariates of Step I: "auto" (single-cell data: cell states, and the library size
-#: where preprocess recorded it; other data: none) or an explicit choice
+#: cell-level covariates of Step I: "auto" (single-cell data: the library size where preprocess
+#: recorded it, no cell states; other data: none) or an explicit choice. Cell states are not in
+#: "auto": on counts driven by a regulatory graph they take the regulators' variation between
+#: states with them (recall 0.27 → 0.12 at 10,000 cells on ours, 0.23 → 0.18 on the SERGIO-like
+#: generator), but they are the guard where hidden programs drive many genes (counts with gene
+#: modules and no graph: 433 false edges without states, 6 with) — benchmarks/discover/counts/RESULTS.md
 COVARIATES = ("auto", "none", "states", "library", "states+library")
-#: measurement error of support "regression": "none" (default) or "thinning" (each gene's
-#: counting-noise share from binomial thinning, errors-in-variables regressions). Not the default:
-#: on counts driven by a regulatory graph it raises F1 from 10,000 cells on (two generators), but
-#: on counts whose genes share hidden module activities it turns the modules into edges (513
-#: kept, all false, against 6 without it, at 10,000 cells) — benchmarks/discover/counts/RESULTS.md
-MEASUREMENT_ERROR = ("none", "thinning")
+#: measurement error of support "regression": "auto" (the counting-noise correction on counts from
+#: THINNING_MIN_OBS cells), "none" or "thinning" (each gene's counting-noise share from binomial
+#: thinning, errors-in-variables regressions)
+MEASUREMENT_ERROR = ("auto", "none", "thinning")
+#: measurement_error="auto" corrects for counting noise from this many cells: at 1,000 cells the
+#: correction costs 0.10–0.12 precision at equal F1 on both count generators, from 3,000 cells it
+#: raises F1 (benchmarks/discover/counts/RESULTS.md)
+THINNING_MIN_OBS = 3000
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)
 AUTO_LOW_RANK_MAX = 20

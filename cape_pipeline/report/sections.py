@@ -30,8 +30,10 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
     if g.get("edge_rule"):
         lines.append(f"- edges accepted by: {g['edge_rule']}")
     if g.get("covariates_used") and g["covariates_used"] != "none":
-        cov = g["covariates_used"].replace("states", f"{g.get('n_states')} cell states").replace("+library", " and library size")
-        lines.append(f"- covariates regressed out before Step I: {cov} (the graph explains covariation within states)")
+        used = g["covariates_used"]
+        cov = used.replace("library", "log library size").replace("+", " and ").replace("states", f"{g.get('n_states')} cell states")
+        within = " (the graph explains covariation within states)" if "states" in used else ""
+        lines.append(f"- covariates regressed out before Step I: {cov}{within}")
     iv = g.get("interventions")
     if iv:
         lines.append(

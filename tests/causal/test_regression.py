@@ -17,6 +17,7 @@ from cape_pipeline.causal.edge_test import min_effect_pvalues
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression import fit_regression, partial_f
+from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
 
@@ -103,7 +104,9 @@ def test_more_cells_keep_more_true_edges_and_the_graph_stays_mostly_right():
     for n in (1500, 6000):
         a, truth = _hill(n)
         g = discover(a)
-        assert g.params["support"] == "regression" and g.params["covariates_used"] == "states+library"
+        assert g.params["support"] == "regression" and g.params["covariates_used"] == "library"
+        # the counting-noise correction from THINNING_MIN_OBS cells on
+        assert g.params["measurement_error_used"] == ("count thinning" if n >= THINNING_MIN_OBS else "none")
         m = dag_metrics(g.adjacency, truth)
         kept.append((m["precision"] * m["nnz"], m))
     (tp_small, small), (tp_large, large) = kept
@@ -152,7 +155,8 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
     a.uns["cape_ingest"] = {"modality": "scrna"}
     g = discover(a, epochs=2)
     assert g.params["support"] == "regression" and g.params["unused_options"] == ["epochs"]
-    assert g.params["covariates_used"] == "states"  # no library size recorded
+    assert g.params["covariates_used"] == "none"  # no library size recorded; states only on request
+    assert discover(a, covariates="states").params["covariates_used"] == "states"
     with pytest.raises(CapeConfigError, match="cape_library_size"):
         discover(a, covariates="library")
 
@@ -166,7 +170,7 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
         ({"covariates": "cells"}, "covariates"),
         ({"support": "regression", "epochs": 5}, "epochs"),
         ({"support": "learned", "min_effect": 0.01}, "min_effect"),
-        ({"measurement_error": "auto"}, "measurement_error"),
+        ({"measurement_error": "poisson"}, "measurement_error"),
         ({"support": "learned", "measurement_error": "thinning"}, "measurement_error"),
     ],
 )
@@ -261,3 +265,14 @@ def test_measurement_error_is_an_option_and_recorded():
     assert 0.05 <= thin.params["median_reliability"] <= 1
     assert "counting noise" in thin.params["edge_rule"]
     assert dag_metrics(thin.adjacency, truth)["precision"] >= 0.5
+
+
+def test_report_names_the_covariates_and_says_within_states_only_with_states():
+    from cape_pipeline.report.sections import dag_lines
+
+    doc = {"method": "cape", "n_edges": 3, "n_cycle_edges_dropped": 0, "support": "regression"}
+    lib = "\n".join(dag_lines({**doc, "covariates_used": "library"}, 10))
+    assert "covariates regressed out before Step I: log library size\n" in lib + "\n" and "within states" not in lib
+    both = "\n".join(dag_lines({**doc, "covariates_used": "states+library", "n_states": 30}, 10))
+    assert "30 cell states and log library size (the graph explains covariation within states)" in both
+    assert "covariates regressed" not in "\n".join(dag_lines({**doc, "covariates_used": "none"}, 10))
