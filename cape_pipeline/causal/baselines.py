@@ -157,7 +157,6 @@ def gcastle_weights(
 
 #: up to this many features ``alpha="auto"`` picks the graphical-lasso penalty by cross-validation
 PARTIAL_CV_MAX = 200
-_PARTIAL_KWARGS = ("alpha", "max_edges_per_row")
 
 
 def _check_kwargs(method: str, kwargs: dict[str, Any], allowed: Iterable[str]) -> None:
