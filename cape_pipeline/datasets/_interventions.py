@@ -142,28 +142,20 @@ class MLPSEM:
 
 
 def _topological_order(dag: np.ndarray) -> np.ndarray:
-    indeg = dag.sum(0).astype(int)
-    order, ready = [], list(np.flatnonzero(indeg == 0))
-    while ready:
-        j = ready.pop(0)
-        order.append(j)
-        for c in np.flatnonzero(dag[j]):
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    if len(order) != dag.shape[0]:
-        raise ValueError("graph has a cycle")
-    return np.asarray(order)
+    """Kahn's order (networkx: the roots by index, then each generation as it frees up)."""
+    import networkx as nx
+
+    try:
+        return np.fromiter(nx.topological_sort(nx.from_numpy_array(dag, create_using=nx.DiGraph)), dtype=np.int64)
+    except nx.NetworkXUnfeasible as exc:
+        raise ValueError("graph has a cycle") from exc
 
 
 def _descendant_counts(dag: np.ndarray) -> np.ndarray:
-    reach = dag.astype(bool)
-    for _ in range(dag.shape[0]):
-        new = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
-        if (new == reach).all():
-            break
-        reach = new
-    return reach.sum(1)
+    import networkx as nx
+
+    g = nx.from_numpy_array(dag, create_using=nx.DiGraph)
+    return np.array([len(nx.descendants(g, j)) for j in g])
 
 
 def _counts_to_expression(z: np.ndarray, base: np.ndarray, gain: float, rng: np.random.Generator) -> np.ndarray:
