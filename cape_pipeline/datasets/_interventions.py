@@ -22,6 +22,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from cape_pipeline._keys import parse_condition
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
     "parse_condition",
     "TRUE_DAG_KEY",
 ]
-
-TRUE_DAG_KEY = "true_dag"
-"""``varp`` key of the true graph (same as :data:`cape_pipeline.datasets.TRUE_DAG_KEY`)."""
-
 
 def scale_free_dag(n_nodes: int, n_attach: int, rng: np.random.Generator) -> np.ndarray:
     """Random scale-free DAG: preferential attachment, edges from earlier to later nodes.
