@@ -223,6 +223,28 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+@contextlib.contextmanager
+def seeded_global_rngs(seed: int) -> Iterator[None]:
+    """Seed numpy's, Python's and torch's (CPU) global RNGs inside the block and restore them, with
+    torch's default dtype, afterwards: for libraries that draw from the global generators
+    (gcastle's simulator; ``dagma``, which also calls ``torch.set_default_dtype``)."""
+    import random
+
+    import torch
+
+    np_state, py_state, dtype = np.random.get_state(), random.getstate(), torch.get_default_dtype()
+    np.random.seed(seed)
+    random.seed(seed)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+        torch.set_default_dtype(dtype)
+
+
 def check_device(device: Any, where: str = "device") -> None:
     """Raise unless ``device`` is ``"auto"``, ``"cpu"``, an available ``"cuda[:i]"`` or such a
     ``torch.device``.

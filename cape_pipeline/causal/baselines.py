@@ -18,16 +18,15 @@ numpy / torch generators inside ``learn``; these wrappers are for benchmarks and
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from cape_pipeline._utils import seeded_global_rngs
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -157,7 +156,6 @@ def gcastle_weights(
 
 #: up to this many features ``alpha="auto"`` picks the graphical-lasso penalty by cross-validation
 PARTIAL_CV_MAX = 200
-_PARTIAL_KWARGS = ("alpha", "max_edges_per_row")
 
 
 def _check_kwargs(method: str, kwargs: dict[str, Any], allowed: Iterable[str]) -> None:
@@ -364,26 +362,6 @@ def _check_dagma_options(method: str, opts: dict[str, Any]) -> None:
             raise CapeConfigError(f"{key}: expected {what} for method {method!r}, got {value!r}")
 
 
-@contextlib.contextmanager
-def _isolated_global_state(seed: int) -> Iterator[None]:
-    """Seed numpy's, Python's and torch's (CPU) global RNGs and restore them, with torch's
-    default dtype, afterwards (``dagma`` draws from the global generators and calls
-    ``torch.set_default_dtype``)."""
-    import torch
-
-    np_state, py_state, dtype = np.random.get_state(), random.getstate(), torch.get_default_dtype()
-    np.random.seed(seed)
-    random.seed(seed)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            yield
-    finally:
-        np.random.set_state(np_state)
-        random.setstate(py_state)
-        torch.set_default_dtype(dtype)
-
-
 def dagma_weights(
     x_std: np.ndarray, method: str, *, seed: int = 0, progress: bool = False, **kwargs: Any
 ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -450,7 +428,7 @@ def dagma_weights(
         fit_opts["s"] = float(fit_opts["s"])
     module = dagma_linear if method == "dagma" else dagma_nonlinear
     bar = functools.partial(module.tqdm, disable=not progress)
-    with _isolated_global_state(seed), mock.patch.object(module, "tqdm", bar):
+    with seeded_global_rngs(seed), mock.patch.object(module, "tqdm", bar):
         if method == "dagma":
             model = dagma_linear.DagmaLinear(loss_type=opts["loss_type"])
             w = model.fit(x, **fit_opts)

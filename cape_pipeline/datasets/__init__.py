@@ -8,11 +8,8 @@ gcastle). The others read a local copy of a public dataset and raise
 
 from __future__ import annotations
 
-import contextlib
 import os
-import random
 import warnings
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._utils import seeded_global_rngs
 from cape_pipeline.datasets._counts import (
     simulated_counts,
     simulated_grn_counts,
@@ -114,19 +112,6 @@ def sachs() -> ad.AnnData:
     return adata
 
 
-@contextlib.contextmanager
-def _seeded_global_rng(seed: int) -> Iterator[None]:
-    """Seed numpy's and Python's global RNGs (gcastle uses them) and restore them afterwards."""
-    np_state, py_state = np.random.get_state(), random.getstate()
-    np.random.seed(seed)
-    random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(np_state)
-        random.setstate(py_state)
-
-
 GRAPHS = ("scale-free", "er")
 SEMS = ("mlp", "linear")
 
@@ -195,7 +180,7 @@ def synthetic_sem(
     level = castle_logger.level
     make = DAG.scale_free if graph == "scale-free" else DAG.erdos_renyi
     kind = {"mlp": ("nonlinear", "mlp"), "linear": ("linear", "gauss")}[sem]
-    with _seeded_global_rng(seed):
+    with seeded_global_rngs(seed):
         try:
             castle_logger.setLevel(max(level, logging.WARNING))  # gcastle logs INFO on the root
             w = make(n_nodes=n_nodes, n_edges=n_edges, weight_range=(0.5, 2.0), seed=seed)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cape_pipeline.datasets._simulate import TRUE_DAG_KEY
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, _depths
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = ["simulated_counts", "simulated_grn_counts", "simulated_hill_counts"]
@@ -27,6 +27,45 @@ def _nb_counts(rng: np.random.Generator, n_cells: int, m: int, mean: Any, *, sha
         lam = rng.gamma(shape, mu / shape)
         blocks.append(sp.csr_matrix(rng.poisson(lam).astype(np.float32)))
     return sp.vstack(blocks, format="csr")
+
+
+def _counts_anndata(name: str, x: Any, cell_type: np.ndarray, var: dict[str, Any], params: dict[str, Any]) -> ad.AnnData:
+    """The simulators' AnnData: ``X`` the ``(N, M)`` counts as CSR, ``obs["cell_type"]``
+    ``type0…`` from the codes ``cell_type``, genes ``gene0…`` with the ``var`` columns, and the
+    generator's ``name`` and ``params`` in ``uns``."""
+    n_cells, m = x.shape
+    adata = ad.AnnData(
+        X=sp.csr_matrix(x),
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical([f"type{k}" for k in cell_type])},
+            index=[f"cell{k}" for k in range(n_cells)],
+        ),
+        var=pd.DataFrame(var, index=[f"gene{k}" for k in range(m)]),
+    )
+    adata.uns["cape_dataset"] = name
+    adata.uns["cape_dataset_params"] = params
+    return adata
+
+
+def _grn_anndata(
+    name: str, rng: np.random.Generator, x: Any, par_pos: np.ndarray, child_pos: np.ndarray, cell_type: np.ndarray,
+    flag: tuple[str, int], params: dict[str, Any],
+) -> ad.AnnData:
+    """:func:`_counts_anndata` of counts simulated over gene positions (columns of ``x``, edges
+    ``par_pos → child_pos``): genes are labelled by a random permutation drawn from ``rng``;
+    ``var[flag[0]]`` marks the first ``flag[1]`` positions; the true graph goes to
+    ``varp["true_dag"]`` and its edge count to the parameters."""
+    m = x.shape[1]
+    order = rng.permutation(m)  # position → gene label
+    marked = np.zeros(m, dtype=bool)
+    marked[order[: flag[1]]] = True
+    adata = _counts_anndata(
+        name, x[:, np.argsort(order)], cell_type, {flag[0]: marked}, {**params, "n_true_edges": int(child_pos.size)}
+    )
+    adata.varp[TRUE_DAG_KEY] = sp.csr_matrix(
+        (np.ones(child_pos.size), (order[par_pos], order[child_pos])), shape=(m, m)
+    )
+    return adata
 
 
 def simulated_counts(
@@ -104,21 +143,11 @@ def simulated_counts(
         return base * size[s:e, None] * np.exp(loading * act[:, mod_idx])
 
     x = _nb_counts(rng, n_cells, n_genes, mean, shape=0.5)  # NB with dispersion 0.5
-    adata = ad.AnnData(
-        X=x,
-        obs=pd.DataFrame(
-            {"cell_type": pd.Categorical([f"type{k}" for k in cell_type])},
-            index=[f"cell{k}" for k in range(n_cells)],
-        ),
-        var=pd.DataFrame({"module": module}, index=[f"gene{k}" for k in range(n_genes)]),
-    )
-    adata.uns["cape_dataset"] = name
-    adata.uns["cape_dataset_params"] = {
+    return _counts_anndata(name, x, cell_type, {"module": module}, {
         "n_cells": int(n_cells), "n_genes": int(n_genes), "n_types": int(n_types), "seed": int(seed),
         "n_modules": int(n_modules), "module_share": float(module_share), "target_umis": float(target_umis),
         "type_effect": float(type_effect),
-    }
-    return adata
+    })
 
 
 
@@ -215,16 +244,7 @@ def simulated_grn_counts(
     pairs = np.unique(np.stack([par_pos, child_pos], 1), axis=0)
     par_pos, child_pos = pairs[:, 0], pairs[:, 1]
     has = np.bincount(child_pos, minlength=m) > 0
-    depth = np.zeros(m, dtype=np.int64)
-    by_child = np.argsort(child_pos, kind="stable")
-    ps_by_child = par_pos[by_child]
-    starts = np.searchsorted(child_pos[by_child], np.arange(n_reg))
-    ends = np.searchsorted(child_pos[by_child], np.arange(n_reg), side="right")
-    for pos in range(1, n_reg):  # regulators may regulate each other: one scalar pass over them, O(n_reg + E)
-        if ends[pos] > starts[pos]:
-            depth[pos] = depth[ps_by_child[starts[pos]:ends[pos]]].max() + 1
-    late = child_pos >= n_reg  # the other genes' parents are all regulators, settled above
-    np.maximum.at(depth, child_pos[late], depth[par_pos[late]] + 1)
+    depth = _depths(par_pos, child_pos, m)
     w = rng.uniform(0.5, 1.5, child_pos.size) * rng.choice([-1.0, 1.0], child_pos.size)
     cell_type = rng.integers(0, n_types, n_cells)
     mu = rng.normal(0.0, type_sd, (n_types, m))
@@ -247,29 +267,12 @@ def simulated_grn_counts(
     base *= target_umis / base.sum() / np.exp(log_fold**2 / 2)
     size = np.exp(rng.normal(0.0, 0.3, n_cells))
     x = _nb_counts(rng, n_cells, m, lambda s, e: base * size[s:e, None] * np.exp(log_fold * std[s:e]), shape=dispersion)
-    order = rng.permutation(m)  # position → gene label
-    x = x[:, np.argsort(order)]  # column j = gene j
-    truth = sp.csr_matrix((np.ones(child_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
-    is_reg = np.zeros(m, dtype=bool)
-    is_reg[order[:n_reg]] = True
-    adata = ad.AnnData(
-        X=sp.csr_matrix(x),
-        obs=pd.DataFrame(
-            {"cell_type": pd.Categorical([f"type{t}" for t in cell_type])},
-            index=[f"cell{c}" for c in range(n_cells)],
-        ),
-        var=pd.DataFrame({"regulator": is_reg}, index=[f"gene{g}" for g in range(m)]),
-    )
-    adata.varp[TRUE_DAG_KEY] = truth
-    adata.uns["cape_dataset"] = name
-    adata.uns["cape_dataset_params"] = {
+    return _grn_anndata(name, rng, x, par_pos, child_pos, cell_type, ("regulator", n_reg), {
         "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
         "regulator_share": float(regulator_share), "regulated_share": float(regulated_share),
         "max_parents": int(max_parents), "type_sd": float(type_sd), "noise_sd": float(noise_sd),
         "log_fold": float(log_fold), "dispersion": float(dispersion), "target_umis": float(target_umis),
-        "n_true_edges": int(child_pos.size),
-    }
-    return adata
+    })
 
 
 def simulated_hill_counts(
@@ -373,13 +376,7 @@ def simulated_hill_counts(
     par_pos = np.minimum(par_pos, avail - 1)
     pairs = np.unique(np.stack([par_pos, child_pos], 1), axis=0)
     par_pos, child_pos = pairs[:, 0], pairs[:, 1]
-    depth = np.zeros(m, dtype=np.int64)
-    while True:  # longest path from an MR, one sweep per generation
-        new = depth.copy()
-        np.maximum.at(new, child_pos, depth[par_pos] + 1)
-        if np.array_equal(new, depth):
-            break
-        depth = new
+    depth = _depths(par_pos, child_pos, m)  # longest path from an MR
     strength = rng.uniform(1.0, 5.0, par_pos.size)
     repress = rng.random(par_pos.size) < repress_share
     b = np.zeros((n_types, m))
@@ -427,27 +424,10 @@ def simulated_hill_counts(
         keep = rng.random(blk.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (lx[s : s + step] - mid)))
         blocks.append(sp.csr_matrix(rng.poisson(blk * keep).astype(np.float32)))
     counts = sp.vstack(blocks, format="csr")
-    order = rng.permutation(m)  # position → gene label
-    counts = counts[:, np.argsort(order)]
-    truth = sp.csr_matrix((np.ones(par_pos.size), (order[par_pos], order[child_pos])), shape=(m, m))
-    is_tf = np.zeros(m, dtype=bool)
-    is_tf[order[:n_tf]] = True
-    adata = ad.AnnData(
-        X=sp.csr_matrix(counts),
-        obs=pd.DataFrame(
-            {"cell_type": pd.Categorical([f"type{t}" for t in cell_type])},
-            index=[f"cell{c}" for c in range(n_cells)],
-        ),
-        var=pd.DataFrame({"tf": is_tf}, index=[f"gene{g}" for g in range(m)]),
-    )
-    adata.varp[TRUE_DAG_KEY] = truth
-    adata.uns["cape_dataset"] = name
-    adata.uns["cape_dataset_params"] = {
+    return _grn_anndata(name, rng, counts, par_pos, child_pos, cell_type, ("tf", n_tf), {
         "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
         "tf_share": float(tf_share), "master_share": float(master_share), "max_parents": int(max_parents),
         "hill_n": float(hill_n), "noise_q": float(noise_q), "repress_share": float(repress_share),
         "outlier_share": float(outlier_share), "target_umis": float(target_umis), "library_sd": float(library_sd),
         "dropout_slope": float(dropout_slope), "dropout_quantile": float(dropout_quantile),
-        "n_true_edges": int(par_pos.size),
-    }
-    return adata
+    })

@@ -22,6 +22,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from cape_pipeline._keys import parse_condition
+from cape_pipeline.datasets._simulate import TRUE_DAG_KEY
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
     "parse_condition",
     "TRUE_DAG_KEY",
 ]
-
-TRUE_DAG_KEY = "true_dag"
-"""``varp`` key of the true graph (same as :data:`cape_pipeline.datasets.TRUE_DAG_KEY`)."""
-
 
 def scale_free_dag(n_nodes: int, n_attach: int, rng: np.random.Generator) -> np.ndarray:
     """Random scale-free DAG: preferential attachment, edges from earlier to later nodes.
@@ -142,28 +139,20 @@ class MLPSEM:
 
 
 def _topological_order(dag: np.ndarray) -> np.ndarray:
-    indeg = dag.sum(0).astype(int)
-    order, ready = [], list(np.flatnonzero(indeg == 0))
-    while ready:
-        j = ready.pop(0)
-        order.append(j)
-        for c in np.flatnonzero(dag[j]):
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    if len(order) != dag.shape[0]:
-        raise ValueError("graph has a cycle")
-    return np.asarray(order)
+    """Kahn's order (networkx: the roots by index, then each generation as it frees up)."""
+    import networkx as nx
+
+    try:
+        return np.fromiter(nx.topological_sort(nx.from_numpy_array(dag, create_using=nx.DiGraph)), dtype=np.int64)
+    except nx.NetworkXUnfeasible as exc:
+        raise ValueError("graph has a cycle") from exc
 
 
 def _descendant_counts(dag: np.ndarray) -> np.ndarray:
-    reach = dag.astype(bool)
-    for _ in range(dag.shape[0]):
-        new = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
-        if (new == reach).all():
-            break
-        reach = new
-    return reach.sum(1)
+    import networkx as nx
+
+    g = nx.from_numpy_array(dag, create_using=nx.DiGraph)
+    return np.array([len(nx.descendants(g, j)) for j in g])
 
 
 def _counts_to_expression(z: np.ndarray, base: np.ndarray, gain: float, rng: np.random.Generator) -> np.ndarray:

@@ -16,6 +16,18 @@ TRUE_DAG_KEY = "true_dag"
 """``adata.varp`` key of a known ground-truth graph: sparse (M, M), ``[m, n] != 0`` ⇔ m → n."""
 
 
+def _depths(parent: np.ndarray, child: np.ndarray, m: int) -> np.ndarray:
+    """``(m,)`` int64 topological generation (longest path from a root) of ``m`` nodes numbered
+    in a topological order (``parent < child`` on every edge): one scalar pass over the nodes
+    with parents, in that order, O(m + E)."""
+    depth = np.zeros(m, dtype=np.int64)
+    by_child = np.argsort(child, kind="stable")
+    ps, cs = parent[by_child], child[by_child]
+    starts, ends = np.searchsorted(cs, np.arange(m)), np.searchsorted(cs, np.arange(m), side="right")
+    for pos in np.flatnonzero(ends > starts):
+        depth[pos] = depth[ps[starts[pos] : ends[pos]]].max() + 1
+    return depth
+
 
 def sdcd_sem(
     n_nodes: int = 100,
@@ -89,16 +101,10 @@ def sdcd_sem(
     order = rng.permutation(d)  # position in the topological order → node label
     src, dst = order[i], order[j]
     b = sp.csr_matrix((np.ones(n_edges), (src, dst)), shape=(d, d))
-    # topological generations: depth of each position in the order (longest path from a root)
-    depth = np.zeros(d, dtype=np.int64)
+    depth = _depths(i, j, d)  # topological generations of the positions
     by_child = np.argsort(j, kind="stable")
     ii, jj = i[by_child], j[by_child]
-    # positions are already a topological order: one pass in order of j settles every depth
     starts = np.searchsorted(jj, np.arange(d))
-    ends = np.searchsorted(jj, np.arange(d), side="right")
-    for pos in range(d):  # O(d + E) scalar pass over the order (no array work per node)
-        if ends[pos] > starts[pos]:
-            depth[pos] = depth[ii[starts[pos]:ends[pos]]].max() + 1
     x = np.zeros((n_obs, d), dtype=np.float64)
     xs = np.zeros((n_obs, d), dtype=np.float64)  # standardized copies fed to the children
     indeg = np.bincount(jj, minlength=d)

@@ -85,10 +85,8 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor | Any) -> torch.Tensor:
         # e^{jφ_i}: (x_2i cos φ − x_2i+1 sin φ) + j(x_2i sin φ + x_2i+1 cos φ). One complex
         # multiply measured ~1.6x faster (forward + backward, CPU) than the real-arithmetic form.
         xc = torch.view_as_complex(x.to(work).reshape(*x.shape[:-1], dim // 2, 2).contiguous())  # (..., M, D/2)
-        if ang.is_complex():  # precomputed e^{jφ} (see rotations()), shared by several calls
-            rot = ang.to(xc.dtype)
-        else:
-            rot = rotations(ang.to(work))  # (..., M, D/2) unit complex numbers e^{jφ}
+        # e^{jφ} precomputed by rotations() (shared by several calls) or computed here, (..., M, D/2)
+        rot = ang.to(xc.dtype) if ang.is_complex() else rotations(ang.to(work))
         y = torch.view_as_real(xc * rot).flatten(-2)  # (..., M, D), interleaved as before
     return y.to(x.dtype)
 

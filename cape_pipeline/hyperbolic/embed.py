@@ -235,10 +235,7 @@ def embed(
     pr = causal_pagerank(graph, restart=restart)
     adj = sp.csr_array(graph.adjacency)
     degree = graph.degree()
-    if isolated == "origin":
-        nodes = np.flatnonzero(degree > 0)
-    else:
-        nodes = np.arange(m)
+    nodes = np.flatnonzero(degree > 0) if isolated == "origin" else np.arange(m)
     n = int(nodes.size)
     sub = sp.csr_array(positives[nodes][:, nodes])
     pairs = _Pairs.build(sub, device)

@@ -121,13 +121,7 @@ def causal_pagerank(graph: CausalGraph, *, restart: float = 0.15) -> np.ndarray:
 
     if not 0.0 < float(restart) < 1.0:
         raise CapeConfigError(f"restart: expected a value in (0, 1), got {restart!r}")
-    g = nx.DiGraph()
-    m = graph.n_features
-    g.add_nodes_from(range(m))
-    coo = graph.adjacency.tocoo()
     # reversed edges child → parent, weight |A|
-    g.add_weighted_edges_from(
-        zip(coo.col.tolist(), coo.row.tolist(), np.abs(coo.data).tolist(), strict=True)
-    )
+    g = nx.from_scipy_sparse_array(abs(sp.csr_array(graph.adjacency)).T, create_using=nx.DiGraph)
     pr = nx.pagerank(g, alpha=1.0 - float(restart), weight="weight", max_iter=1000, tol=1e-12)
-    return np.array([pr[i] for i in range(m)], dtype=np.float64)
+    return np.array([pr[i] for i in range(graph.n_features)], dtype=np.float64)

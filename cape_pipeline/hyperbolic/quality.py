@@ -158,19 +158,10 @@ def topological_depth(graph: Any) -> np.ndarray:
     """
     import networkx as nx
 
-    m = graph.n_features
-    coo = sp.coo_array(graph.adjacency)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(m))
-    g.add_edges_from(zip(coo.row.tolist(), coo.col.tolist(), strict=True))
-    g.remove_edges_from(nx.selfloop_edges(g))
-    cond = nx.condensation(g)
-    depth_c = {}
-    for level, nodes in enumerate(nx.topological_generations(cond)):
-        for c in nodes:
-            depth_c[c] = level
+    cond = nx.condensation(nx.from_scipy_sparse_array(sp.csr_array(graph.adjacency), create_using=nx.DiGraph))
+    depth_c = {c: level for level, nodes in enumerate(nx.topological_generations(cond)) for c in nodes}
     mapping = cond.graph["mapping"]
-    return np.array([depth_c[mapping[i]] for i in range(m)], dtype=np.int64)
+    return np.array([depth_c[mapping[i]] for i in range(graph.n_features)], dtype=np.int64)
 
 
 def norm_spearman(norms: np.ndarray, values: np.ndarray) -> float:

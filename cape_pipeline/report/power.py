@@ -229,14 +229,9 @@ def arm_differences(results: list[Any], baseline: str = "default", level: float 
     arms = list(dict.fromkeys(str(r.params.get("pe", "?")) for r in results))
     if baseline not in arms:
         return []
-    rows = []
-    for arm in arms:
-        if arm == baseline:
-            continue
-        for row in paired_differences(results, arm, baseline, level):
-            rows.append({"arm": arm, "baseline": baseline, **row,
-                         "mde": minimum_detectable_effect(row["sd"], row["n"], level=level, power=power)})
-    return rows
+    return [{"arm": arm, "baseline": baseline, **row,
+             "mde": minimum_detectable_effect(row["sd"], row["n"], level=level, power=power)}
+            for arm in arms if arm != baseline for row in paired_differences(results, arm, baseline, level)]
 
 
 def power_table(rows: list[dict[str, Any]], targets: dict[str, float]) -> list[dict[str, Any]]:

@@ -69,7 +69,7 @@ TASKS: tuple[str, ...] = tuple(TASK_CONFIGS)
 _RUNNERS = {"annotation": annotate, "clustering": cluster, "perturbation": predict_perturbation, "age": predict_age}
 
 
-def _width_from_angles(cfg: TaskConfig, config: Any, pe: str, angles: Any) -> TaskConfig:
+def _width_from_angles(cfg: TaskConfig, pe: str, angles: Any) -> TaskConfig:
     """The rotary's d follows the width and the width the angles: with a rotary PE and no width
     given (``config.model`` without ``d_model``), the backbone gets D = 2·d of ``angles``."""
     import dataclasses
@@ -165,7 +165,7 @@ def run_task(
         raise CapeConfigError(f"task {task!r} unknown; expected one of {list(TASKS)}")
     from cape_pipeline.tasks._base import resolve_config
 
-    cfg = _width_from_angles(resolve_config(TASK_CONFIGS[task], config), config, pe, angles)
+    cfg = _width_from_angles(resolve_config(TASK_CONFIGS[task], config), pe, angles)
     if task == "annotation-logreg":
         return annotate_logreg(adata, label_key=label_key, config=cfg, seed=seed)  # type: ignore[arg-type]
     return _RUNNERS[task](

@@ -187,7 +187,6 @@ class TokenTransformer(nn.Module):
     def build_embeddings(self) -> None:
         """Create the subclass's value and identity embedding modules (from ``self.config``,
         ``self.n_features`` and ``self.use_identity``); called once, last in ``__init__``."""
-        return None
 
     def bins(self, x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor | None:
         """Value-bin ids ``(B, T)`` of the tokens, or ``None`` for continuous-value backbones."""

@@ -110,7 +110,6 @@ class CapeInputPE(CapeRotaryPE):
 
     def rotary(self, idx: torch.Tensor) -> None:
         """No q/k rotation (the input was rotated instead)."""
-        return None
 
 
 class CapeAdditivePE(PositionalEncoding):

@@ -96,9 +96,7 @@ def _config(ckpt: ScGPTCheckpointModel, path: Path, overrides: dict[str, Any]) -
             f"({', '.join(f'{k}={fixed[k]!r}' for k in clash)}); the weights fix them"
         )
     cfg: dict[str, Any] = {**overrides, **fixed}
-    if fixed["value_encoder"] == "binned":
-        cfg["n_bins"] = int(ckpt.args.get("n_bins", 51))
-    elif fixed["value_encoder"] == "continuous-bins":
+    if fixed["value_encoder"] in ("binned", "continuous-bins"):
         cfg["n_bins"] = int(ckpt.args.get("n_bins", 51))
     if "max_tokens" not in overrides and ckpt.args.get("max_seq_len"):
         cfg["max_tokens"] = int(ckpt.args["max_seq_len"]) - 1  # scGPT's length counts <cls>

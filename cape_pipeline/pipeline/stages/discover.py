@@ -26,7 +26,7 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
     from cape_pipeline.datasets import TRUE_DAG_KEY
 
     adata = inputs["preprocess"]
-    truth = adata.varp[TRUE_DAG_KEY] if TRUE_DAG_KEY in adata.varp else None
+    truth = adata.varp.get(TRUE_DAG_KEY)
     if cfg.method == "true-dag":
         if truth is None:
             raise CapeConfigError(
