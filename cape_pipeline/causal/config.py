@@ -230,11 +230,9 @@ class DiscoverConfig:
         ``"cape"``: cell-level covariates regressed out of every feature before any support
         fits: ``"auto"`` (default: for single-cell data the log library size where preprocess
         recorded it, ``obs["cape_library_size"]``; otherwise none), ``"none"``, ``"states"``,
-        ``"library"`` or ``"states+library"`` (the library needs ``obs["cape_library_size"]``).
-        Cell states keep the graph to covariation within states: ask for them where hidden
-        programs drive many genes; they cost half the recall where regulators drive the states
-        (:data:`~cape_pipeline.causal.supports.COVARIATES`). Recorded as
-        ``params["covariates_used"]``.
+        ``"library"`` or ``"states+library"``. Cell states guard against hidden programs shared
+        by many genes and cost half the recall where regulators drive the states
+        (:data:`~cape_pipeline.causal.supports.COVARIATES`). Recorded as ``params["covariates_used"]``.
     n_states
         ``"cape"``: number of cell states (k-means on 30 principal components) used as
         covariates; None (default): ``min(30, max(2, N // 100))``.
@@ -248,10 +246,8 @@ class DiscoverConfig:
         ``"cape"``, support ``"regression"``: ``"auto"`` (default: from 3,000 cells on,
         :data:`~cape_pipeline.causal.supports.THINNING_MIN_OBS`), ``"thinning"`` or ``"none"``:
         on counts preprocess normalized, correct the regressions for each gene's counting noise,
-        measured by binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`).
-        Raises F1 where a regulatory graph drives the counts; turns hidden module activities
-        shared by many genes into edges from one member (``benchmarks/discover/counts/RESULTS.md``).
-        Recorded as ``params["measurement_error_used"]``.
+        measured by binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`;
+        ``benchmarks/discover/counts/RESULTS.md``). Recorded as ``params["measurement_error_used"]``.
     interventions
         ``"cape"``, support ``"regression"``: the ``obs`` column of perturbation labels, ``"auto"``
         (default: a GEARS-style ``condition`` column with controls, if any) or ``"none"``; a
