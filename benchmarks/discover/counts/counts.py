@@ -12,12 +12,13 @@ dropout, Poisson).
 
 Methods, side by side on the same files:
 - ``cape``: ``cape run FILE --until discover`` with every default (support "regression" for
-  single-cell data: cell states and library size as covariates, minimum-effect likelihood-ratio
-  edge test, greedy likelihood DAG);
-- ``learned``: the previous default, ``--set discover.support=learned --set discover.covariates=none``;
-- ablations of the default (``--ablations``): ``cape-no-covariates``, ``cape-states-only``,
-  ``cape-library-only``, ``learned-covariates`` (the learned support on state-adjusted data),
-  ``cape-min-effect-0.0015`` and ``-0.006`` (half and twice the effect floor);
+  single-cell data: library size as covariate, counting-noise correction from 3,000 cells,
+  minimum-effect likelihood-ratio edge test, greedy likelihood DAG);
+- ``cape-states``: the previous default (cell states and library size, no noise correction);
+  ``learned``: the default before that, ``--set discover.support=learned --set discover.covariates=none``;
+- ablations (``--ablations``), each naming every option it sets (``CAPE_SETS``): covariates
+  (none, states only, library only) with and without the noise correction, half and twice the
+  effect floor (``cape-min-effect-0.0015`` / ``-0.006``);
 - ``pearson``: |Pearson r| of log-normalized data (scanpy ``normalize_total`` + ``log1p``);
 - ``regdiffusion``: RegDiffusion (Zhu & Slonim 2024; PyPI ``regdiffusion``, CPU, its defaults:
   1,000 steps) in its own virtual environment;
@@ -64,24 +65,33 @@ OUT = HERE / "counts.jsonl"
 RESULTS = HERE / "RESULTS.md"
 VENVS = HERE / "_cache"
 GENES = 2000
+#: Every ablation names all of the options it changes, so that its rows keep their meaning when the
+#: default moves. ``STATES`` / ``NO_THINNING`` spell out the previous default (session 16: cell
+#: states and library size, no counting-noise correction); rows run as "cape" under that default
+#: were relabelled "cape-states" when the default changed (field ``relabelled_from``).
+STATES, LIBRARY, NONE = ("discover.covariates=states+library",), ("discover.covariates=library",), ("discover.covariates=none",)
+NO_THINNING, THINNING = ("discover.measurement_error=none",), ("discover.measurement_error=thinning",)
 CAPE_SETS = {
     "cape": [],
-    "learned": ["discover.support=learned", "discover.covariates=none"],
-    "cape-no-covariates": ["discover.covariates=none"],
-    "cape-states-only": ["discover.covariates=states"],
-    "cape-library-only": ["discover.covariates=library"],
-    "learned-covariates": ["discover.support=learned"],
+    "learned": ["discover.support=learned", *NONE],
+    "cape-states": [*STATES, *NO_THINNING],
+    "cape-no-covariates": [*NONE, *NO_THINNING],
+    "cape-states-only": ["discover.covariates=states", *NO_THINNING],
+    "cape-library-only": [*LIBRARY, *NO_THINNING],
+    "learned-covariates": ["discover.support=learned", *STATES],
+    "cape-states-min-effect-0.0015": [*STATES, *NO_THINNING, "discover.min_effect=0.0015"],
+    "cape-states-min-effect-0.006": [*STATES, *NO_THINNING, "discover.min_effect=0.006"],
+    "cape-states-thinning": [*STATES, *THINNING],
+    "cape-thinning-no-covariates": [*NONE, *THINNING],
+    "cape-thinning-states-only": ["discover.covariates=states", *THINNING],
+    "cape-thinning-library-only": [*LIBRARY, *THINNING],
+    "cape-states-thinning-min-effect-0.0015": [*STATES, *THINNING, "discover.min_effect=0.0015"],
+    "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.min_effect=0.006"],
     "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.min_effect=0.006"],
-    "cape-thinning": ["discover.measurement_error=thinning"],
-    "cape-thinning-no-covariates": ["discover.measurement_error=thinning", "discover.covariates=none"],
-    "cape-thinning-states-only": ["discover.measurement_error=thinning", "discover.covariates=states"],
-    "cape-thinning-library-only": ["discover.measurement_error=thinning", "discover.covariates=library"],
-    "cape-thinning-min-effect-0.0015": ["discover.measurement_error=thinning", "discover.min_effect=0.0015"],
-    "cape-thinning-min-effect-0.006": ["discover.measurement_error=thinning", "discover.min_effect=0.006"],
 }
-ABLATIONS = ("cape-no-covariates", "cape-states-only", "cape-library-only", "learned-covariates", "cape-min-effect-0.0015",
-             "cape-min-effect-0.006", "cape-thinning", "cape-thinning-no-covariates")
+ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
+             "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
 #: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
 #: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
 TREE_MAX_CELLS = 1000
@@ -246,16 +256,21 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
 
 # ----------------------------------------------------------------------------- report
 LABELS = {
-    "cape": "cape (default)", "learned": "learned (previous default)", "pearson": "|Pearson|",
-    "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2", "cape-no-covariates": "cape, no covariates",
-    "cape-states-only": "cape, states only", "cape-library-only": "cape, library size only",
-    "learned-covariates": "learned + covariates",
+    "cape": "cape (default)", "cape-states": "cape + states, no noise correction (previous default)",
+    "learned": "learned (default before that)", "pearson": "|Pearson|",
+    "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2",
+    "cape-no-covariates": "cape, no covariates, no noise correction",
+    "cape-states-only": "cape, states only, no noise correction",
+    "cape-library-only": "cape, library size only, no noise correction",
+    "learned-covariates": "learned + states + library size",
+    "cape-states-min-effect-0.0015": "cape + states, min_effect 0.0015", "cape-states-min-effect-0.006": "cape + states, min_effect 0.006",
+    "cape-states-thinning": "cape + states + noise correction",
+    "cape-thinning-no-covariates": "cape, no covariates, noise correction",
+    "cape-thinning-states-only": "cape, states only, noise correction",
+    "cape-thinning-library-only": "cape, library size only, noise correction",
+    "cape-states-thinning-min-effect-0.0015": "cape + states + noise correction, min_effect 0.0015",
+    "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
-    "cape-thinning": "cape + noise correction", "cape-thinning-no-covariates": "cape + noise correction, no covariates",
-    "cape-thinning-states-only": "cape + noise correction, states only",
-    "cape-thinning-library-only": "cape + noise correction, library size only",
-    "cape-thinning-min-effect-0.0015": "cape + noise correction, min_effect 0.0015",
-    "cape-thinning-min-effect-0.006": "cape + noise correction, min_effect 0.006",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
@@ -332,15 +347,17 @@ def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # the defaults and the baselines, one colour each; the ablations are in the tables
+    shown = {"cape": "C0", "cape-states": "C1", "learned": "C2", "pearson": "C3", "regdiffusion": "C4",
+             "grnboost2": "C5"}
     fig, axes = plt.subplots(len(gens), 3, figsize=(13, 3.6 * len(gens)), squeeze=False)
     for i, gen in enumerate(gens):
-        for method in LABELS:
+        for method, color in shown.items():
             pts = [(n, summ[(gen, n, method)]) for n in cells if (gen, n, method) in summ]
             if not pts:
                 continue
             xs = [p[0] for p in pts]
-            style = {"color": (*[f"C{k}" for k in range(10)], "k", "0.55")[list(LABELS).index(method) % 12], "label": LABELS[method],
-                     "ls": "-" if method in ("cape", "learned", "pearson", "regdiffusion", "grnboost2") else ":"}
+            style = {"color": color, "label": LABELS[method], "ls": "-" if method.startswith("cape") else ":"}
             axes[i, 0].plot(xs, [p[1]["auprc_ratio"][0] for p in pts], "o", **style)
             if "edges" in pts[0][1]:
                 axes[i, 1].plot(xs, [p[1]["precision"][0] for p in pts], "o", **style)
@@ -349,11 +366,12 @@ def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
             ax = axes[i, j]
             ax.set_xscale("log")
             ax.set_xlabel("cells")
-            ax.set_title(f"{gen}: {what}", fontsize=10)
+            ax.set_title(f"{GEN_NAMES.get(gen, gen)}: {what}", fontsize=9)
             if j == 1:
                 ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-        axes[i, 0].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(HERE / "counts.png", dpi=110)
     plt.close(fig)
 

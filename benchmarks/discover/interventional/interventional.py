@@ -17,11 +17,15 @@ Half of each condition's cells are held out (seeded); the graph is fitted on the
 
 Methods, on the same cells:
 
-- ``cape-obs``: ``discover(support="regression", covariates="states", interventions="none")``
-  (what the pipeline does with single-cell data whose labels it ignores);
+- ``cape-obs``: ``discover(support="regression", interventions="none")``, every other option
+  default (no covariates on these log counts without library sizes): what the pipeline does
+  with single-cell data whose labels it ignores;
 - ``cape-int``: the same with the labels read from ``obs["condition"]`` (the default,
   ``interventions="auto"``);
 - ``cape-int-floor``: ``cape-int`` with half the effect floor (``min_effect=0.0015``);
+- ``cape-obs-states``, ``cape-int-states``, ``cape-int-states-floor``: the same with cell states
+  as covariates (``covariates="states"``, the previous default; rows made before the default
+  changed were relabelled, field ``relabelled_from``);
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -100,13 +104,19 @@ def graph_metrics(adj, scores, truth) -> dict:
             "orientation": float((a & t).sum() / found.sum()) if found.sum() else float("nan")}
 
 
+METHODS = ("cape-obs", "cape-int", "cape-int-floor", "cape-obs-states", "cape-int-states", "cape-int-states-floor",
+           "sdcd-int")
+
+
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     from cape_pipeline.causal.api import discover_scored
 
-    kw = {"support": "regression", "covariates": "states"}
-    if method == "cape-obs":
+    kw: dict = {"support": "regression"}
+    if "-obs" in method:
         kw["interventions"] = "none"
-    if method == "cape-int-floor":
+    if "-states" in method:
+        kw["covariates"] = "states"  # the previous default's cell states
+    if method.endswith("-floor"):
         kw["min_effect"] = 0.0015  # half the default effect floor
     t0 = time.perf_counter()
     g, scores = discover_scored(fit, **kw)
@@ -174,7 +184,7 @@ def report() -> None:
             "random_shifted", "edges", "seconds")
     lines = ["| screen | method | n | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 3)]
     for size in SIZES:
-        for method in ("cape-obs", "cape-int", "cape-int-floor", "sdcd-int"):
+        for method in METHODS:
             rows = [r for r in recs if r["size"] == size and r["method"] == method]
             if not rows:
                 continue
@@ -202,7 +212,7 @@ if __name__ == "__main__":
     r = sub.add_parser("run")
     r.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    r.add_argument("--methods", nargs="+", default=["cape-obs", "cape-int"], choices=["cape-obs", "cape-int", "cape-int-floor", "sdcd-int"])
+    r.add_argument("--methods", nargs="+", default=["cape-obs", "cape-int"], choices=METHODS)
     sub.add_parser("report")
     args = ap.parse_args()
     run(args) if args.cmd == "run" else report()
