@@ -172,8 +172,8 @@ class DiscoverConfig:
         measurements are in ``benchmarks/discover/learned/RESULTS.md`` and
         ``benchmarks/discover/counts/RESULTS.md``; the choice is ``params["support"]``, the
         request ``params["support_requested"]``),
-        ``"regression"`` (every feature regressed on its screened candidate parents within
-        cell states; a pair is an edge when its partial R² exceeds ``min_effect`` at
+        ``"regression"`` (every feature regressed on its screened candidate parents after the
+        covariates; a pair is an edge when its partial R² exceeds ``min_effect`` at
         false-discovery rate ``fdr``; the accepted pairs are oriented by a greedy likelihood
         DAG search and pruned given their DAG parents: see
         :func:`~cape_pipeline.causal.regression.fit_regression`; ``n_candidates`` left at 20
@@ -238,7 +238,7 @@ class DiscoverConfig:
         covariates; None (default): ``min(30, max(2, N // 100))``.
     min_effect
         ``"cape"``, support ``"regression"``: the partial R² an edge must exceed (0.003: it
-        explains ≥ 0.3 % of its child's within-state variance beyond the other candidates;
+        explains ≥ 0.3 % of its child's covariate-adjusted variance beyond the other candidates;
         chosen on two count generators, ``benchmarks/discover/counts/RESULTS.md``).
     fdr
         ``"cape"``, support ``"regression"``: Benjamini–Hochberg level of the edge test (0.05).

@@ -1,4 +1,4 @@
-"""Step I for single-cell counts: state-adjusted neighbourhood regressions, a minimum-effect
+"""Step I for single-cell counts: covariate-adjusted neighbourhood regressions, a minimum-effect
 likelihood-ratio test per edge, and a greedy likelihood DAG (``support="regression"``).
 
 On UMI counts the learned support's rule — a fixed threshold on the first-layer norm of
@@ -8,11 +8,10 @@ away while the fit still uses the edge) and ranks pairs worse than a correlation
 one on quantities the model cannot trade away:
 
 0. **Covariates** (:mod:`cape_pipeline.causal.covariates`; applied by
-   :func:`~cape_pipeline.causal.api.discover` before any support). Cell states (k-means on
-   the leading principal components, scikit-learn) and, when known, the log library size are
-   exogenous inputs of every feature's model; with a linear model that is the same as
-   regressing them out of every feature first (Frisch–Waugh–Lovell), so the graph explains the
-   covariation *within* states, not the states themselves.
+   :func:`~cape_pipeline.causal.api.discover` before any support). The log library size
+   (when known) and, on request, cell states (k-means on the leading principal components,
+   scikit-learn) are exogenous inputs of every feature's model; with a linear model that is the
+   same as regressing them out of every feature first (Frisch–Waugh–Lovell).
 1. **Screen** (:func:`~cape_pipeline.causal.screen.candidate_parents`): ``4k`` candidate
    parents per feature from correlation, residual and ``tanh`` rounds, O(N·M²) in row blocks,
    on a random half of the cells; the stages below use the other half ("screen and clean",
@@ -21,17 +20,17 @@ one on quantities the model cannot trade away:
 2. **Neighbourhood regressions** (:func:`partial_f`): each feature is regressed on its
    candidates (ridge-stabilised least squares, batched over features); the statistic of
    candidate p of feature c is the partial F (the likelihood-ratio statistic of dropping p,
-   Gaussian errors) and its effect size the partial R² — the share of c's within-state
-   variance that p explains beyond the other candidates. O(N·M·K²). On counts, optionally
-   (``measurement_error="thinning"``), the regressions are corrected for counting noise: each
+   Gaussian errors) and its effect size the partial R² — the share of c's covariate-
+   adjusted variance that p explains beyond the other candidates. O(N·M·K²). On counts
+   (``measurement_error``), the regressions are corrected for counting noise: each
    gene's noise share, measured by binomial thinning
    (:func:`~cape_pipeline.causal.covariates.count_reliability`), is taken off the diagonal of
    the candidates' Gram matrix (errors-in-variables, Fuller 1987). A regulator's mRNA is a
    noisy count of its activity; without the correction its targets, which measure that
    activity again, take its coefficient from one another (siblings look like edges, the
-   regulator's own edges fail the test). Not the default: where genes share a hidden module
-   activity, the correction makes one member stand for the module and keeps edges that are
-   not there (``benchmarks/discover/counts/RESULTS.md``).
+   regulator's own edges fail the test). On by default from 3,000 cells
+   (``measurement_error="auto"``); where genes share a hidden module activity, it makes one
+   member stand for the module (``benchmarks/discover/counts/RESULTS.md``).
 3. **Edge test** (:func:`~cape_pipeline.causal.edge_test.min_effect_pvalues`): a pair is
    accepted when its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``
    (Benjamini–Hochberg over every screened pair; the null is the interval ``R² ≤ min_effect``,
@@ -276,7 +275,7 @@ def fit_regression(
     """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (module docstring).
 
     The covariates (stage 0) are the caller's: :func:`~cape_pipeline.causal.api.discover`
-    regresses the cell states and library size out first
+    regresses the library size (and, on request, the cell states) out first
     (:func:`~cape_pipeline.causal.covariates.residualize`).
 
     Parameters
@@ -287,7 +286,7 @@ def fit_regression(
         k of :func:`~cape_pipeline.causal.screen.candidate_parents` (≤ 4k candidates each; 10).
     min_effect
         Floor on an edge's partial R² (0.003: the edge explains at least 0.3 % of its child's
-        within-state variance beyond the other candidates).
+        covariate-adjusted variance beyond the other candidates).
     fdr
         Benjamini–Hochberg level of the edge test and of the pruning (0.05).
     ridge

@@ -15,7 +15,7 @@ __all__ = [
 ]
 
 #: how A is parameterised for method "cape": chosen from the data ("auto"), the paper's low rank,
-#: screened sparse, per-feature MLPs on a learned screen, or state-adjusted neighbourhood
+#: screened sparse, per-feature MLPs on a learned screen, or covariate-adjusted neighbourhood
 #: regressions with a likelihood-ratio edge test (single-cell data)
 SUPPORTS = ("auto", "low-rank", "screened", "learned", "regression")
 #: cell-level covariates of Step I: "auto" (single-cell data: the library size where preprocess
