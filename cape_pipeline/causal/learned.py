@@ -443,7 +443,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     fit = fit_learned(torch.from_numpy(x.astype(np.float32)), **learned_options(cfg), device=device,
                       progress=inputs.progress)
     history = fit.history
-    adj = fit.adjacency if inputs.max_per_row is None else cap_rows(fit.adjacency, int(inputs.max_per_row))
+    adj = cap_rows(fit.adjacency, inputs.max_per_row)
     params = {
         "device": str(device),
         "output_threshold": float(cfg.threshold) / 2,

@@ -421,7 +421,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         reliability=inputs.reliability, intervened=inputs.intervened, seed=int(cfg.seed), progress=inputs.progress,
     )
-    adj = fit.adjacency if inputs.max_per_row is None else cap_rows(fit.adjacency, int(inputs.max_per_row))
+    adj = cap_rows(fit.adjacency, inputs.max_per_row)
     names = inputs.names
     edge_scores = pd.DataFrame({
         "source": names[fit.parent].astype(str), "target": names[fit.child].astype(str),

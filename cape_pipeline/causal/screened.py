@@ -399,9 +399,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs)
     fit = fit_screened(torch.from_numpy(x.astype(np.float32)), solver, n_candidates=int(cfg.n_candidates),
                        threshold=float(cfg.threshold), device=cfg.device, progress=inputs.progress)
-    adj = fit.adjacency(float(cfg.threshold))
-    if inputs.max_per_row is not None:
-        adj = cap_rows(adj, int(inputs.max_per_row))
+    adj = cap_rows(fit.adjacency(float(cfg.threshold)), inputs.max_per_row)
     adj, n_dropped = break_cycles(adj)
     params = {"device": str(fit.model.w.device) if fit.model is not None else str(cfg.device),
               "n_candidate_columns": int(fit.parents.shape[1]), "screen_seconds": float(fit.screen_seconds)}
