@@ -1,0 +1,331 @@
+"""On a lent GPU (issue 42): the suite, Step I, training throughput and the main job, measured.
+
+One entry script for the one device call a session gets (15 minutes of GPU time in all, start
+included). It runs the sections below one after another, each in its own process under its own
+time limit, inside a total budget, and writes what it measured to ``OUT/results.jsonl`` (one JSON
+line per measurement; a section killed at its limit is recorded as ``"status": "timeout"``).
+
+Sections, in the order they run:
+
+``env``         nvidia-smi, torch, CUDA, the GPU's name and memory, the CPU.
+``suite``       the whole test suite with ``device="auto"`` (so CUDA wherever a test does not
+                pin the CPU; the CUDA-only parametrisations run), ``pytest -n W``; the summary
+                and every failure go to ``OUT/pytest.txt``.
+``throughput``  one masked-value pretraining step (tokenize, forward, MSE on hidden tokens,
+                backward, AdamW) of the scGPT-style backbone on the GPU, median of timed steps
+                after warm-up, cells/s: at the default width (D 64, 2 layers, 4 heads, T 512)
+                and at scGPT's released size (D 512, 12 layers, 8 heads, T 1,200), fp32 and bf16
+                autocast, ``pe="cape"`` against ``pe="none"`` (the rotary overhead), and the
+                attention zoo (cone-umbral, cone-penumbral, riemann, ape-tree) against the dot
+                product at the default width. Options are timed in interleaved rounds.
+``pbmc``        ``benchmarks/scale/scale.py --pbmc``: the main job on the bundled data, per stage.
+``sim10k``      ``benchmarks/scale/scale.py --cells 10000 --genes 20000``: the README cost-table
+                size (10,000 cells × 20,000 genes → 2,000 HVGs), per stage.
+``step1``       Step I, the current default (``cape_pipeline.causal.discover_scored``,
+                ``device="cuda"``) on SDCD's generator (``sdcd_sem(d, 10_000, 0)``) at d = 1,000:
+                F1, AUPRC, seconds, peak GPU memory (``step1_4000``: d = 4,000, if the budget allows).
+
+Usage (on the device machine, from the repository root)::
+
+    python benchmarks/gpu/run.py --out "$OUT" --budget 550
+
+``--sections`` picks a subset; ``--dry`` runs every section at toy sizes on the CPU (the check
+before the one device call). ``report.py`` is not needed: RESULTS.md quotes results.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000")
+#: seconds each section may take at most (the driver also stops at the total budget)
+LIMITS = {"env": 20, "suite": 140, "throughput": 70, "pbmc": 90, "sim10k": 150, "step1": 90, "step1_4000": 120}
+
+
+def _emit(out: Path, rec: dict) -> None:
+    rec = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), **rec}
+    with (out / "results.jsonl").open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    print(json.dumps(rec), flush=True)
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# --------------------------------------------------------------------------------------- env
+def section_env(out: Path, dry: bool) -> None:
+    import torch
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True) if not dry else None
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())
+    rec = {
+        "section": "env", "torch": torch.__version__, "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "nvidia_smi": smi.stdout.strip() if smi is not None else None,
+        "cpu": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "load_average": os.getloadavg(),
+        "docker": subprocess.run(["sh", "-c", "command -v docker podman apptainer"], capture_output=True,
+                                 text=True).stdout.strip() or None,
+    }
+    _emit(out, rec)
+
+
+# ------------------------------------------------------------------------------------- suite
+def section_suite(out: Path, dry: bool) -> None:
+    workers = max(1, min(12, (os.cpu_count() or 2) - 2))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers), "--durations=15"]
+    if dry:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/causal/test_model.py"]
+    t0 = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}  # 2 threads a worker, as on the 2-core CI machine
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    sec = time.perf_counter() - t0
+    text = res.stdout + res.stderr
+    (out / "pytest.txt").write_text(text)
+    summary = [ln for ln in text.splitlines() if " passed" in ln or " failed" in ln or " error" in ln][-1:]
+    failed = [ln for ln in text.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    _emit(out, {"section": "suite", "command": shlex.join(cmd[1:]), "returncode": res.returncode,
+                "seconds": round(sec, 1), "summary": summary[0] if summary else None, "failed": failed})
+
+
+# -------------------------------------------------------------------------------- throughput
+def _positions(m: int, d: int, seed: int = 0):
+    """Random positions of the right kinds (the step's cost does not depend on their values)."""
+    import numpy as np
+
+    from cape_pipeline.models.positions import FeaturePositions
+
+    rng = np.random.default_rng(seed)
+    space = rng.normal(0.0, 0.5, size=(m, d))
+    hyp = np.hstack([np.sqrt(1.0 + (space**2).sum(1, keepdims=True)), space])
+    parent = np.array([-1 if i < 8 else int(rng.integers(0, i)) for i in range(m)], dtype=np.int64)
+    weight = np.where(parent < 0, 0.0, rng.uniform(0.1, 1.0, m))
+    return FeaturePositions(angles=rng.uniform(-0.3, 0.3, size=(m, d)).astype(np.float32), hyperboloid=hyp,
+                            parent=parent, parent_weight=weight)
+
+
+def _step_fn(cfg: dict, pe: str, attention: str, bf16: bool, device: str, m: int, batch: int, pos):
+    import contextlib
+
+    import numpy as np
+    import torch
+
+    from cape_pipeline.models import build_backbone
+    from cape_pipeline.models.backbones.heads import ValueDecoder
+
+    t = cfg["max_tokens"]
+    rng = np.random.default_rng(0)
+    x = np.zeros((batch, m), dtype=np.float32)
+    for i in range(batch):
+        x[i, rng.choice(m, t, replace=False)] = rng.gamma(2.0, 1.0, t)
+    torch.manual_seed(0)
+    model = build_backbone("scgpt", cfg, n_features=m, pe=pe, attention=attention, angles=pos)
+    model.fit_data(x)
+    dec = ValueDecoder(cfg["d_model"])
+    model.to(device)
+    dec.to(device)
+    xb = torch.as_tensor(x, device=device)
+    params = [*model.parameters(), *dec.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    gen = torch.Generator(device=device).manual_seed(0)
+    amp = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16) if bf16 \
+        else contextlib.nullcontext()
+
+    def step() -> None:
+        tok = model.tokenize(xb)
+        hide = (torch.rand(tok.idx.shape, generator=gen, device=tok.idx.device) < 0.4) & tok.observed
+        with amp:
+            h = model(tok, hide=hide)
+            pred = dec(h[:, 1:]).float()
+        loss = ((pred - tok.values) ** 2)[hide].mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _interleaved(options: dict, rounds: int, warmup: int = 3) -> dict[str, float]:
+    """Median seconds per step of each option, timed round-robin."""
+    import numpy as np
+
+    for _ in range(warmup):
+        for f in options.values():
+            f()
+    _sync()
+    times: dict[str, list[float]] = {k: [] for k in options}
+    for _ in range(rounds):
+        for k, f in options.items():
+            _sync()
+            t0 = time.perf_counter()
+            f()
+            _sync()
+            times[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def section_throughput(out: Path, dry: bool) -> None:
+    import torch
+
+    device = _device()
+    m = 200 if dry else 2000
+    sizes = {
+        "default": ({"d_model": 64, "n_heads": 4, "n_layers": 2, "max_tokens": 64 if dry else 512}, 32),
+        "scgpt-size": ({"d_model": 64 if dry else 512, "n_heads": 8, "n_layers": 2 if dry else 12,
+                        "max_tokens": 64 if dry else 1200, "dropout": 0.0}, 8 if dry else 32),
+    }
+    rounds = 2 if dry else 10
+    for size, (cfg, batch) in sizes.items():
+        pos = _positions(max(m, cfg["max_tokens"] + 1), cfg["d_model"] // 2)
+        mm = pos.angles.shape[0]
+        opts = {}
+        for pe in ("cape", "none"):
+            for bf16 in (False, True):
+                opts[f"{pe}{'-bf16' if bf16 else ''}"] = _step_fn(cfg, pe, "dot", bf16, device, mm, batch, pos)
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        med = _interleaved(opts, rounds)
+        for k, s in med.items():
+            _emit(out, {"section": "throughput", "size": size, "config": cfg, "batch": batch, "n_features": mm,
+                        "option": k, "seconds_per_step": round(s, 5), "cells_per_s": round(batch / s, 1),
+                        "vs_none_same_precision": round(s / med["none" + ("-bf16" if k.endswith("bf16") else "")], 3),
+                        "device": device, "rounds": rounds,
+                        "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available()
+                        else None})
+        del opts
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    # the attention zoo against the dot product, default width, fp32 (what the pipeline trains in)
+    cfg, batch = sizes["default"]
+    pos = _positions(m, cfg["d_model"] // 2)
+    zoo = {"cape (dot)": ("cape", "dot"), "cone-umbral": ("cape", "cone-umbral"),
+           "cone-penumbral": ("cape", "cone-penumbral"), "riemann": ("cape", "riemann"),
+           "ape-tree": ("ape-tree", "dot")}
+    opts = {k: _step_fn(cfg, pe, att, False, device, m, batch, pos) for k, (pe, att) in zoo.items()}
+    med = _interleaved(opts, rounds)
+    for k, s in med.items():
+        _emit(out, {"section": "attention", "config": cfg, "batch": batch, "option": k,
+                    "seconds_per_step": round(s, 5), "vs_dot": round(s / med["cape (dot)"], 3), "device": device,
+                    "rounds": rounds})
+
+
+# ------------------------------------------------------------------------------------ step1
+def _step1(out: Path, d: int, n: int) -> None:
+    import numpy as np
+    import torch
+
+    from cape_pipeline.causal.api import discover_scored
+    from cape_pipeline.causal.metrics import dag_metrics
+    from cape_pipeline.datasets import sdcd_sem
+
+    device = _device()
+    adata = sdcd_sem(d, n, 0)
+    true = (adata.varp["true_dag"].toarray() != 0).astype(int)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    g, scores = discover_scored(adata, device=device, seed=0, progress=True)
+    sec = time.perf_counter() - t0
+    pred = (g.adjacency.toarray() != 0).astype(int)
+    met = dag_metrics(pred, true, scores=scores)
+    _emit(out, {"section": "step1", "data": f"sdcd_sem({d}, {n}, 0)", "support": g.params.get("support"),
+                "device": device, "seconds": round(sec, 1), "metrics": {k: float(v) for k, v in met.items()},
+                "n_edges": int(np.count_nonzero(pred)),
+                "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else None,
+                "sdcd_published": {1000: {"f1": 0.83, "seconds": 1072}, 4000: {"f1": 0.79, "seconds": 9186}}.get(d)})
+
+
+def section_step1(out: Path, dry: bool) -> None:
+    _step1(out, 30 if dry else 1000, 500 if dry else 10_000)
+
+
+def section_step1_4000(out: Path, dry: bool) -> None:
+    _step1(out, 40 if dry else 4000, 500 if dry else 10_000)
+
+
+# ------------------------------------------------------------------------------------ scale
+def _scale(out: Path, args: list[str]) -> None:
+    before = (ROOT / "benchmarks/scale/scale.jsonl").read_text().splitlines()
+    work = "/tmp/cape_gpu_scale"
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/scale/scale.py"), *args, "--work", work],
+                         capture_output=True, text=True, cwd=ROOT)
+    after = (ROOT / "benchmarks/scale/scale.jsonl").read_text().splitlines()
+    if res.returncode:
+        tail = (res.stdout + res.stderr)[-3000:]
+        _emit(out, {"section": "scale", "args": args, "status": "failed", "returncode": res.returncode, "tail": tail})
+        return
+    for line in after[len(before):]:
+        _emit(out, {"section": "scale", "args": args, "device": _device(), **json.loads(line)})
+
+
+def section_pbmc(out: Path, dry: bool) -> None:
+    _scale(out, ["--pbmc", *(["--set", "train.n_seeds=1"] if dry else [])])
+
+
+def section_sim10k(out: Path, dry: bool) -> None:
+    _scale(out, ["--cells", "300", "--genes", "400"] if dry else ["--cells", "10000", "--genes", "20000"])
+
+
+# ----------------------------------------------------------------------------------- driver
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds for all sections together")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--section", default=None, help=argparse.SUPPRESS)  # one section, in this process
+    ap.add_argument("--dry", action="store_true", help="toy sizes on the CPU: the check before the device call")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.section:
+        globals()[f"section_{a.section}"](a.out, a.dry)
+        return
+    t_start = time.perf_counter()
+    _emit(a.out, {"section": "driver", "command": "python " + shlex.join(sys.argv), "budget_s": a.budget})
+    for name in a.sections.split(","):
+        left = a.budget - (time.perf_counter() - t_start)
+        limit = min(LIMITS[name], left)
+        if limit < 15:
+            _emit(a.out, {"section": name, "status": "skipped", "why": f"{left:.0f} s of the budget left"})
+            continue
+        cmd = [sys.executable, __file__, "--out", str(a.out), "--section", name, *(["--dry"] if a.dry else [])]
+        t0 = time.perf_counter()
+        with (a.out / "log.txt").open("a") as log:
+            log.write(f"\n===== {name} (limit {limit:.0f} s)\n")
+            log.flush()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=limit)
+                status = "ok" if rc == 0 else f"failed (exit {rc})"
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the section and everything it started
+                proc.wait()
+                status = "timeout"
+        _emit(a.out, {"section": name, "status": status, "seconds": round(time.perf_counter() - t0, 1),
+                      "limit_s": round(limit)})
+
+
+if __name__ == "__main__":
+    main()
