@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from cape_pipeline.errors import CapeConfigError
+
 __all__ = ["world", "init_from_env", "local_device", "shard", "broadcast_parameters", "data_parallel", "weighted_backward"]
 
 
@@ -48,9 +50,23 @@ def world() -> tuple[int, int]:
 
 def local_device(device: str) -> str:
     """The device of this rank: ``cuda`` / ``auto`` with a GPU becomes ``cuda:LOCAL_RANK`` under
-    ``torchrun``; anything else is returned unchanged."""
+    ``torchrun``; anything else is returned unchanged.
+
+    Raises
+    ------
+    CapeConfigError
+        ``LOCAL_RANK`` is not below the node's number of CUDA devices (``torchrun
+        --nproc-per-node`` larger than the GPUs, which NCCL cannot share between ranks).
+    """
     local = os.environ.get("LOCAL_RANK")
     if local is not None and device in ("cuda", "auto") and torch.cuda.is_available():
+        n_gpus = torch.cuda.device_count()
+        if int(local) >= n_gpus:
+            raise CapeConfigError(
+                f"torchrun: this node's rank LOCAL_RANK={local} has no GPU of its own ({n_gpus} CUDA "
+                f"device{'s' if n_gpus != 1 else ''}); start at most {n_gpus} rank{'s' if n_gpus != 1 else ''} "
+                "per node (--nproc-per-node) or train on the CPU (--device cpu)"
+            )
         return f"cuda:{int(local)}"
     return device
 

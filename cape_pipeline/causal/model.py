@@ -307,8 +307,11 @@ class LowRankSEMVAE(nn.Module):
         k = torch.eye(r, dtype=z.dtype, device=z.device) - self.v.T @ (dinv[:, None] * self.u)
         w = z * dinv  # (B, M)
         wu = w @ self.u  # (B, r)
-        # (W U) K⁻¹ = solve(Kᵀ, (W U)ᵀ)ᵀ
-        return w + (torch.linalg.solve(k.T, wu.T).T @ self.v.T) * dinv
+        # (W U) K⁻¹ = solve(Kᵀ, (W U)ᵀ)ᵀ; solve_ex never raises: a singular K (a diverged fit, where
+        # cuSOLVER stops on the NaN pivot that CPU LAPACK passes through) gives non-finite values that
+        # the solvers' divergence check reports with the lr to lower
+        sol, _ = torch.linalg.solve_ex(k.T, wu.T)
+        return w + (sol.T @ self.v.T) * dinv
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7). ``(B, M)`` → ``(B, M)``."""

@@ -109,3 +109,17 @@ def test_same_seed_same_fit(device):
     a, b = (fit_low_rank_vae(x, cfg, device=device) for _ in range(2))
     assert [r["recon"] for r in a.history] == [r["recon"] for r in b.history]
     assert (a.u == b.u).all() and (a.v == b.v).all()
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_singular_i_minus_a_gives_non_finite_values_not_an_exception(device):
+    """A diverged fit can make ``I − A`` singular; the decoder then returns non-finite values, which
+    the solvers' divergence check reports (naming lr), instead of raising ``LinAlgError`` from
+    inside an epoch (cuSOLVER stops on a NaN pivot that CPU LAPACK passes through; both stop on an
+    exact zero, as here: u = v = (1, 1) gives A = [[0, 1], [1, 0]])."""
+    model = LowRankSEMVAE(2, 1, generator=torch.Generator().manual_seed(0)).double().to(device)
+    with torch.no_grad():
+        model.u.fill_(1.0)
+        model.v.fill_(1.0)
+    out = model.solve_right(torch.ones(3, 2, dtype=torch.float64, device=device))
+    assert not torch.isfinite(out).all()

@@ -24,7 +24,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from cape_pipeline.distributed import shard, world
+from cape_pipeline.distributed import local_device, shard, world
+from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import build_backbone
 from cape_pipeline.models.training import masked_pretrain, seeded
 from cape_pipeline.tasks import run_task, simulate_perturbation_data
@@ -120,6 +121,19 @@ def two_ranks() -> dict:
     assert "error" not in out, out.get("error")
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
     return out
+
+
+def test_more_ranks_than_gpus_on_a_node_is_a_clear_error(monkeypatch):
+    """torchrun with more ranks per node than GPUs: a one-line error naming --nproc-per-node, not
+    CUDA's "invalid device ordinal" from inside a stage (seen on a one-GPU machine)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert local_device("auto") == "cuda:0" and local_device("cpu") == "cpu"
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(CapeConfigError, match=r"LOCAL_RANK=1 has no GPU of its own \(1 CUDA device\).*--nproc-per-node"):
+        local_device("cuda")
+    assert local_device("cpu") == "cpu"
 
 
 def test_shard_covers_the_batch_once():

@@ -233,10 +233,10 @@ def test_peer_arms_get_the_graph_and_the_points(tmp_path):
     parent, _ = spanning_forest(enc.graph.adjacency)
     assert enc.graph.n_edges > 0 and (parent >= 0).any()
     ape = models["ape-tree"].backbone.pe
-    np.testing.assert_array_equal(ape.parent.numpy(), parent)  # krumsiek11's order is the encodings' order
+    np.testing.assert_array_equal(ape.parent.cpu().numpy(), parent)  # krumsiek11's order is the encodings' order
     riem = models["cape@riemann"].backbone
-    np.testing.assert_allclose(riem.hyperboloid.numpy(), enc.hyperboloid, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(riem.pe.angles.numpy(), enc.angles, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(riem.hyperboloid.cpu().numpy(), enc.hyperboloid, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(riem.pe.angles.cpu().numpy(), enc.angles, rtol=1e-6, atol=1e-7)
     # a subset of the features, in another order: rows follow the names, the forest is re-indexed
     names = list(enc.feature_names)[::-1][:7]
     pos = FeaturePositions.from_encodings(enc, names)

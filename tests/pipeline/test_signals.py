@@ -118,7 +118,8 @@ def test_under_torchrun_every_rank_stops_with_the_line(tmp_path):
     if not Path(torchrun).exists():
         pytest.skip("torchrun not installed")
     cmd = [torchrun, "--nproc_per_node=2", "--master_port=29541", "-m", "cape_pipeline.cli", "run", "sachs",
-           "--until", "embed", "--workdir", str(tmp_path / "w"), "--threads", "1"]
+           "--until", "embed", "--workdir", str(tmp_path / "w"), "--threads", "1",
+           "--device", "cpu"]  # two ranks: on the CPU, also where a machine has one GPU
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines, started = [], 0
     deadline = time.monotonic() + 240
