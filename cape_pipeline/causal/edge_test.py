@@ -9,7 +9,9 @@ import numpy as np
 __all__ = ["bh", "combine_halves", "min_effect_pvalues"]
 
 
-def min_effect_pvalues(f_stat: np.ndarray, dof: np.ndarray, n_obs: int, min_effect: float) -> np.ndarray:
+def min_effect_pvalues(
+    f_stat: np.ndarray, dof: np.ndarray, n_obs: int | np.ndarray, min_effect: float
+) -> np.ndarray:
     """p-values of the minimum-effect test ``H₀: partial R² ≤ min_effect`` (one parameter).
 
     Under ``H₀`` at its boundary the partial F follows a noncentral F(1, ν) with
@@ -21,7 +23,9 @@ def min_effect_pvalues(f_stat: np.ndarray, dof: np.ndarray, n_obs: int, min_effe
     f_stat, dof
         ``(E,)`` partial F statistics and their residual degrees of freedom ν.
     n_obs
-        N, the rows of the regression.
+        N, the rows of the regression: one int, or ``(E,)`` per test where the regressions use
+        different rows (with interventions each child is fitted on the cells where it was not
+        intervened on, ``N_c`` of them).
     min_effect
         The floor on partial R², in [0, 1).
 
@@ -37,7 +41,7 @@ def min_effect_pvalues(f_stat: np.ndarray, dof: np.ndarray, n_obs: int, min_effe
     dof = np.asarray(dof, dtype=np.float64)
     if min_effect <= 0:
         return f_dist.sf(f_stat, 1, dof)
-    nc = float(n_obs) * min_effect / (1.0 - min_effect)
+    nc = np.asarray(n_obs, dtype=np.float64) * min_effect / (1.0 - min_effect)
     return ncf.sf(f_stat, 1, dof, nc)
 
 

@@ -256,7 +256,8 @@ def _screen_and_test(
     parent = cand.numpy()[lv]
     f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
     dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
-    return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, z_test.shape[0], min_effect)
+    n_e = z_test.shape[0] if keep is None else keep.sum(0)[child]  # each child's own rows
+    return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, n_e, min_effect)
 
 
 def fit_regression(
@@ -380,7 +381,9 @@ def fit_regression(
                                      keep=None if keep is None else torch.from_numpy(keep))
         mk = mask.numpy()
         pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
-        p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n, min_effect)
+        n_d = n if keep is None else keep.sum(0)[cc]  # each child's own rows
+        p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n_d,
+                                 min_effect)
         kept, _ = bh(p_d, fdr)
         n_pruned = int((~kept).sum())
         w = np.sqrt(r2_d.numpy()[mk][kept])

@@ -73,6 +73,31 @@ def test_a_perturbed_feature_is_regressed_on_its_own_rows_only():
     np.testing.assert_allclose(f[1:].numpy(), f_all[1:].numpy(), rtol=1e-8)
 
 
+def test_the_edge_test_of_a_perturbed_child_counts_its_own_rows():
+    """The minimum-effect test's null noncentrality is ``N_c · f²`` with ``N_c`` the rows the
+    child's regression used (here 300 of 500), not every row."""
+    from cape_pipeline.causal.edge_test import min_effect_pvalues
+    from cape_pipeline.causal.regression import fit_regression
+
+    rng = np.random.default_rng(0)
+    n = 500
+    z = rng.normal(size=(n, 4))
+    z[:, 0] = 0.3 * z[:, 1] - 0.2 * z[:, 2] + rng.normal(size=n)
+    z[:200, 0] = 3.0
+    z = (z - z.mean(0)) / z.std(0)
+    keep = np.ones((n, 4), dtype=bool)
+    keep[:200, 0] = False
+    fit = fit_regression(z, n_candidates=3, crossfit=False, intervened=~keep)
+    parents = torch.tensor([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]])
+    f, _, dof = partial_f(torch.from_numpy(z), parents, torch.ones(4, 3, dtype=torch.bool), keep=torch.from_numpy(keep))
+    into0 = fit.child == 0
+    order = np.searchsorted(parents[0].numpy(), fit.parent[into0])
+    expect = min_effect_pvalues(f[0].numpy()[order], np.full(order.size, float(dof[0])), 300, 0.003)
+    np.testing.assert_allclose(fit.pvalue[into0], expect, rtol=1e-10)
+    wrong = min_effect_pvalues(f[0].numpy()[order], np.full(order.size, float(dof[0])), n, 0.003)
+    assert not np.allclose(fit.pvalue[into0], wrong, rtol=1e-6)
+
+
 @pytest.mark.parametrize("perturbed", ["parent", "child"])
 def test_interventions_orient_a_lone_pair(perturbed):
     """x → y alone is Markov equivalent to y → x; a perturbation of either one tells them apart."""
