@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cape_pipeline.datasets import parse_condition
+from cape_pipeline._keys import CONTROL_LABELS, parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
 from cape_pipeline.models.positions import FeaturePositions
@@ -216,7 +216,8 @@ def predict_perturbation(
     Parameters
     ----------
     adata
-        Expression (n_cells, M), ``obs[label_key or "condition"]`` with ``"ctrl"``,
+        Expression (n_cells, M), ``obs[label_key or "condition"]`` with control labels
+        (``"ctrl"`` or another of :data:`cape_pipeline._keys.CONTROL_LABELS`, as Step I reads them),
         ``"gA+ctrl"`` and ``"gA+gB"`` values (gene names from ``var_names``).
     pretrained
         A backbone already pretrained with these settings on the control and training cells;
@@ -243,9 +244,13 @@ def predict_perturbation(
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
     x, angles = task_inputs(adata, pe, angles, cfg.attention)
     cond = adata.obs[key].astype(str).to_numpy()
-    is_ctrl = cond == "ctrl"
+    # controls as Step I reads them (GEARS' "ctrl", "control", "non-targeting", …, any case)
+    is_ctrl = np.isin(cond, [c for c in np.unique(cond) if not parse_condition(c)])
     if is_ctrl.sum() < 2:
-        raise CapeDataError(f"perturbation: need >= 2 control cells (obs[{key!r}] == 'ctrl'), got {int(is_ctrl.sum())}")
+        raise CapeDataError(
+            f"perturbation: need >= 2 control cells (obs[{key!r}] one of {', '.join(CONTROL_LABELS)}; any case), "
+            f"got {int(is_ctrl.sum())}"
+        )
     names = list(adata.var_names)
     gidx = {g: i for i, g in enumerate(names)}
     uniq = sorted(set(cond[~is_ctrl]))

@@ -102,6 +102,19 @@ def test_perturbation_end_to_end():
     assert set(res.predictions.index) == test
 
 
+def test_perturbation_reads_the_control_labels_step1_reads():
+    """A screen whose controls are "non-targeting" (or "Control") runs, with the same split and
+    metrics as the same screen labelled "ctrl": the task and Step I share one control rule."""
+    adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
+    ref = run_task("perturbation", adata, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
+    for label in ("non-targeting", "Control"):
+        other = adata.copy()
+        other.obs["condition"] = other.obs["condition"].astype(str).replace("ctrl", label)
+        res = run_task("perturbation", other, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
+        assert res.params["train_conditions"] == ref.params["train_conditions"]
+        assert res.metrics == pytest.approx(ref.metrics, rel=1e-9)
+
+
 def test_gears_split_holds_out_genes():
     """GEARS's simulation split: no gene of an unseen single, seen0 or seen1 double is trained on."""
     from cape_pipeline.tasks.perturbation import split_unseen_genes
