@@ -269,6 +269,23 @@ def check_device(device: Any, where: str = "device") -> None:
         raise CapeConfigError(f"{where}: {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
 
 
+def resolve_device(device: Any) -> Any:
+    """The ``torch.device`` of a device name: ``"auto"`` → ``cuda`` when CUDA is available, else
+    ``cpu``; any other name or ``torch.device`` as torch reads it.
+
+    Raises
+    ------
+    RuntimeError
+        From :class:`torch.device` for a name torch does not know (configs reject those first,
+        :func:`check_device`).
+    """
+    import torch
+
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
 def shuffled_batches(
     n: int, batch_size: int, generator: Any, *, device: Any = None, stop: int | None = None, min_size: int = 1
 ) -> Iterator[Any]:

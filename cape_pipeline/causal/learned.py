@@ -435,8 +435,8 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"learned"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_learned` on the
     standardized ``(N, M)`` ``x`` (as float32) with :func:`learned_options` of ``cfg``."""
+    from cape_pipeline._utils import resolve_device
     from cape_pipeline.causal.postprocess import cap_rows
-    from cape_pipeline.causal.solver import resolve_device
     from cape_pipeline.causal.supports import SupportFit
 
     device = resolve_device(cfg.device)

@@ -289,7 +289,8 @@ def fit_screened(
 
     Cost O(N·M²) for the screen (row blocks, no M × M matrix), then O(N·M·k) per epoch.
     """
-    from cape_pipeline.causal.solver import progress_bar, resolve_device
+    from cape_pipeline._utils import resolve_device
+    from cape_pipeline.causal.solver import progress_bar
     from cape_pipeline.errors import CapeFitError
 
     dev = resolve_device(device)

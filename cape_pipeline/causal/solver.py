@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from cape_pipeline._utils import shuffled_batches
+from cape_pipeline._utils import resolve_device, shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, DEFAULT_EPOCHS, L1_MODES, DiscoverConfig
 from cape_pipeline.causal.model import POSTERIORS, LowRankSEMVAE, batch_shard
 from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
 from cape_pipeline.errors import CapeFitError
 
-__all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae", "resolve_device"]
+__all__ = ["FitResult", "SolverConfig", "fit_low_rank_vae"]
 
 logger = logging.getLogger(__name__)
 
@@ -189,13 +189,6 @@ class FitResult:
     v: np.ndarray
     history: list[dict[str, Any]] = field(default_factory=list)
     model: LowRankSEMVAE | None = None
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` → cuda if available else cpu; anything else is passed to ``torch.device``."""
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def _h(model: LowRankSEMVAE, kind: str, state: dict[str, torch.Tensor], iters: int) -> torch.Tensor:

@@ -64,6 +64,8 @@ class TrainPlan:
         Training runs (arms × seeds; a run covers every task).
     step_seconds
         Measured seconds per training step of ``batch_size`` cells (:func:`calibrate`), or NaN.
+    step_device
+        The torch device the step was measured on (the one the train stage trains on), or None.
     seconds_max
         Estimated train-stage seconds with fine-tuning run to its budget (NaN without
         calibration). Not a bound: early stopping shortens the stage, and the logistic
@@ -92,6 +94,7 @@ class TrainPlan:
     runs: int
     step_seconds: float = float("nan")
     seconds_max: float = float("nan")
+    step_device: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,11 +177,16 @@ def plan_train(
 
 
 def calibrate(
-    model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, seed: int = 0, mask_ratio: float = 0.4
+    model: Any, x: np.ndarray, *, batch_size: int, steps: int = 3, seed: int = 0, mask_ratio: float = 0.4,
+    device: str = "cpu",
 ) -> float:
     """Seconds per training step of ``model`` on batches of ``x``: masked-value pretraining
     steps (:func:`~cape_pipeline.models.training.masked_value_loss`, backward, AdamW) on a seeded random batch, the median of
-    ``steps`` after one warm-up. The model is a throwaway copy the caller builds.
+    ``steps`` after one warm-up, on ``device`` (on CUDA each step is timed to its
+    synchronisation). The model is a throwaway copy the caller builds; it is moved to ``device``.
+
+    On a lent H200 the estimate measured on the host's CPU was 3× the GPU's train stage
+    (``benchmarks/gpu/RESULTS.md``), hence the device.
 
     Parameters
     ----------
@@ -188,6 +196,8 @@ def calibrate(
         ``(N, M)`` float32 data.
     batch_size, steps, seed
         Batch size, timed steps and the seed of the batch choice.
+    device
+        The torch device the train stage trains on.
     mask_ratio
         Share of tokens hidden per step (the task config's ``mask_ratio``).
 
@@ -203,8 +213,11 @@ def calibrate(
 
     rng = np.random.default_rng(seed)
     rows = rng.choice(x.shape[0], size=min(batch_size, x.shape[0]), replace=False)
-    xb = torch.as_tensor(np.ascontiguousarray(x[rows], dtype=np.float32))
+    xb = torch.as_tensor(np.ascontiguousarray(x[rows], dtype=np.float32), device=device)
     dec = ValueDecoder(model.config.d_model)
+    model.to(device)
+    dec.to(device)
+    on_cuda = torch.device(device).type == "cuda"
     params = list(model.parameters()) + list(dec.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
@@ -216,6 +229,8 @@ def calibrate(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if on_cuda:
+            torch.cuda.synchronize(device)
         if i:
             times.append(time.perf_counter() - t0)
     return float(np.median(times))
@@ -287,7 +302,7 @@ def plan_lines(plan: TrainPlan) -> list[str]:
     ]
     if plan.step_seconds == plan.step_seconds:
         lines.append(
-            f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here → about "
+            f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here ({plan.step_device or 'cpu'}) → about "
             f"{format_clock(plan.seconds_max)} for the train stage ({format_clock(plan.seconds_max / max(plan.runs, 1))} per run; "
             "fine-tuning to its full budget; measured within ±11 % on a quiet machine, benchmarks/scale)"
         )
@@ -304,11 +319,12 @@ def train_plan(
     *,
     measure: bool = True,
     x: np.ndarray | None = None,
+    device: str = "cpu",
 ) -> TrainPlan:
     """The train stage's plan on ``adata`` (:func:`plan_train`) and, with ``measure``, its time
     estimate from a few measured training steps of the planned
     model (``pe=cape`` with zero angles: the cost does not depend on their values) on a batch
-    of the data, on the CPU (the estimate is for this machine's CPU).
+    of the data, on ``device`` (the estimate is for this machine's CPU or GPU).
 
     Parameters
     ----------
@@ -323,6 +339,8 @@ def train_plan(
     x
         ``dense_x(adata)`` when the caller has it already (the train stage's shared
         pretraining data), so it is not densified twice.
+    device
+        The torch device the train stage will train on (``"cpu"``, ``"cuda"``, ``"cuda:i"``).
 
     Returns
     -------
@@ -347,5 +365,7 @@ def train_plan(
         zero = np.zeros((adata.n_vars, mcfg.d_model // 2), dtype=np.float32)
         with seeded(cfg.seed), torch.inference_mode(False):
             model = build_model(cfg.backbone, base, n_features=adata.n_vars, pe="cape", angles=zero, x_train=x[:256])
-            estimate(plan, calibrate(model, x, batch_size=base.batch_size, seed=cfg.seed, mask_ratio=base.mask_ratio))
+            estimate(plan, calibrate(model, x, batch_size=base.batch_size, seed=cfg.seed, mask_ratio=base.mask_ratio,
+                                     device=device))
+            plan.step_device = str(device)
     return plan

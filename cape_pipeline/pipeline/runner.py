@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cape_pipeline._utils import resolve_device
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.pipeline.cache import ArtifactCache, stage_key
 from cape_pipeline.pipeline.config import build_config
@@ -308,6 +309,7 @@ def plan_pipeline(
                      "not measured here)")
     if cfg.checkpoint:
         lines.append("train starts from a scGPT checkpoint: its sizes set the model; no calibration in a dry run")
-    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=not cfg.checkpoint)
+    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=not cfg.checkpoint,
+                      device=str(resolve_device(cfg.device)))
     lines += plan_lines(plan)
     return lines

@@ -148,7 +148,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         if plan.get("seconds_max") and secs is not None:
             lines.append(
                 f"- train stage: {_hms(secs)}, against an estimate of about {_hms(plan['seconds_max'])} "
-                f"from {1000 * plan['step_seconds']:.0f} ms per measured step"
+                f"from {1000 * plan['step_seconds']:.0f} ms per step measured on {plan.get('step_device') or 'cpu'}"
             )
     total = sum(doc.get("timings_s", {}).values())
     if total:

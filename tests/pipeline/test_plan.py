@@ -192,3 +192,25 @@ def test_regression_discover_estimate_follows_the_step1_measurements():
         est = discover_estimate(n, 2000, "regression")
         assert sec / 2 <= est <= 2 * sec, (n, sec, est)
     assert np.isnan(discover_estimate(3000, 2000, "low-rank"))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_calibration_times_the_step_on_the_training_device(device) -> None:
+    """The estimate is measured on the device the train stage trains on (on a lent H200 the
+    host CPU's estimate was 3× the GPU's train stage), and the plan says which."""
+    from cape_pipeline.models import build_backbone
+    from cape_pipeline.pipeline.plan import calibrate
+
+    rng = np.random.default_rng(0)
+    x = rng.gamma(1.0, 1.0, size=(64, 40)).astype(np.float32) * (rng.random((64, 40)) < 0.5)
+    model = build_backbone("scgpt", {"d_model": 16, "n_heads": 2, "n_layers": 1, "max_tokens": 32}, n_features=40,
+                           pe="cape", angles=np.zeros((40, 8), dtype=np.float32))
+    sec = calibrate(model, x, batch_size=16, steps=2, device=device)
+    assert sec > 0 and next(model.parameters()).device.type == device
+    plan = plan_train(x, tasks=["annotation"], arms=["cape"], seeds=[0],
+                      task_cfgs={"annotation": resolve_config(TASK_CONFIGS["annotation"], {})},
+                      model_cfg=model_config("scgpt", resolve_config(TASK_CONFIGS["annotation"], {})))
+    plan = estimate(plan, sec)
+    plan.step_device = device
+    assert f"measured here ({device})" in "\n".join(plan_lines(plan))

@@ -147,15 +147,6 @@ def _adata_summary(adata: ad.AnnData) -> dict[str, Any]:
     return {"n_obs": int(adata.n_obs), "n_vars": int(adata.n_vars), "data_fingerprint": data_fingerprint(adata)}
 
 
-def _torch_device(device: str) -> str:
-    """``"auto"`` → ``"cuda"`` when available, else ``"cpu"``; other names unchanged."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _copy_atomic(src: Path, dst: Path) -> Path:
     """Copy ``src`` to ``dst`` under a temporary name, then rename (never a half-copied file)."""
     dst.parent.mkdir(parents=True, exist_ok=True)

@@ -13,15 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from cape_pipeline._utils import check_device
+from cape_pipeline._utils import check_device, resolve_device
 from cape_pipeline.hyperbolic import EmbedConfig, HyperbolicEmbedding
-from cape_pipeline.pipeline.stages._base import Stage, StageContext, _torch_device
+from cape_pipeline.pipeline.stages._base import Stage, StageContext
 
 
 def _embed_run(inputs: Mapping[str, Any], cfg: EmbedConfig, ctx: StageContext) -> Any:
     from cape_pipeline.hyperbolic import embed
 
-    return embed(inputs["discover"], replace(cfg, device=_torch_device(cfg.device)), progress=ctx.progress)
+    return embed(inputs["discover"], replace(cfg, device=str(resolve_device(cfg.device))), progress=ctx.progress)
 
 
 def _embed_check(configs: Mapping[str, Any]) -> None:

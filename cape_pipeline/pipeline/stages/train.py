@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from cape_pipeline._utils import hash_bytes, hash_file
+from cape_pipeline._utils import hash_bytes, hash_file, resolve_device
 from cape_pipeline.errors import CapeDataError, CapeFileError
 from cape_pipeline.pipeline.plan import plan_lines, train_plan
-from cape_pipeline.pipeline.stages._base import Stage, StageContext, _copy_atomic, _torch_device
+from cape_pipeline.pipeline.stages._base import Stage, StageContext, _copy_atomic
 from cape_pipeline.pipeline.stages.encode import EncodeOutput
 from cape_pipeline.tasks.compare import (
     TrainConfig,
@@ -82,10 +82,11 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         d_model = scgpt_checkpoint_config(cfg.checkpoint).d_model
     label_key = cfg.label_key or next(iter(adata.uns.get("cape_ingest", {}).get("label_columns") or []), None)
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
-    device = init_from_env(_torch_device(cfg.device))
+    device = init_from_env(str(resolve_device(cfg.device)))
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
     x_all = dense_x(adata) if "annotation" in tasks and "clustering" in tasks else None
-    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all)
+    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all,
+                      device=device)
     for line in plan_lines(plan):
         plan_log.info(line)
     results = compare_arms(adata, positions, cfg, tasks, d_model=d_model, label_key=label_key, device=device,
