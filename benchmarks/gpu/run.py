@@ -30,7 +30,9 @@ Usage (on the device machine, from the repository root)::
     python benchmarks/gpu/run.py --out "$OUT" --budget 550
 
 ``--sections`` picks a subset; ``--dry`` runs every section at toy sizes on the CPU (the check
-before the one device call). ``report.py`` is not needed: RESULTS.md quotes results.jsonl.
+before the one device call). RESULTS.md quotes results.jsonl. ``pbmc`` and ``sim10k`` append
+their rows to ``benchmarks/scale/scale.jsonl`` of the tree they run in (on the device, its copy;
+run here, restore that file afterwards: README's cost table is rendered from it).
 """
 
 from __future__ import annotations
