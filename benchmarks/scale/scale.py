@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--pbmc", action="store_true", help="pbmc68k_reduced with its workflow config instead")
     ap.add_argument("--work", default="/tmp/cape_scale")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="extra --set for cape run")
+    ap.add_argument("--device", default=None, help="cape run --device (cpu, cuda, auto); default: cape's own")
     ap.add_argument("--step1-only", action="store_true",
                     help="ingest, preprocess and discover only; the record goes to step1.jsonl")
     a = ap.parse_args()
@@ -87,6 +88,8 @@ def main() -> None:
         extra = ["--set", "ingest.label_columns=[cell_type]"]
     for s in a.sets:
         extra += ["--set", s]
+    if a.device:
+        extra += ["--device", a.device]
     wd, out = work / f"{name}.work", work / f"{name}.out"
     load0 = os.getloadavg()
     stages = {}
