@@ -42,6 +42,32 @@ def parse_condition(label: Any, sep: str = "+", controls: Iterable[str] = CONTRO
     return [t.strip() for t in str(label).split(sep) if t.strip() and t.strip().lower() not in ctrl]
 
 
+def condition_labels(obs: Any, column: str, where: str) -> Any:
+    """The perturbation labels of ``obs[column]`` as a ``(N,)`` str array, refusing cells without one.
+
+    Raises
+    ------
+    CapeDataError
+        ``where`` and the column named: cells whose label is missing (NaN) or empty (an empty
+        label is missing metadata, not a control: controls are named, :data:`CONTROL_LABELS`).
+    """
+    import numpy as np
+
+    from cape_pipeline.errors import CapeDataError
+
+    col = obs[column]
+    if col.isna().any():
+        raise CapeDataError(f"{where}obs[{column!r}]: {int(col.isna().sum())} cells have no condition label")
+    labels = col.astype(str).to_numpy()
+    empty = np.char.strip(labels.astype(str)) == ""
+    if empty.any():
+        raise CapeDataError(
+            f"{where}obs[{column!r}]: {int(empty.sum())} cells have an empty condition label; label the "
+            f"controls (e.g. 'ctrl', one of {', '.join(CONTROL_LABELS)}) and the perturbed cells ('gA', 'gA+gB')"
+        )
+    return labels
+
+
 def find_condition_column(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> str | None:
     """The first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose values include a
     control label, or None."""

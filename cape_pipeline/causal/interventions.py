@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from cape_pipeline._keys import CONTROL_LABELS, find_condition_column, parse_condition
+from cape_pipeline._keys import (
+    CONTROL_LABELS,
+    condition_labels,
+    find_condition_column,
+    parse_condition,
+)
 from cape_pipeline.errors import CapeDataError
 
 __all__ = ["CONTROL_LABELS", "Interventions", "find_condition_column", "intervention_targets", "parse_condition"]
@@ -96,16 +101,13 @@ def intervention_targets(
     Raises
     ------
     CapeDataError
-        The column is missing, has missing values, or names no control cell; no label names a
+        The column is missing, has missing or empty labels, or names no control cell; no label names a
         feature of the data (the message gives examples of both).
     """
     if column not in obs.columns:
         raise CapeDataError(f"obs[{column!r}]: no such column; the perturbation labels are expected there "
                             f"(columns: {list(obs.columns)[:10]})")
-    col = obs[column]
-    if col.isna().any():
-        raise CapeDataError(f"obs[{column!r}]: {int(col.isna().sum())} cells have no condition label")
-    labels = col.astype(str).to_numpy()
+    labels = condition_labels(obs, column, "")
     uniq, inv = np.unique(labels, return_inverse=True)
     parsed = [parse_condition(u, sep, controls) for u in uniq]  # one parse per distinct label
     counts = np.bincount(inv, minlength=uniq.size)

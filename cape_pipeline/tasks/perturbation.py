@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cape_pipeline._keys import CONTROL_LABELS, parse_condition
+from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
 from cape_pipeline.models.positions import FeaturePositions
@@ -234,7 +234,8 @@ def predict_perturbation(
     Raises
     ------
     CapeDataError
-        No condition column, no control cells, unknown perturbed genes, fewer than 2
+        No condition column, cells with a missing or empty label, no control cells, unknown
+        perturbed genes, fewer than 2
         perturbations, bad angles.
     """
     t0 = time.perf_counter()
@@ -243,7 +244,7 @@ def predict_perturbation(
     if key not in adata.obs.columns:
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
     x, angles = task_inputs(adata, pe, angles, cfg.attention)
-    cond = adata.obs[key].astype(str).to_numpy()
+    cond = condition_labels(adata.obs, key, "perturbation: ")
     # controls as Step I reads them (GEARS' "ctrl", "control", "non-targeting", …, any case)
     is_ctrl = np.isin(cond, [c for c in np.unique(cond) if not parse_condition(c)])
     if is_ctrl.sum() < 2:
@@ -258,8 +259,8 @@ def predict_perturbation(
     for c in uniq:
         genes = parse_condition(c)
         bad = [g for g in genes if g not in gidx]
-        if bad or not genes:
-            raise CapeDataError(f"perturbation: condition {c!r} names genes {bad or genes} not in var_names")
+        if bad:
+            raise CapeDataError(f"perturbation: condition {c!r} names genes {bad} not in var_names")
         targets[c] = [gidx[g] for g in genes]
     if len(uniq) < 2:
         raise CapeDataError(f"perturbation: need >= 2 perturbation conditions, got {len(uniq)}")

@@ -41,6 +41,7 @@ def test_condition_labels_in_the_fields_conventions(caplog):
     [
         (pd.DataFrame({"condition": ["g1+ctrl", "g2+ctrl"]}), "no control cells"),
         (pd.DataFrame({"condition": ["ctrl", None]}), "no condition label"),
+        (pd.DataFrame({"condition": ["ctrl", " ", "g1"]}), "1 cells have an empty condition label"),
         (pd.DataFrame({"cond": ["ctrl", "g1"]}), "no such column"),
         (pd.DataFrame({"condition": ["ctrl", "gY+ctrl"]}), "no perturbation target is a feature"),
     ],

@@ -113,6 +113,13 @@ def test_perturbation_reads_the_control_labels_step1_reads():
         res = run_task("perturbation", other, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
         assert res.params["train_conditions"] == ref.params["train_conditions"]
         assert res.metrics == pytest.approx(ref.metrics, rel=1e-9)
+    # missing metadata is not a control: empty and missing labels are refused, naming the column
+    for bad, match in (("", "empty condition label"), (None, "no condition label")):
+        other = adata.copy()
+        other.obs["condition"] = other.obs["condition"].astype(object)
+        other.obs.iloc[0, other.obs.columns.get_loc("condition")] = bad
+        with pytest.raises(CapeDataError, match=rf"perturbation: obs\['condition'\]: 1 cells have (an )?{match}"):
+            run_task("perturbation", other, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
 
 
 def test_gears_split_holds_out_genes():
