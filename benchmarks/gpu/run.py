@@ -47,6 +47,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,27 +343,32 @@ _SEEN: dict[Path, int] = {}
 
 
 def _copy_logs(work: Path, fh) -> None:
-    """Append what the ``*.log`` files under ``work`` gained since the last call to ``fh``."""
+    """Append the bytes the ``*.log`` files under ``work`` gained since the last call to ``fh``
+    (a binary file: a poll in the middle of a multi-byte character splits nothing)."""
     for f in sorted(work.glob("*.log")):
-        text = f.read_text(errors="replace")
-        fh.write(text[_SEEN.get(f, 0):])
-        _SEEN[f] = len(text)
+        with f.open("rb") as src:
+            src.seek(_SEEN.get(f, 0))
+            chunk = src.read()
+        fh.write(chunk)
+        _SEEN[f] = _SEEN.get(f, 0) + len(chunk)
     fh.flush()
 
 
 def _scale(out: Path, args: list[str]) -> None:
     before = (ROOT / "benchmarks/scale/scale.jsonl").read_text().splitlines()
-    work = "/tmp/cape_gpu_scale"
+    # a fresh cache per call: a second call on a warm machine must not time stages served from it
+    work = Path("/tmp/cape_gpu_scale") / "_".join(a.lstrip("-") for a in args[:2])
+    shutil.rmtree(work, ignore_errors=True)
     # its per-stage lines stream into log.txt (a run stopped at its limit shows how far it got); the
     # cape output of every stage goes to WORK/NAME.log, copied to OUT/scale_cape.log as it grows
     cape_log = out / "scale_cape.log"
-    with cape_log.open("a") as fh:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks/scale/scale.py"), *args, "--work", work],
+    with cape_log.open("ab") as fh:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks/scale/scale.py"), *args, "--work", str(work)],
                                 cwd=ROOT)
         while proc.poll() is None:
             time.sleep(2.0)
-            _copy_logs(Path(work), fh)
-        _copy_logs(Path(work), fh)
+            _copy_logs(work, fh)
+        _copy_logs(work, fh)
     after = (ROOT / "benchmarks/scale/scale.jsonl").read_text().splitlines()
     if proc.returncode:
         _emit(out, {"section": "scale", "args": args, "status": "failed", "returncode": proc.returncode})
@@ -403,6 +409,8 @@ def main() -> None:
     if a.section:
         globals()[f"section_{a.section}"](a.out, a.dry)
         return
+    # a SIGTERM to the driver unwinds through the finally below, which stops the running section
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t_start = time.perf_counter()
     _emit(a.out, {"section": "driver", "command": "python " + shlex.join(sys.argv), "budget_s": a.budget})
     for name in a.sections.split(","):
@@ -421,9 +429,11 @@ def main() -> None:
                 rc = proc.wait(timeout=limit)
                 status = "ok" if rc == 0 else f"failed (exit {rc})"
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the section and everything it started
-                proc.wait()
                 status = "timeout"
+            finally:  # at its limit, or when the driver itself is stopped (SIGTERM, Ctrl-C)
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the section and everything it started
+                    proc.wait()
         _emit(a.out, {"section": name, "status": status, "seconds": round(time.perf_counter() - t0, 1),
                       "limit_s": round(limit)})
 
