@@ -304,7 +304,9 @@ def plan_lines(plan: TrainPlan) -> list[str]:
         lines.append(
             f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here ({plan.step_device or 'cpu'}) → about "
             f"{format_clock(plan.seconds_max)} for the train stage ({format_clock(plan.seconds_max / max(plan.runs, 1))} per run; "
-            "fine-tuning to its full budget; measured within ±11 % on a quiet machine, benchmarks/scale)"
+            "fine-tuning to its full budget; "
+            + ("measured within ±11 % on a quiet machine's CPU, benchmarks/scale)" if (plan.step_device or "cpu") == "cpu"
+               else "not yet checked against a measured stage on a GPU)")
         )
     lines += [f"  note: {n}" for n in plan.notes]
     return lines
