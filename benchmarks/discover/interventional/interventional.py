@@ -29,6 +29,7 @@ Methods, on the same cells:
   size 1 and ``target_sum`` 1, and ``expm1(X)`` gives the counts back exactly. The pipeline
   turns the correction on by itself from 3,000 cells, where a user's counts carry their
   library sizes; the fit half here has 2,860 cells (Norman) and 7,500 (Replogle-like);
+- ``cape-int-states-thinning``: the same with cell states as covariates;
 - ``cape-obs-states``, ``cape-int-states``, ``cape-int-states-floor``: the same with cell states
   as covariates (``covariates="states"``, the previous default; rows made before the default
   changed were relabelled, field ``relabelled_from``);
@@ -111,7 +112,7 @@ def graph_metrics(adj, scores, truth) -> dict:
 
 
 METHODS = ("cape-obs", "cape-int", "cape-int-floor", "cape-int-thinning", "cape-obs-states", "cape-int-states",
-           "cape-int-states-floor", "sdcd-int")
+           "cape-int-states-floor", "cape-int-states-thinning", "sdcd-int")
 
 
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
@@ -129,7 +130,7 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         fit = fit.copy()
         fit.uns["cape_preprocess"] = {"input_state": "counts", "config": {"target_sum": 1.0}, "modality": "scrna"}
         fit.obs["cape_library_size"] = 1.0
-        kw.update(measurement_error="thinning", covariates="none")
+        kw.update(measurement_error="thinning", covariates=kw.get("covariates", "none"))
     t0 = time.perf_counter()
     g, scores = discover_scored(fit, **kw)
     sec = time.perf_counter() - t0
