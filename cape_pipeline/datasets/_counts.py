@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import anndata as ad
@@ -292,6 +293,9 @@ def simulated_hill_counts(
     library_sd: float = 0.4,
     dropout_slope: float = 8.0,
     dropout_quantile: float = 0.45,
+    knockdowns: int = 0,
+    knockdown_cells: int = 50,
+    knockdown_efficiency: float = 0.9,
 ) -> ad.AnnData:
     """Simulate UMI counts from a regulatory DAG with Hill kinetics, after SERGIO's description.
 
@@ -318,6 +322,14 @@ def simulated_hill_counts(
       log-normal(0, ``library_sd``) library size; an entry is kept with probability
       ``1 / (1 + exp(−dropout_slope·(log1p(x) − q)))``, ``q`` the ``dropout_quantile`` of all
       ``log1p(x)``; counts are Poisson.
+    - with ``knockdowns`` > 0, a Perturb-seq screen (CRISPRi, as in SERGIO's knockouts): that
+      many TFs with targets, chosen at random, are knocked down in ``knockdown_cells`` further
+      cells each (random cell types), whose production rate of the target is multiplied by
+      ``1 − knockdown_efficiency`` before the noise, so the change propagates to its
+      descendants. These cells are drawn from a second generator seeded by ``(seed, 1)``,
+      after the ``n_cells`` control cells, so the control cells are the same as without
+      knockdowns. ``obs["condition"]`` is ``"ctrl"`` or the knocked-down gene's name (GEARS'
+      convention, read by Step I as interventions).
 
     Vectorized over cells and the genes of one generation; counts drawn in row blocks.
 
@@ -336,11 +348,15 @@ def simulated_hill_counts(
     outlier_share, target_umis, library_sd, dropout_slope, dropout_quantile
         SERGIO's technical-noise settings (outlier genes, mean UMIs per cell, library-size sd,
         dropout logistic slope and midpoint quantile in [0, 1]).
+    knockdowns, knockdown_cells, knockdown_efficiency
+        TFs knocked down (0: no screen, no ``condition`` column; at most the TFs that have
+        targets), cells per knockdown (≥ 1) and the share of production removed, in [0, 1].
 
     Returns
     -------
     AnnData
-        ``X`` (N, M) CSR float32 counts; ``obs["cell_type"]``; ``var["tf"]`` bool;
+        ``X`` (N, M) CSR float32 counts (N = ``n_cells`` + ``knockdowns · knockdown_cells``);
+        ``obs["cell_type"]`` (and ``obs["condition"]`` with knockdowns); ``var["tf"]`` bool;
         ``varp["true_dag"]`` sparse 0/1 ``(M, M)`` with ``[m, n] = 1`` ⇔ m → n;
         ``uns["cape_dataset"] = "simulated-hill-counts"`` and its parameters.
 
@@ -355,11 +371,14 @@ def simulated_hill_counts(
         n_cells < 2 or n_genes < 4 or n_types < 1 or max_parents < 1
         or not all(0 <= v <= 1 for v in shares)
         or not (hill_n > 0 and noise_q >= 0 and target_umis > 0 and library_sd >= 0)
+        or knockdowns < 0 or knockdown_cells < 1 or not 0 <= knockdown_efficiency <= 1
     ):
         raise CapeConfigError(
             f"{name}: expected n_cells >= 2, n_genes >= 4, n_types >= 1, max_parents >= 1, shares and "
-            f"dropout_quantile in [0, 1], hill_n > 0, noise_q >= 0, target_umis > 0, library_sd >= 0; got "
-            f"{n_cells}, {n_genes}, {n_types}, {max_parents}, {shares}, {hill_n}, {noise_q}, {target_umis}, {library_sd}"
+            f"dropout_quantile in [0, 1], hill_n > 0, noise_q >= 0, target_umis > 0, library_sd >= 0, knockdowns >= 0, "
+            f"knockdown_cells >= 1, knockdown_efficiency in [0, 1]; got {n_cells}, {n_genes}, {n_types}, {max_parents}, "
+            f"{shares}, {hill_n}, {noise_q}, {target_umis}, {library_sd}, {knockdowns}, {knockdown_cells}, "
+            f"{knockdown_efficiency}"
         )
     rng = np.random.default_rng(seed)
     m = int(n_genes)
@@ -424,10 +443,36 @@ def simulated_hill_counts(
         keep = rng.random(blk.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (lx[s : s + step] - mid)))
         blocks.append(sp.csr_matrix(rng.poisson(blk * keep).astype(np.float32)))
     counts = sp.vstack(blocks, format="csr")
-    return _grn_anndata(name, rng, counts, par_pos, child_pos, cell_type, ("tf", n_tf), {
+    target = np.zeros(0, dtype=np.int64)
+    if knockdowns:  # the screen: its own generator, after the control cells (which stay as they were)
+        prng = np.random.default_rng([seed, 1])
+        regulators = np.unique(par_pos)
+        kd = prng.choice(regulators, size=min(int(knockdowns), regulators.size), replace=False)
+        target = np.repeat(kd, int(knockdown_cells))
+        ct_p = prng.integers(0, n_types, target.size)
+        xp = np.zeros((target.size, m))
+        for g in range(int(depth.max()) + 1):
+            nodes = np.flatnonzero(depth == g)
+            mean = b[ct_p][:, nodes] + basal[nodes] if g == 0 else production(xp, nodes)
+            mean = np.where(target[:, None] == nodes[None, :], mean * (1.0 - knockdown_efficiency), mean)
+            xp[:, nodes] = np.maximum(mean + noise_q * np.sqrt(mean) * prng.normal(size=mean.shape), 0.0)
+        xp *= scale
+        xp *= (target_umis * np.exp(prng.normal(0.0, library_sd, target.size)) / np.maximum(xp.sum(1), 1e-12))[:, None]
+        keep = prng.random(xp.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (np.log1p(xp) - mid)))
+        counts = sp.vstack([counts, sp.csr_matrix(prng.poisson(xp * keep).astype(np.float32))], format="csr")
+        cell_type = np.r_[cell_type, ct_p]
+    order = copy.deepcopy(rng).permutation(m)  # the gene labels _grn_anndata draws next
+    adata = _grn_anndata(name, rng, counts, par_pos, child_pos, cell_type, ("tf", n_tf), {
         "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
         "tf_share": float(tf_share), "master_share": float(master_share), "max_parents": int(max_parents),
         "hill_n": float(hill_n), "noise_q": float(noise_q), "repress_share": float(repress_share),
         "outlier_share": float(outlier_share), "target_umis": float(target_umis), "library_sd": float(library_sd),
         "dropout_slope": float(dropout_slope), "dropout_quantile": float(dropout_quantile),
+        **({"knockdowns": int(np.unique(target).size), "knockdown_cells": int(knockdown_cells),
+            "knockdown_efficiency": float(knockdown_efficiency)} if knockdowns else {}),
     })
+    if knockdowns:
+        names = np.asarray(adata.var_names, dtype=object)
+        labels = np.r_[np.full(n_cells, "ctrl", dtype=object), names[order[target]]]
+        adata.obs["condition"] = pd.Categorical(labels.astype(str))
+    return adata

@@ -222,3 +222,24 @@ def test_interventions_and_the_counting_noise_correction_run_together():
     assert g.params["covariates_used"] == "library"
     m = dag_metrics(g.adjacency, b.varp["true_dag"])
     assert g.n_edges > 10 and m["precision"] >= 0.55, m  # 0.68 at 47 edges here
+
+
+def test_the_hill_generator_simulates_a_knockdown_screen_beside_the_same_controls():
+    """``simulated_hill_counts(knockdowns=K)``: the control cells are those of the run without a
+    screen; K TFs with targets, each knocked down in its own cells (lower there), labelled in
+    GEARS' convention, which Step I reads as interventions."""
+    from cape_pipeline.datasets import simulated_hill_counts
+
+    base = simulated_hill_counts(400, 80, n_types=2, seed=1)
+    a = simulated_hill_counts(400, 80, n_types=2, seed=1, knockdowns=5, knockdown_cells=30)
+    assert a.n_obs == 400 + 5 * 30
+    np.testing.assert_array_equal(a.X[:400].toarray(), base.X.toarray())
+    cond = a.obs["condition"].astype(str).to_numpy()
+    assert (cond[:400] == "ctrl").all() and len(set(cond[400:])) == 5
+    x, truth = a.X.toarray(), a.varp["true_dag"].toarray() != 0
+    for g in set(cond[400:]):
+        j = list(a.var_names).index(g)
+        assert truth[j].any() and a.var["tf"].iloc[j]  # a TF with targets
+        assert x[cond == g, j].mean() < 0.5 * x[cond == "ctrl", j].mean()
+    iv = intervention_targets(a.obs, list(a.var_names), "condition")
+    assert iv.summary()["n_perturbed_features"] == 5 and iv.summary()["n_perturbed_cells"] == 150
