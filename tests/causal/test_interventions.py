@@ -99,6 +99,31 @@ def test_the_edge_test_of_a_perturbed_child_counts_its_own_rows():
     assert not np.allclose(fit.pvalue[into0], wrong, rtol=1e-6)
 
 
+def test_with_cross_fitting_each_half_tests_on_its_own_rows_of_the_child(monkeypatch):
+    """Cross-fitting: each half's edge test gets the child's unperturbed rows *of the test half*."""
+    import cape_pipeline.causal.regression as reg
+
+    seen = []
+    real = reg.min_effect_pvalues
+
+    def spy(f, dof, n, me):
+        seen.append(np.broadcast_to(np.asarray(n), np.shape(f)).copy())
+        return real(f, dof, n, me)
+
+    monkeypatch.setattr(reg, "min_effect_pvalues", spy)
+    rng = np.random.default_rng(1)
+    n = 600
+    z = rng.normal(size=(n, 5))
+    z[:, 0] += 0.5 * z[:, 1]
+    keep = np.ones((n, 5), dtype=bool)
+    keep[rng.random(n) < 0.3, 0] = False
+    reg.fit_regression((z - z.mean(0)) / z.std(0), n_candidates=4, crossfit=True, intervened=~keep, seed=3)
+    rows = np.random.default_rng(3).permutation(n)
+    halves = (rows[n // 2:], rows[: n // 2])  # the first call tests on the second half
+    for got, test_rows in zip(seen[:2], halves, strict=True):
+        assert set(np.unique(got)) == {len(test_rows), int(keep[test_rows, 0].sum())}
+
+
 @pytest.mark.parametrize("perturbed", ["parent", "child"])
 def test_interventions_orient_a_lone_pair(perturbed):
     """x → y alone is Markov equivalent to y → x; a perturbation of either one tells them apart."""
