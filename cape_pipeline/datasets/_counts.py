@@ -422,27 +422,38 @@ def simulated_hill_counts(
         nodes = np.flatnonzero(depth == g)
         steady[:, nodes] = b[:, nodes] + basal[nodes] if g == 0 else production(steady, nodes)
         half[nodes] = np.maximum(steady[:, nodes].mean(0), 1e-3)
+    def express(gen: np.random.Generator, types: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
+        """(cells, M) steady states, one topological generation at a time; ``target``: each
+        cell's knocked-down gene position (its production scaled by 1 − efficiency), or None."""
+        x = np.zeros((types.size, m))
+        for g in range(int(depth.max()) + 1):
+            nodes = np.flatnonzero(depth == g)
+            mean = b[types][:, nodes] + basal[nodes] if g == 0 else production(x, nodes)
+            if target is not None:
+                mean = np.where(target[:, None] == nodes[None, :], mean * (1.0 - knockdown_efficiency), mean)
+            x[:, nodes] = np.maximum(mean + noise_q * np.sqrt(mean) * gen.normal(size=mean.shape), 0.0)
+        return x
+
+    def observe(gen: np.random.Generator, x: np.ndarray, mid: float | None = None) -> tuple[sp.csr_matrix, float]:
+        """CSR counts of captured expression ``x``: library size, dropout around ``mid`` (None:
+        this ``x``'s ``dropout_quantile`` of ``log1p``) and Poisson, drawn in row blocks."""
+        x = x * (target_umis * np.exp(gen.normal(0.0, library_sd, x.shape[0])) / np.maximum(x.sum(1), 1e-12))[:, None]
+        lx = np.log1p(x)
+        mid = float(np.quantile(lx, dropout_quantile)) if mid is None else mid
+        blocks = []
+        step = max(1, (1 << 23) // m)
+        for s in range(0, x.shape[0], step):
+            blk = x[s : s + step]
+            keep = gen.random(blk.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (lx[s : s + step] - mid)))
+            blocks.append(sp.csr_matrix(gen.poisson(blk * keep).astype(np.float32)))
+        return sp.vstack(blocks, format="csr"), mid
+
     cell_type = rng.integers(0, n_types, n_cells)
-    x = np.zeros((n_cells, m))
-    for g in range(int(depth.max()) + 1):
-        nodes = np.flatnonzero(depth == g)
-        mean = b[cell_type][:, nodes] + basal[nodes] if g == 0 else production(x, nodes)
-        x[:, nodes] = np.maximum(mean + noise_q * np.sqrt(mean) * rng.normal(size=mean.shape), 0.0)
+    x = express(rng, cell_type)
     outlier = rng.random(m) < outlier_share
     scale = np.exp(rng.normal(0.0, 1.0, m))
     scale[outlier] *= np.exp(rng.normal(0.8, 1.0, int(outlier.sum())))
-    x *= scale
-    lib = np.exp(rng.normal(0.0, library_sd, n_cells))
-    x *= (target_umis * lib / np.maximum(x.sum(1), 1e-12))[:, None]
-    lx = np.log1p(x)
-    mid = float(np.quantile(lx, dropout_quantile))
-    blocks = []
-    step = max(1, (1 << 23) // m)
-    for s in range(0, n_cells, step):
-        blk = x[s : s + step]
-        keep = rng.random(blk.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (lx[s : s + step] - mid)))
-        blocks.append(sp.csr_matrix(rng.poisson(blk * keep).astype(np.float32)))
-    counts = sp.vstack(blocks, format="csr")
+    counts, mid = observe(rng, x * scale)
     target = np.zeros(0, dtype=np.int64)
     if knockdowns:  # the screen: its own generator, after the control cells (which stay as they were)
         prng = np.random.default_rng([seed, 1])
@@ -450,16 +461,8 @@ def simulated_hill_counts(
         kd = prng.choice(regulators, size=min(int(knockdowns), regulators.size), replace=False)
         target = np.repeat(kd, int(knockdown_cells))
         ct_p = prng.integers(0, n_types, target.size)
-        xp = np.zeros((target.size, m))
-        for g in range(int(depth.max()) + 1):
-            nodes = np.flatnonzero(depth == g)
-            mean = b[ct_p][:, nodes] + basal[nodes] if g == 0 else production(xp, nodes)
-            mean = np.where(target[:, None] == nodes[None, :], mean * (1.0 - knockdown_efficiency), mean)
-            xp[:, nodes] = np.maximum(mean + noise_q * np.sqrt(mean) * prng.normal(size=mean.shape), 0.0)
-        xp *= scale
-        xp *= (target_umis * np.exp(prng.normal(0.0, library_sd, target.size)) / np.maximum(xp.sum(1), 1e-12))[:, None]
-        keep = prng.random(xp.shape) < 1.0 / (1.0 + np.exp(-dropout_slope * (np.log1p(xp) - mid)))
-        counts = sp.vstack([counts, sp.csr_matrix(prng.poisson(xp * keep).astype(np.float32))], format="csr")
+        screen, _ = observe(prng, express(prng, ct_p, target) * scale, mid)  # the controls' dropout midpoint
+        counts = sp.vstack([counts, screen], format="csr")
         cell_type = np.r_[cell_type, ct_p]
     order = copy.deepcopy(rng).permutation(m)  # the gene labels _grn_anndata draws next
     adata = _grn_anndata(name, rng, counts, par_pos, child_pos, cell_type, ("tf", n_tf), {
