@@ -245,8 +245,10 @@ def predict_perturbation(
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
     x, angles = task_inputs(adata, pe, angles, cfg.attention)
     cond = condition_labels(adata.obs, key, "perturbation: ")
-    # controls as Step I reads them (GEARS' "ctrl", "control", "non-targeting", …, any case)
-    is_ctrl = np.isin(cond, [c for c in np.unique(cond) if not parse_condition(c)])
+    # each distinct label's genes, parsed once; controls as Step I reads them (GEARS' "ctrl",
+    # "control", "non-targeting", …, any case): labels that name no gene
+    parsed = {c: parse_condition(c) for c in np.unique(cond).tolist()}
+    is_ctrl = np.isin(cond, [c for c, genes in parsed.items() if not genes])
     if is_ctrl.sum() < 2:
         raise CapeDataError(
             f"perturbation: need >= 2 control cells (obs[{key!r}] one of {', '.join(CONTROL_LABELS)}; any case), "
@@ -254,10 +256,10 @@ def predict_perturbation(
         )
     names = list(adata.var_names)
     gidx = {g: i for i, g in enumerate(names)}
-    uniq = sorted(set(cond[~is_ctrl]))
+    uniq = sorted(c for c, genes in parsed.items() if genes)
     targets: dict[str, list[int]] = {}
     for c in uniq:
-        genes = parse_condition(c)
+        genes = parsed[c]
         bad = [g for g in genes if g not in gidx]
         if bad:
             raise CapeDataError(f"perturbation: condition {c!r} names genes {bad} not in var_names")
