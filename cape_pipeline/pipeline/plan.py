@@ -301,12 +301,13 @@ def plan_lines(plan: TrainPlan) -> list[str]:
         f"(early stopping usually ends it sooner); {plan.forward_cells:,} cells forward only",
     ]
     if plan.step_seconds == plan.step_seconds:
+        device = plan.step_device or "cpu"
+        accuracy = ("measured within ±11 % on a quiet machine's CPU, benchmarks/scale" if device == "cpu"
+                    else "not yet checked against a measured stage on a GPU")
         lines.append(
-            f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here ({plan.step_device or 'cpu'}) → about "
+            f"  estimate: {plan.step_seconds * 1000:.0f} ms per step measured here ({device}) → about "
             f"{format_clock(plan.seconds_max)} for the train stage ({format_clock(plan.seconds_max / max(plan.runs, 1))} per run; "
-            "fine-tuning to its full budget; "
-            + ("measured within ±11 % on a quiet machine's CPU, benchmarks/scale)" if (plan.step_device or "cpu") == "cpu"
-               else "not yet checked against a measured stage on a GPU)")
+            f"fine-tuning to its full budget; {accuracy})"
         )
     lines += [f"  note: {n}" for n in plan.notes]
     return lines
