@@ -58,7 +58,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000", "counts20k")
 #: seconds each section may take at most (the driver also stops at the total budget)
-LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 170, "sim10k": 300, "step1": 90, "step1_4000": 240,
+#: (session 19 on an H200: sim10k reached its 5th of 9 training runs at 300 s, pbmc its evaluate stage at 170 s)
+LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 240, "sim10k": 480, "step1": 90, "step1_4000": 240,
           "counts20k": 240}
 #: what the device image lacks, pinned to the versions of the environment that downloads them
 #: (``--download-wheels``); pandas < 3 as anndata 0.12 requires (the image's pandas is 3)
