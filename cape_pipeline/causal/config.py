@@ -79,7 +79,11 @@ CAPE_FIELDS = (
     "fdr",
     "measurement_error",
     "interventions",
+    "order_rounds",
 )
+#: rounds of the regression support's ordered re-test on interventional data where ``order_rounds="auto"``
+#: turns it on (a second round changed F1 by ≤ 0.01 after the first, the third by less)
+ORDER_ROUNDS = 2
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
 _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
@@ -252,6 +256,16 @@ class DiscoverConfig:
         ``"cape"``, support ``"regression"``: the ``obs`` column of perturbation labels, ``"auto"``
         (default: a GEARS-style ``condition`` column with controls, if any) or ``"none"``; a
         perturbed gene's own conditional leaves out its perturbed cells (:mod:`.interventions`).
+    order_rounds
+        ``"cape"``, support ``"regression"``, with interventions only: rounds of the ordered
+        re-test (:mod:`.ordering`). The genes that a single perturbation shifts (Welch t against
+        the controls, BH at ``fdr``) are its descendants; with the current DAG they give a causal
+        order, and every gene is tested again on the candidates that precede it only, then
+        pruned. ``"auto"`` (default): :data:`ORDER_ROUNDS` rounds where the regressions are
+        corrected for counting noise (``measurement_error``), none otherwise — without the
+        correction the re-test admits siblings of noisily measured regulators and its F1 is no
+        higher (``benchmarks/discover/interventional/RESULTS.md``); an integer ≥ 0 sets the
+        rounds. Observational data are unaffected. Recorded as ``params["order_rounds_used"]``.
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -303,6 +317,7 @@ class DiscoverConfig:
     fdr: float = 0.05
     measurement_error: str = MEASUREMENT_ERROR[0]
     interventions: str = "auto"
+    order_rounds: int | str = "auto"
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -368,6 +383,8 @@ class DiscoverConfig:
             raise CapeConfigError(
                 f"interventions: expected 'auto', 'none' or an obs column name, got {self.interventions!r}"
             )
+        if self.order_rounds != "auto" and not _is_int(self.order_rounds, 0):
+            raise CapeConfigError(f"order_rounds: expected 'auto' or an integer >= 0, got {self.order_rounds!r}")
         if not _is_num(self.fdr, lambda f: 0 < f < 1):
             raise CapeConfigError(f"fdr: expected a number in (0, 1), got {self.fdr!r}")
         unused = UNUSED_BY_SUPPORT.get(self.support)

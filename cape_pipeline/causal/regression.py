@@ -48,6 +48,14 @@ one on quantities the model cannot trade away:
 5. **Pruning** (CAM's last step): every edge of the DAG is tested again given its DAG
    parents only (same test, BH over the DAG's edges); the weight of a kept edge is
    ``|partial correlation|`` given its DAG parents, in (0, 1].
+6. **Ordered re-test** (interventional data, ``order_rounds``; :mod:`~cape_pipeline.causal.ordering`).
+   The features a single perturbation shifts are its descendants; those pairs and the DAG give
+   a causal order, and every feature's screened candidates that precede it are tested again
+   (step 3, both halves) and pruned (step 5). Step 2 conditions a parent's test on the child's
+   own children and their other parents among the candidates, which takes much of the
+   parent's partial R² away; given the order it conditions on predecessors only. Each round
+   starts from the previous round's DAG. Measured on the Norman-size screen with the
+   counting-noise correction: F1 0.54 → 0.59 (``benchmarks/discover/interventional/RESULTS.md``).
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 """
@@ -65,6 +73,7 @@ import torch
 
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
+from cape_pipeline.causal.ordering import causal_order, perturbation_shifts
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.screen import candidate_parents, parent_table
 
@@ -238,17 +247,13 @@ class RegressionFit:
         return out
 
 
-def _screen_and_test(
-    z_screen: np.ndarray, z_test: np.ndarray, k: int, ridge: float, min_effect: float, noise: torch.Tensor | None,
-    keep: np.ndarray | None = None,
+def _test(
+    z_test: np.ndarray, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
+    noise: torch.Tensor | None, keep: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
-    """Candidates screened on ``z_screen``, regressions and minimum-effect p-values on ``z_test``.
-
-    Returns ``(parent, child, f, r2, p)``, each ``(E,)``, for every live candidate pair.
-    """
+    """Regressions and minimum-effect p-values on ``z_test`` of the live entries of a candidate
+    table. Returns ``(parent, child, f, r2, p)``, each ``(E,)``."""
     m = z_test.shape[1]
-    cand = candidate_parents(torch.from_numpy(np.ascontiguousarray(z_screen, dtype=np.float32)), int(k))
-    live = _live_mask(cand)
     f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
                                 ridge=ridge, noise=noise, keep=None if keep is None else torch.from_numpy(keep))
     lv = live.numpy()
@@ -258,6 +263,28 @@ def _screen_and_test(
     dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
     n_e = z_test.shape[0] if keep is None else keep.sum(0)[child]  # each child's own rows
     return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, n_e, min_effect)
+
+
+def _prune(
+    zt: torch.Tensor, dag_p: np.ndarray, dag_c: np.ndarray, m: int, *, ridge: float, min_effect: float, fdr: float,
+    noise: torch.Tensor | None, keep: np.ndarray | None,
+) -> tuple[sp.csr_array, int]:
+    """Step 5: every DAG edge tested again given its child's DAG parents (BH over the DAG's
+    edges). Returns the ``(M, M)`` adjacency of the kept edges (weight ``|partial correlation|``)
+    and how many were removed."""
+    if dag_p.size == 0:
+        return sp.csr_array((m, m)), 0
+    tab, mask = parent_table(dag_p, dag_c, m)
+    f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise,
+                                 keep=None if keep is None else torch.from_numpy(keep))
+    mk = mask.numpy()
+    pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
+    n_d = zt.shape[0] if keep is None else keep.sum(0)[cc]  # each child's own rows
+    p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n_d,
+                             min_effect)
+    kept, _ = bh(p_d, fdr)
+    w = np.sqrt(r2_d.numpy()[mk][kept])
+    return sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m)), int((~kept).sum())
 
 
 def fit_regression(
@@ -270,6 +297,7 @@ def fit_regression(
     crossfit: bool = True,
     reliability: np.ndarray | None = None,
     intervened: sp.csr_array | np.ndarray | None = None,
+    order_rounds: int = 0,
     seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
@@ -309,6 +337,9 @@ def fit_regression(
         perturbed feature's own regression, test and orientation leave those rows out (perfect
         interventions); as a candidate parent it keeps them — its perturbations are what
         identify its children. The screen uses every row.
+    order_rounds
+        With ``intervened``: rounds of the ordered re-test (step 6 of the module docstring; 0:
+        none). Without it the option does nothing.
     seed
         Seeds the split of the rows.
     progress
@@ -352,14 +383,25 @@ def fit_regression(
         # cross-fitting: screen on one half, test on the other, then the other way round
         za, zb = (unit_sd(h - h.mean(axis=0)) for h in (z[rows[:half]], z[rows[half:]]))
         ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
-        parts = [_screen_and_test(za, zb, n_candidates, ridge, min_effect, noise, kb),
-                 _screen_and_test(zb, za, n_candidates, ridge, min_effect, noise, ka)]
+        halves = [(za, zb, kb), (zb, za, ka)]
     else:
-        parts = [_screen_and_test(z, z, n_candidates, ridge, min_effect, noise, keep)]
-    history.append({"stage": "screen and test", "crossfit": len(parts) == 2,
-                    "n_candidate_pairs": int(sum(pt[0].size for pt in parts)), "seconds": time.perf_counter() - t0})
+        halves = [(z, z, keep)]
+    cands = [candidate_parents(torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32)), int(n_candidates))
+             for zs, _, _ in halves]
+
+    def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
+        parts = []
+        for cand, (_, z_test, k_test) in zip(cands, halves, strict=True):
+            live = _live_mask(cand)
+            if rank is not None:
+                live &= torch.from_numpy(rank[cand.numpy()] < rank[:, None])
+            parts.append(_test(z_test, cand, live, ridge, min_effect, noise, k_test))
+        return combine_halves(parts, m)
+
+    history.append({"stage": "screen", "crossfit": len(halves) == 2, "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    parent, child, f_e, r2_e, p_e, n_tests = combine_halves(parts, m)
+    parent, child, f_e, r2_e, p_e, n_tests = screen_test()
     acc, q_e = bh(p_e, fdr)
     history.append({"stage": "edge test", "n_pairs": int(parent.size), "n_accepted": int(acc.sum()),
                     "seconds": time.perf_counter() - t0})
@@ -374,24 +416,24 @@ def fit_regression(
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    n_pruned = 0
-    if dag_p.size:
-        tab, mask = parent_table(dag_p, dag_c, m)
-        f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise,
-                                     keep=None if keep is None else torch.from_numpy(keep))
-        mk = mask.numpy()
-        pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
-        n_d = n if keep is None else keep.sum(0)[cc]  # each child's own rows
-        p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n_d,
-                                 min_effect)
-        kept, _ = bh(p_d, fdr)
-        n_pruned = int((~kept).sum())
-        w = np.sqrt(r2_d.numpy()[mk][kept])
-        adj = sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m))
-    else:
-        adj = sp.csr_array((m, m))
+    prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep}
+    adj, n_pruned = _prune(zt, dag_p, dag_c, m, **prune)
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
                     "seconds": time.perf_counter() - t0})
+    if order_rounds and keep is not None:
+        t0 = time.perf_counter()
+        shifts = perturbation_shifts(z, keep, fdr)
+        history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts[0].size),
+                        "seconds": time.perf_counter() - t0})
+        for r in range(int(order_rounds)):
+            t0 = time.perf_counter()
+            coo = adj.tocoo()
+            rank = causal_order(m, coo.row, coo.col, *shifts)
+            o_par, o_chi, _, _, o_p, _ = screen_test(rank)
+            o_acc, _ = bh(o_p, fdr)
+            adj, n_pruned = _prune(zt, o_par[o_acc], o_chi[o_acc], m, **prune)
+            history.append({"stage": f"ordered re-test {r + 1}", "n_accepted": int(o_acc.sum()),
+                            "n_pruned": n_pruned, "n_edges": int(adj.nnz), "seconds": time.perf_counter() - t0})
     return RegressionFit(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
@@ -417,12 +459,18 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     ``edge_scores``."""
     import pandas as pd
 
+    from cape_pipeline.causal.config import ORDER_ROUNDS
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import SupportFit
 
+    rounds = cfg.order_rounds
+    if rounds == "auto":  # measured to help only where the regressions are corrected for counting noise
+        rounds = ORDER_ROUNDS if inputs.reliability is not None else 0
+    rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-        reliability=inputs.reliability, intervened=inputs.intervened, seed=int(cfg.seed), progress=inputs.progress,
+        reliability=inputs.reliability, intervened=inputs.intervened, order_rounds=rounds,
+        seed=int(cfg.seed), progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)
     names = inputs.names
@@ -440,11 +488,15 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
             + (", regressions corrected for counting noise measured by binomial thinning"
                if inputs.reliability is not None else "")
             + "), oriented by greedy likelihood, re-tested given the DAG parents"
+            + (f"; {rounds} round(s) re-tested in the causal order of the DAG and the perturbation shifts"
+               if rounds else "")
         ),
         "n_candidate_pairs": int(fit.parent.size),
         "n_accepted_pairs": int(fit.accepted.sum()),
         "n_oriented": int(fit.n_oriented),
         "n_pruned": int(fit.n_pruned),
     })
+    if inputs.intervened is not None:
+        params["order_rounds_used"] = rounds
     return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
                       edge_scores=edge_scores, params=params)
