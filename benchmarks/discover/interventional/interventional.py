@@ -38,6 +38,10 @@ Methods, on the same cells:
 - ``cape-obs-states``, ``cape-int-states``, ``cape-int-states-floor``: the same with cell states
   as covariates (``covariates="states"``, the previous default; rows made before the default
   changed were relabelled, field ``relabelled_from``);
+- ``-order0``: without the ordered re-test (``order_rounds=0``), Step I before session 19. By
+  default (``order_rounds="auto"``) it runs where the counting-noise correction is on: the
+  ``-thinning`` rows and, through preprocess, the ``hill`` screen's ``-int`` rows; rows made
+  before it existed were relabelled ``-order0`` (field ``relabelled_from``);
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -133,8 +137,9 @@ def graph_metrics(adj, scores, truth) -> dict:
             "orientation": float((a & t).sum() / found.sum()) if found.sum() else float("nan")}
 
 
-METHODS = ("cape-obs", "cape-int", "cape-int-floor", "cape-int-thinning", "cape-obs-states", "cape-int-states",
-           "cape-int-states-floor", "cape-int-states-thinning", "sdcd-int")
+METHODS = ("cape-obs", "cape-int", "cape-int-order0", "cape-int-floor", "cape-int-floor-order0", "cape-int-thinning",
+           "cape-int-thinning-order0", "cape-obs-states", "cape-int-states", "cape-int-states-order0",
+           "cape-int-states-floor", "cape-int-states-thinning", "cape-int-states-thinning-order0", "sdcd-int")
 
 
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
@@ -145,9 +150,11 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["interventions"] = "none"
     if "-states" in method:  # the previous default's cell states (with the library size where there is one)
         kw["covariates"] = "states+library" if "cape_library_size" in fit.obs else "states"
-    if method.endswith("-floor"):
+    if "-floor" in method:
         kw["min_effect"] = 0.0015  # half the default effect floor
-    if method.endswith("-thinning"):
+    if method.endswith("-order0"):  # without the ordered re-test (Step I before session 19)
+        kw["order_rounds"] = 0
+    if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()
         fit.uns["cape_preprocess"] = {"input_state": "counts", "config": {"target_sum": 1.0}, "modality": "scrna"}
@@ -157,7 +164,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     g, scores = discover_scored(fit, **kw)
     sec = time.perf_counter() - t0
     return {**graph_metrics(g.adjacency, scores, truth), "seconds": sec,
-            "n_perturbed_features": g.params.get("n_perturbed_features")}, g.adjacency
+            "n_perturbed_features": g.params.get("n_perturbed_features"),
+            "order_rounds_used": g.params.get("order_rounds_used")}, g.adjacency
 
 
 def run_sdcd(fit, truth) -> tuple[dict, object]:
