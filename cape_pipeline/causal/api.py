@@ -210,14 +210,14 @@ def discover_scored(
     edge_scores: pd.DataFrame | None = None
     history: list[dict[str, Any]] = []
     n_dropped = 0
-    intervened = None
+    intervened = label_targets = None
     if method == "cape" and support == "regression" and cfg.interventions != "none" and hasattr(data, "obs"):
         from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
 
         column = find_condition_column(data.obs) if cfg.interventions == "auto" else cfg.interventions
         if column is not None:
             iv = intervention_targets(data.obs, names, column)
-            intervened = iv.targets
+            intervened, label_targets = iv.targets, iv.n_label_targets
             params.update(iv.summary())
     elif method == "cape" and cfg.interventions not in ("auto", "none"):
         raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
@@ -225,7 +225,8 @@ def discover_scored(
     if method == "cape":
         fit = fit_support(support, x_std, cfg, SupportInputs(
             names=names, rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row, dense_scores=m <= SPARSE_ABOVE,
-            progress=progress, reliability=reliability, intervened=intervened, unused=ignored,
+            progress=progress, reliability=reliability, intervened=intervened, label_targets=label_targets,
+            unused=ignored,
         ))
         adj, history, scores, n_dropped, edge_scores = (
             fit.adjacency, fit.history, fit.scores, fit.n_cycle_edges_dropped, fit.edge_scores

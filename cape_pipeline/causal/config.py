@@ -8,6 +8,7 @@ from here, and the pipeline's discover stage validates through it before any sta
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,9 +82,6 @@ CAPE_FIELDS = (
     "interventions",
     "order_rounds",
 )
-#: rounds of the regression support's ordered re-test on interventional data where ``order_rounds="auto"``
-#: turns it on (a second round changed F1 by ≤ 0.01 after the first, the third by less)
-ORDER_ROUNDS = 2
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
 _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
@@ -95,6 +93,14 @@ _ROW_CAP_METHODS = ("cape", "correlation", "partial-correlation")
 
 def _is_int(v: Any, low: int) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
+
+
+def _check_fields(cfg: Any, checks: Mapping[str, tuple[Any, str]]) -> None:
+    """Raise :class:`CapeConfigError` naming the first field whose value fails its check."""
+    for key, (ok, what) in checks.items():
+        value = getattr(cfg, key)
+        if not ok(value):
+            raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
 
 
 def _is_num(v: Any, ok: Any) -> bool:
@@ -257,15 +263,11 @@ class DiscoverConfig:
         (default: a GEARS-style ``condition`` column with controls, if any) or ``"none"``; a
         perturbed gene's own conditional leaves out its perturbed cells (:mod:`.interventions`).
     order_rounds
-        ``"cape"``, support ``"regression"``, with interventions only: rounds of the ordered
-        re-test (:mod:`.ordering`). The genes that a single perturbation shifts (Welch t against
-        the controls, BH at ``fdr``) are its descendants; with the current DAG they give a causal
-        order, and every gene is tested again on the candidates that precede it only, then
-        pruned. ``"auto"`` (default): :data:`ORDER_ROUNDS` rounds where the regressions are
-        corrected for counting noise (``measurement_error``), none otherwise — without the
-        correction the re-test admits siblings of noisily measured regulators and its F1 is no
-        higher (``benchmarks/discover/interventional/RESULTS.md``); an integer ≥ 0 sets the
-        rounds. Observational data are unaffected. Recorded as ``params["order_rounds_used"]``.
+        ``"cape"``, support ``"regression"``, with interventions: rounds of the ordered re-test
+        (:mod:`.ordering`; each gene tested on the candidates that precede it in the order the
+        perturbations' shifts and the DAG give). ``"auto"``: :data:`~.supports.ORDER_ROUNDS` where the
+        counting-noise correction runs, else none (measured no better without it); or an int ≥ 0.
+        Recorded as ``params["order_rounds_used"]``.
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -336,10 +338,7 @@ class DiscoverConfig:
             "max_outer": (lambda v: _is_int(v, 1), "an integer >= 1"),
             "acyclicity": (lambda v: v in ACYCLICITY, f"one of {', '.join(ACYCLICITY)}"),
         }
-        for key, (ok, what) in checks.items():
-            value = getattr(self, key)
-            if not ok(value):
-                raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
+        _check_fields(self, checks)
         check_device(self.device)
         if not isinstance(self.method_options, Mapping):
             raise CapeConfigError(f"method_options: expected a dict, got {self.method_options!r}")
@@ -361,32 +360,19 @@ class DiscoverConfig:
                 f"method_options: unknown option(s) {sorted(self.method_options)} for method 'cape'; "
                 f"expected any of {sorted(f.name for f in dataclasses.fields(self) if f.name != 'method_options')}"
             )
-        if self.posterior is not None and self.posterior not in POSTERIORS:
-            raise CapeConfigError(f"posterior: expected one of {', '.join(POSTERIORS)}, got {self.posterior!r}")
-        if self.support not in SUPPORTS:
-            raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {self.support!r}")
-        if not _is_int(self.n_candidates, 1):
-            raise CapeConfigError(f"n_candidates: expected an integer >= 1, got {self.n_candidates!r}")
-        if self.l1 not in L1_MODES:
-            raise CapeConfigError(f"l1: expected one of {', '.join(L1_MODES)}, got {self.l1!r}")
-        if self.covariates not in COVARIATES:
-            raise CapeConfigError(f"covariates: expected one of {', '.join(COVARIATES)}, got {self.covariates!r}")
-        if self.n_states is not None and not _is_int(self.n_states, 0):
-            raise CapeConfigError(f"n_states: expected an integer >= 0 or None, got {self.n_states!r}")
-        if not _is_num(self.min_effect, lambda f: 0 <= f < 1):
-            raise CapeConfigError(f"min_effect: expected a number in [0, 1), got {self.min_effect!r}")
-        if self.measurement_error not in MEASUREMENT_ERROR:
-            raise CapeConfigError(
-                f"measurement_error: expected one of {', '.join(MEASUREMENT_ERROR)}, got {self.measurement_error!r}"
-            )
-        if not isinstance(self.interventions, str) or not self.interventions:
-            raise CapeConfigError(
-                f"interventions: expected 'auto', 'none' or an obs column name, got {self.interventions!r}"
-            )
-        if self.order_rounds != "auto" and not _is_int(self.order_rounds, 0):
-            raise CapeConfigError(f"order_rounds: expected 'auto' or an integer >= 0, got {self.order_rounds!r}")
-        if not _is_num(self.fdr, lambda f: 0 < f < 1):
-            raise CapeConfigError(f"fdr: expected a number in (0, 1), got {self.fdr!r}")
+        _check_fields(self, {
+            "posterior": (lambda v: v is None or v in POSTERIORS, f"one of {', '.join(POSTERIORS)}"),
+            "support": (lambda v: v in SUPPORTS, f"one of {', '.join(SUPPORTS)}"),
+            "n_candidates": (lambda v: _is_int(v, 1), "an integer >= 1"),
+            "l1": (lambda v: v in L1_MODES, f"one of {', '.join(L1_MODES)}"),
+            "covariates": (lambda v: v in COVARIATES, f"one of {', '.join(COVARIATES)}"),
+            "n_states": (lambda v: v is None or _is_int(v, 0), "an integer >= 0 or None"),
+            "min_effect": (lambda v: _is_num(v, lambda f: 0 <= f < 1), "a number in [0, 1)"),
+            "measurement_error": (lambda v: v in MEASUREMENT_ERROR, f"one of {', '.join(MEASUREMENT_ERROR)}"),
+            "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),
+            "order_rounds": (lambda v: v == "auto" or _is_int(v, 0), "'auto' or an integer >= 0"),
+            "fdr": (lambda v: _is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
+        })
         unused = UNUSED_BY_SUPPORT.get(self.support)
         if unused is not None:
             names, posteriors, what = unused
@@ -437,13 +423,9 @@ class DiscoverConfig:
         return "mean" if self.support == "screened" else POSTERIORS[0]
 
 
-_DEFAULTS: list[DiscoverConfig] = []
-
-
+@functools.cache
 def _defaults() -> DiscoverConfig:
-    if not _DEFAULTS:
-        _DEFAULTS.append(DiscoverConfig())
-    return _DEFAULTS[0]
+    return DiscoverConfig()
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(DiscoverConfig))

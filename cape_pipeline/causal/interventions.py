@@ -49,12 +49,15 @@ class Interventions:
     unknown
         Target names that are not among the features (their cells keep their other targets),
         with their cell counts.
+    n_label_targets
+        ``(N,)`` int64: how many targets each cell's label names, features or not (0: a control).
     """
 
     targets: sp.csr_array
     column: str
     n_control: int
     unknown: dict[str, int] = field(default_factory=dict)
+    n_label_targets: np.ndarray | None = None
 
     @property
     def n_perturbed_features(self) -> int:
@@ -139,4 +142,6 @@ def intervention_targets(
     li, fj = np.asarray(known, dtype=np.int64).T
     label_target = sp.csr_array((np.ones(li.size), (li, fj)), shape=(uniq.size, names.size))
     targets = sp.csr_array((cell_label @ label_target) > 0)
-    return Interventions(targets=targets, column=column, n_control=n_control, unknown=unknown)
+    n_label_targets = np.asarray([len(t) for t in parsed], dtype=np.int64)[inv]
+    return Interventions(targets=targets, column=column, n_control=n_control, unknown=unknown,
+                         n_label_targets=n_label_targets)

@@ -34,17 +34,20 @@ _BLOCK_ENTRIES = 1 << 22
 
 
 def perturbation_shifts(
-    z: np.ndarray, keep: np.ndarray, fdr: float = 0.05
+    z: np.ndarray, keep: np.ndarray, fdr: float = 0.05, *, label_targets: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(a, g)`` where perturbing feature ``a`` alone shifts feature ``g``.
 
     For every feature perturbed alone in at least :data:`MIN_PERTURBED_ROWS` rows, a two-sided
-    Welch t test of each other feature between those rows and the control rows (no feature
-    perturbed); Benjamini–Hochberg at ``fdr`` over all ``targets × (M − 1)`` tests. Rows with
-    two or more targets are not used. The tests run in blocks of whole targets of about
+    Welch t test of each other feature between those rows and the control rows; Benjamini–
+    Hochberg at ``fdr`` over all ``targets × (M − 1)`` tests. Rows with two or more targets are
+    not used, nor rows whose label names a target that is not a feature (``label_targets``: a
+    cell labelled ``"X+ctrl"`` with X not among the features is neither a control nor a
+    perturbation of a feature, and ``"g+X"`` is not g alone). The tests run in blocks of whole targets of about
     2²² / M rows, and only p-values ≤ ``fdr`` are kept: none above can be rejected, and below it
-    the Benjamini–Hochberg ranks are those among all tests. Memory beyond ``z`` and ``keep``: one
-    block of rows and its ``(targets, M)`` statistics. O(N·M) time.
+    the Benjamini–Hochberg ranks are those among all tests. Memory beyond ``z`` and ``keep``: an
+    ``(N, M)`` bool copy of ``~keep``, one block of rows and its ``(targets, M)`` statistics.
+    O(N·M) time.
 
     Parameters
     ----------
@@ -54,18 +57,24 @@ def perturbation_shifts(
         ``(N, M)`` bool: ``keep[i, j]`` ⇔ feature j was not perturbed in row i.
     fdr
         Benjamini–Hochberg level.
+    label_targets
+        ``(N,)`` int: how many targets each row's label names, features or not
+        (:class:`~cape_pipeline.causal.interventions.Interventions`); 0 marks a control. None:
+        every target is taken to be a feature (controls are the rows ``keep`` leaves whole).
 
     Returns
     -------
     source, target, pvalue
         ``(S,)`` int64, int64, float64: the rejected pairs (``source`` perturbed, ``target``
-        shifted); empty when there are fewer than 3 control rows or no single perturbation.
+        shifted); empty when there are fewer than 3 control rows or no feature is perturbed
+        alone in at least :data:`MIN_PERTURBED_ROWS` rows.
     """
     from scipy.stats import t as t_dist
 
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
     n_hit = (~keep).sum(axis=1)
-    ctrl, single = np.flatnonzero(n_hit == 0), np.flatnonzero(n_hit == 1)
+    named = n_hit if label_targets is None else np.asarray(label_targets)
+    ctrl, single = np.flatnonzero((named == 0) & (n_hit == 0)), np.flatnonzero((named == 1) & (n_hit == 1))
     if ctrl.size < 3 or single.size == 0:
         return empty
     target_of_row = np.argmax(~keep[single], axis=1)

@@ -50,8 +50,8 @@ one on quantities the model cannot trade away:
    ``|partial correlation|`` given its DAG parents, in (0, 1].
 6. **Ordered re-test** (interventional data, ``order_rounds``; :mod:`~cape_pipeline.causal.ordering`).
    The features a single perturbation shifts are its descendants; those pairs and the DAG give
-   a causal order, and every feature's screened candidates that precede it are tested again
-   (step 3, both halves) and pruned (step 5). Step 2 conditions a parent's test on the child's
+   a causal order, and every feature's candidates from step 1 that precede it are tested again
+   (step 3, on each half that step 3 tested on) and pruned (step 5). Step 2 conditions a parent's test on the child's
    own children and their other parents among the candidates, which takes much of the
    parent's partial R² away; given the order it conditions on predecessors only. Each round
    starts from the previous round's DAG. Measured on the Norman-size screen with the
@@ -73,6 +73,7 @@ import torch
 
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
+from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
 from cape_pipeline.causal.ordering import causal_order, perturbation_shifts
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.screen import candidate_parents, parent_table
@@ -81,127 +82,6 @@ __all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
 
 logger = logging.getLogger(__name__)
 
-#: smallest eigenvalue (× N) of an errors-in-variables corrected Gram matrix, at least (:func:`partial_f`)
-_EIV_FLOOR = 0.05
-
-#: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
-_BATCH_ENTRIES = 1 << 24
-
-
-def _live_mask(parents: torch.Tensor) -> torch.Tensor:
-    """``(M, K)`` bool: the first copy of each candidate of a row (repeats are padding)."""
-    order = torch.argsort(parents, dim=1, stable=True)
-    srt = torch.gather(parents, 1, order)
-    dup_sorted = torch.zeros_like(srt, dtype=torch.bool)
-    dup_sorted[:, 1:] = srt[:, 1:] == srt[:, :-1]
-    dup = torch.zeros_like(dup_sorted)
-    dup.scatter_(1, order, dup_sorted)
-    return ~dup
-
-
-def partial_f(
-    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
-    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Partial F statistic and partial R² of every candidate in every feature's regression.
-
-    Feature c is regressed on its live candidates ``P[c]`` (``z_c ≈ Z_P β``, ridge ``λ·N``
-    on the correlation scale). The partial F of candidate j is ``β_j² / (σ² (G⁻¹)_jj)``, the
-    squared t statistic: the likelihood-ratio statistic of dropping j from the model (Gaussian
-    errors); the partial R² is ``F / (F + ν)`` with ``ν = N − K_c − 1`` residual degrees of
-    freedom. Batched over features in groups that keep ``b·N·K`` below 2²⁴ entries.
-
-    With ``noise`` (the share ``δ_j`` of each feature's variance that is measurement noise),
-    the candidates' Gram matrix is the errors-in-variables moment estimate
-    ``ZᵀZ − N·diag(δ_P)`` (Fuller 1987, *Measurement Error Models*, Eq. 2.2.3): the
-    coefficients are those of the regression on the noise-free candidates, so a sibling that
-    only stands in for a noisily measured parent no longer takes that parent's coefficient.
-    The corrected matrix's spectrum is raised to a floor of ``max(√(K/N), ridge, 0.05)·N``
-    (``√(K/N)``: the sampling spread of a K-column Gram's eigenvalues, Marchenko–Pastur;
-    without it the correction inverts sampling noise at small N). The statistic keeps the
-    OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates
-    (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹`` (Fuller's
-    Eq. 2.2.12) was measured too conservative at the edge floor (81 edges instead of 536 at
-    10,000 cells, ``benchmarks/discover/counts/RESULTS.md``).
-
-    With ``keep``, feature c's regression uses only the rows where ``keep[:, c]`` (the cells in
-    which c was not perturbed: its conditional is not ``P(c | parents)`` where it was set by
-    an intervention), centred on those rows; ``N`` becomes that row count ``N_c``.
-
-    Parameters
-    ----------
-    z
-        ``(N, M)`` float64 tensor, standardized columns.
-    parents
-        ``(M, K)`` int64 candidate table.
-    live
-        ``(M, K)`` bool, which entries are candidates (others are padding).
-    ridge
-        λ of the ridge term (1e-2; it only stabilises near-collinear candidates).
-    noise
-        ``(M,)`` float64 in [0, 1): each feature's measurement-noise share of its (unit)
-        variance, or None (no correction; the ordinary least squares above).
-    keep
-        ``(N, M)`` bool: the rows that count in each feature's own regression, or None (all).
-
-    Returns
-    -------
-    f_stat, r2, dof
-        ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
-        residual degrees of freedom ``ν_c``.
-    """
-    n, m = z.shape
-    k = parents.shape[1]
-    f_out = torch.zeros(m, k, dtype=torch.float64)
-    dof = torch.zeros(m, dtype=torch.float64)
-    if k == 0:
-        return f_out, f_out.clone(), dof
-    eye = torch.eye(k, dtype=torch.float64)
-    chunk = max(1, _BATCH_ENTRIES // max(n * k, 1))
-    for s in range(0, m, chunk):
-        idx = parents[s : s + chunk]
-        lv = live[s : s + chunk].to(torch.float64)  # (b, K)
-        xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
-        y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-        if keep is None:
-            nb: Any = n
-            gram = xp.transpose(1, 2) @ xp  # (b, K, K)
-            xty = xp.transpose(1, 2) @ y
-            yy = (y * y).sum((1, 2))
-        else:  # each child on its own rows, centred there
-            w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
-            nb = w.sum(1).clamp_min(1.0)
-            xw = xp * w[:, :, None]
-            mx = xw.sum(1) / nb[:, None]  # (b, K)
-            yw = y[:, :, 0] * w
-            my = yw.sum(1) / nb
-            gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
-            xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
-            yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
-        ncol = nb if keep is None else nb[:, None]
-        # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
-        gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
-        g_obs = gram
-        if noise is not None:
-            gram = gram - torch.diag_embed(noise[idx] * ncol * lv)
-            low = torch.linalg.eigvalsh(gram)[:, 0]
-            # floor: the sampling spread of a K-column Gram's spectrum, √(K/N) (Marchenko–Pastur)
-            floor = torch.clamp_min(torch.sqrt(lv.sum(1) / nb), max(ridge, _EIV_FLOOR))
-            gram = gram + ((floor * nb - low).clamp_min(0.0))[:, None, None] * eye
-        g_inv = torch.linalg.inv(gram)
-        beta = g_inv @ xty  # (b, K, 1)
-        # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
-        rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
-        kc = lv.sum(1)
-        nu = (nb - kc - 1).clamp_min(1.0)
-        sigma2 = (rss / nu).clamp_min(1e-12)
-        f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
-        f_out[s : s + idx.shape[0]] = f * lv
-        dof[s : s + idx.shape[0]] = nu
-    r2 = f_out / (f_out + dof[:, None])
-    return f_out, r2, dof
-
-
 @dataclass
 class RegressionFit:
     """Output of :func:`fit_regression`.
@@ -209,12 +89,16 @@ class RegressionFit:
     Attributes
     ----------
     parent, child
-        ``(E,)`` int64: every screened pair ``parent → child`` (repeats removed).
+        ``(E,)`` int64: every screened pair ``parent → child`` (repeats removed) of the last
+        edge test: step 3's, or after ordered re-tests (step 6) the last round's, whose pairs
+        are those with the parent before the child in that round's order.
     f_stat, partial_r2, pvalue, qvalue
         ``(E,)`` float64: the pair's partial F and partial R² in the child's regression on its
-        candidates, the minimum-effect p-value and its Benjamini–Hochberg q-value.
+        candidates (after step 6: the preceding ones), the minimum-effect p-value and its
+        Benjamini–Hochberg q-value.
     accepted
-        ``(E,)`` bool: the pair passed the edge test (either orientation enters the skeleton).
+        ``(E,)`` bool: the pair passed that edge test (step 3: either orientation enters the
+        skeleton; step 6: the pair enters the pruning).
     n_tests
         ``(E,)`` int64: on how many halves the pair was screened and tested (1 or 2; with
         cross-fitting its statistics are the means and its p-value the Stouffer combination).
@@ -224,7 +108,7 @@ class RegressionFit:
     history
         One record per stage: ``stage``, ``seconds`` and its counts.
     n_oriented, n_pruned
-        Edges after orientation, and edges the DAG-level test removed.
+        Edges after step 4's orientation, and edges the last DAG-level test removed.
     """
 
     parent: np.ndarray
@@ -298,6 +182,7 @@ def fit_regression(
     reliability: np.ndarray | None = None,
     intervened: sp.csr_array | np.ndarray | None = None,
     order_rounds: int = 0,
+    label_targets: np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
@@ -340,6 +225,10 @@ def fit_regression(
     order_rounds
         With ``intervened``: rounds of the ordered re-test (step 6 of the module docstring; 0:
         none). Without it the option does nothing.
+    label_targets
+        ``(N,)`` int, how many targets each row's label names, features or not (0: a control),
+        for the shift tests of step 6
+        (:func:`~cape_pipeline.causal.ordering.perturbation_shifts`), or None.
     seed
         Seeds the split of the rows.
     progress
@@ -399,7 +288,8 @@ def fit_regression(
             parts.append(_test(z_test, cand, live, ridge, min_effect, noise, k_test))
         return combine_halves(parts, m)
 
-    history.append({"stage": "screen", "crossfit": len(halves) == 2, "seconds": time.perf_counter() - t0})
+    history.append({"stage": "screen", "crossfit": len(halves) == 2, "n_candidate_pairs": int(sum(
+        _live_mask(c).sum() for c in cands)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
     parent, child, f_e, r2_e, p_e, n_tests = screen_test()
     acc, q_e = bh(p_e, fdr)
@@ -422,18 +312,20 @@ def fit_regression(
                     "seconds": time.perf_counter() - t0})
     if order_rounds and keep is not None:
         t0 = time.perf_counter()
-        shifts = perturbation_shifts(z, keep, fdr)
+        shifts = perturbation_shifts(z, keep, fdr, label_targets=label_targets)
         history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts[0].size),
                         "seconds": time.perf_counter() - t0})
         for r in range(int(order_rounds)):
             t0 = time.perf_counter()
             coo = adj.tocoo()
             rank = causal_order(m, coo.row, coo.col, *shifts)
-            o_par, o_chi, _, _, o_p, _ = screen_test(rank)
-            o_acc, _ = bh(o_p, fdr)
-            adj, n_pruned = _prune(zt, o_par[o_acc], o_chi[o_acc], m, **prune)
-            history.append({"stage": f"ordered re-test {r + 1}", "n_accepted": int(o_acc.sum()),
-                            "n_pruned": n_pruned, "n_edges": int(adj.nnz), "seconds": time.perf_counter() - t0})
+            # the pairs returned are this round's: those whose parent precedes the child
+            parent, child, f_e, r2_e, p_e, n_tests = screen_test(rank)
+            acc, q_e = bh(p_e, fdr)
+            adj, n_pruned = _prune(zt, parent[acc], child[acc], m, **prune)
+            history.append({"stage": f"ordered re-test {r + 1}", "n_pairs": int(parent.size),
+                            "n_accepted": int(acc.sum()), "n_pruned": n_pruned, "n_edges": int(adj.nnz),
+                            "seconds": time.perf_counter() - t0})
     return RegressionFit(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
@@ -459,9 +351,8 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     ``edge_scores``."""
     import pandas as pd
 
-    from cape_pipeline.causal.config import ORDER_ROUNDS
     from cape_pipeline.causal.postprocess import cap_rows
-    from cape_pipeline.causal.supports import SupportFit
+    from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
     rounds = cfg.order_rounds
     if rounds == "auto":  # measured to help only where the regressions are corrected for counting noise
@@ -470,6 +361,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         reliability=inputs.reliability, intervened=inputs.intervened, order_rounds=rounds,
+        label_targets=inputs.label_targets,
         seed=int(cfg.seed), progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)

@@ -33,6 +33,9 @@ MEASUREMENT_ERROR = ("auto", "none", "thinning")
 #: correction costs 0.10–0.12 precision at equal F1 on both count generators, from 3,000 cells it
 #: raises F1 (benchmarks/discover/counts/RESULTS.md)
 THINNING_MIN_OBS = 3000
+#: order_rounds="auto" runs this many ordered re-tests where interventions and the counting-noise
+#: correction both apply (a third round changed F1 by < 0.005; benchmarks/discover/interventional)
+ORDER_ROUNDS = 2
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)
 AUTO_LOW_RANK_MAX = 20
@@ -44,7 +47,7 @@ _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
 _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
                 "lambda_sparse", "dag_threshold")
 #: options of support "regression" only
-_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions")
+_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds")
 #: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
 _NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 #: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
@@ -101,9 +104,10 @@ class SupportInputs:
         Return the ``(M, M)`` score matrix (small M only).
     progress
         Show progress.
-    reliability, intervened
-        Regression support: each feature's reliability on counts and the ``(N, M)`` perturbation
-        mask (:mod:`cape_pipeline.causal.interventions`), or None.
+    reliability, intervened, label_targets
+        Regression support: each feature's reliability on counts, the ``(N, M)`` perturbation
+        mask and the ``(N,)`` number of targets each cell's label names
+        (:mod:`cape_pipeline.causal.interventions`), or None.
     unused
         Options of the config that the support leaves unused (recorded).
     """
@@ -116,6 +120,7 @@ class SupportInputs:
     progress: bool = False
     reliability: Any = None
     intervened: Any = None
+    label_targets: Any = None
     unused: list[str] = field(default_factory=list)
 
 

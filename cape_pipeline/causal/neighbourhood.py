@@ -1,0 +1,132 @@
+"""Step 2 of the regression support (:mod:`cape_pipeline.causal.regression`): every feature
+regressed on its candidate parents, batched over features, and each candidate's partial F and
+partial R² — with the errors-in-variables correction for counting noise and, with
+interventions, each feature on its own rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["partial_f"]
+
+#: smallest eigenvalue (× N) of an errors-in-variables corrected Gram matrix, at least (:func:`partial_f`)
+_EIV_FLOOR = 0.05
+
+#: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
+_BATCH_ENTRIES = 1 << 24
+
+
+def _live_mask(parents: torch.Tensor) -> torch.Tensor:
+    """``(M, K)`` bool: the first copy of each candidate of a row (repeats are padding)."""
+    order = torch.argsort(parents, dim=1, stable=True)
+    srt = torch.gather(parents, 1, order)
+    dup_sorted = torch.zeros_like(srt, dtype=torch.bool)
+    dup_sorted[:, 1:] = srt[:, 1:] == srt[:, :-1]
+    dup = torch.zeros_like(dup_sorted)
+    dup.scatter_(1, order, dup_sorted)
+    return ~dup
+
+
+def partial_f(
+    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
+    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Partial F statistic and partial R² of every candidate in every feature's regression.
+
+    Feature c is regressed on its live candidates ``P[c]`` (``z_c ≈ Z_P β``, ridge ``λ·N``
+    on the correlation scale). The partial F of candidate j is ``β_j² / (σ² (G⁻¹)_jj)``, the
+    squared t statistic: the likelihood-ratio statistic of dropping j from the model (Gaussian
+    errors); the partial R² is ``F / (F + ν)`` with ``ν = N − K_c − 1`` residual degrees of
+    freedom. Batched over features in groups that keep ``b·N·K`` below 2²⁴ entries.
+
+    With ``noise`` (the share ``δ_j`` of each feature's variance that is measurement noise),
+    the candidates' Gram matrix is the errors-in-variables moment estimate
+    ``ZᵀZ − N·diag(δ_P)`` (Fuller 1987, *Measurement Error Models*, Eq. 2.2.3): the
+    coefficients are those of the regression on the noise-free candidates, so a sibling that
+    only stands in for a noisily measured parent no longer takes that parent's coefficient.
+    The corrected matrix's spectrum is raised to a floor of ``max(√(K/N), ridge, 0.05)·N``
+    (``√(K/N)``: the sampling spread of a K-column Gram's eigenvalues, Marchenko–Pastur;
+    without it the correction inverts sampling noise at small N). The statistic keeps the
+    OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates
+    (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹`` (Fuller's
+    Eq. 2.2.12) was measured too conservative at the edge floor (81 edges instead of 536 at
+    10,000 cells, ``benchmarks/discover/counts/RESULTS.md``).
+
+    With ``keep``, feature c's regression uses only the rows where ``keep[:, c]`` (the cells in
+    which c was not perturbed: its conditional is not ``P(c | parents)`` where it was set by
+    an intervention), centred on those rows; ``N`` becomes that row count ``N_c``.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 tensor, standardized columns.
+    parents
+        ``(M, K)`` int64 candidate table.
+    live
+        ``(M, K)`` bool, which entries are candidates (others are padding).
+    ridge
+        λ of the ridge term (1e-2; it only stabilises near-collinear candidates).
+    noise
+        ``(M,)`` float64 in [0, 1): each feature's measurement-noise share of its (unit)
+        variance, or None (no correction; the ordinary least squares above).
+    keep
+        ``(N, M)`` bool: the rows that count in each feature's own regression, or None (all).
+
+    Returns
+    -------
+    f_stat, r2, dof
+        ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
+        residual degrees of freedom ``ν_c``.
+    """
+    n, m = z.shape
+    k = parents.shape[1]
+    f_out = torch.zeros(m, k, dtype=torch.float64)
+    dof = torch.zeros(m, dtype=torch.float64)
+    if k == 0:
+        return f_out, f_out.clone(), dof
+    eye = torch.eye(k, dtype=torch.float64)
+    chunk = max(1, _BATCH_ENTRIES // max(n * k, 1))
+    for s in range(0, m, chunk):
+        idx = parents[s : s + chunk]
+        lv = live[s : s + chunk].to(torch.float64)  # (b, K)
+        xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
+        y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
+        if keep is None:
+            nb: Any = n
+            gram = xp.transpose(1, 2) @ xp  # (b, K, K)
+            xty = xp.transpose(1, 2) @ y
+            yy = (y * y).sum((1, 2))
+        else:  # each child on its own rows, centred there
+            w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
+            nb = w.sum(1).clamp_min(1.0)
+            xw = xp * w[:, :, None]
+            mx = xw.sum(1) / nb[:, None]  # (b, K)
+            yw = y[:, :, 0] * w
+            my = yw.sum(1) / nb
+            gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+            xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
+            yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
+        ncol = nb if keep is None else nb[:, None]
+        # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
+        gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
+        g_obs = gram
+        if noise is not None:
+            gram = gram - torch.diag_embed(noise[idx] * ncol * lv)
+            low = torch.linalg.eigvalsh(gram)[:, 0]
+            # floor: the sampling spread of a K-column Gram's spectrum, √(K/N) (Marchenko–Pastur)
+            floor = torch.clamp_min(torch.sqrt(lv.sum(1) / nb), max(ridge, _EIV_FLOOR))
+            gram = gram + ((floor * nb - low).clamp_min(0.0))[:, None, None] * eye
+        g_inv = torch.linalg.inv(gram)
+        beta = g_inv @ xty  # (b, K, 1)
+        # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
+        rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
+        kc = lv.sum(1)
+        nu = (nb - kc - 1).clamp_min(1.0)
+        sigma2 = (rss / nu).clamp_min(1e-12)
+        f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
+        f_out[s : s + idx.shape[0]] = f * lv
+        dof[s : s + idx.shape[0]] = nu
+    r2 = f_out / (f_out + dof[:, None])
+    return f_out, r2, dof
