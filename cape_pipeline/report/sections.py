@@ -105,11 +105,20 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
+#: the report's and the train stage's line when Step I read the labels the perturbation task holds out
+HELD_OUT_LABELS_WARNING = (
+    "Step I read the perturbation labels of every condition, the perturbation task's held-out "
+    "conditions included, so the DAG behind `cape` has seen the perturbations the task is scored on. For a "
+    "blind comparison set `discover.interventions=none` (CLI: --set discover.interventions=none)."
+)
+
+
 def run_lines(doc: dict[str, Any]) -> list[str]:
     """Report lines "What this run did": cells and features before and after preprocessing,
     edges, features without an edge, features at angle 0, tokens per cell, width, what the step
     budgets subsampled, the plan's estimate against the time taken, and the warning when the
-    comparison cannot be informative (more than :data:`ZERO_ANGLE_WARN` of features at angle 0)."""
+    comparison cannot be informative (more than :data:`ZERO_ANGLE_WARN` of features at angle 0) or
+    is not blind (:data:`HELD_OUT_LABELS_WARNING`)."""
     d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
     shape_in = d.get("shape_in")
     lines = ["## What this run did"]
@@ -171,6 +180,8 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
             "edges on this data (see its warnings; a lower `discover.threshold`, or `discover.min_effect` for the "
             "regression support, keeps more)."
         )
+    if g.get("interventions") and "perturbation" in ((plan or {}).get("tasks") or ()):
+        lines.append(f"- **Warning**: {HELD_OUT_LABELS_WARNING}")
     return lines
 
 

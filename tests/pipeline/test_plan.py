@@ -107,6 +107,21 @@ def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
     assert "**Warning**" not in "\n".join(run_lines(doc))
 
 
+def test_report_warns_when_step_i_read_the_labels_the_perturbation_task_holds_out() -> None:
+    from cape_pipeline.report.sections import run_lines
+
+    plan = estimate(_plan(5000), 0.05).to_dict()
+    doc = {
+        "data": {"n_obs": 5000, "n_vars": 50}, "dag": {"n_edges": 30, "interventions": {"intervention_column": "condition"}},
+        "embedding": {"zero_angle_share": 0.3}, "training": {"plan": {**plan, "tasks": ["perturbation"]}, "runs": 6},
+        "timings_s": {},
+    }
+    assert "held-out conditions included" in "\n".join(run_lines(doc))
+    for dag, tasks in (({"n_edges": 30}, ["perturbation"]), (doc["dag"], ["annotation"])):
+        doc["dag"], doc["training"]["plan"]["tasks"] = dag, tasks
+        assert "held-out" not in "\n".join(run_lines(doc))
+
+
 def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
     from cape_pipeline.cli import main
 

@@ -69,6 +69,11 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         adata, init = vocabulary_subset(adata, cfg.checkpoint)
     enc = (inputs["encode"] if cfg.encodings is None else encodings_from_dir(cfg.encodings)).encodings
     tasks = resolve_tasks(cfg, ctx.source, adata)
+    provenance = getattr(inputs.get("encode"), "provenance", None) or {}
+    if "perturbation" in tasks and (provenance.get("discover_params") or {}).get("intervention_column"):
+        from cape_pipeline.report.sections import HELD_OUT_LABELS_WARNING
+
+        plan_log.warning("%s", HELD_OUT_LABELS_WARNING)
     try:
         positions = FeaturePositions.from_encodings(enc, adata.var_names, missing=cfg.encodings_missing)
     except CapeDataError as exc:
