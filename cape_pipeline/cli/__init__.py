@@ -84,6 +84,20 @@ def _on_signal(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
 
 
+def _stop_in_chain(exc: BaseException) -> _Stopped | None:
+    """The :class:`_Stopped` an exception was raised from or during (``__cause__`` / ``__context__``),
+    if any: Python wraps an exception raised inside ``__set_name__`` in a RuntimeError, so a signal
+    that lands while a module defines a class arrives wrapped."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, _Stopped):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def _stopped_line(signame: str) -> str:
     """One line: which signal stopped which stage, what is kept, how to resume."""
     stage = RUN_STATE["stage"]
@@ -173,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence for the CLI
+        stop = _stop_in_chain(exc)
+        if stop is not None:  # the signal came mid-import or inside __set_name__, which wrap it
+            return _say_stopped(stop.signum)
         if debug:
             raise
         console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug for the traceback)")

@@ -137,3 +137,21 @@ def test_under_torchrun_every_rank_stops_with_the_line(tmp_path):
     assert out.count("stopped by SIGTERM during stage 'discover'") == 2, out
     leftovers = list((tmp_path / "w" / "discover").glob("*")) if (tmp_path / "w" / "discover").exists() else []
     assert leftovers == []
+
+
+def test_a_signal_wrapped_by_python_still_reads_as_a_stop(monkeypatch, capsys):
+    """A SIGTERM that lands while a module defines a class arrives as ``RuntimeError: Error calling
+    __set_name__`` (seen under torchrun, a rank still importing torch): still a stop, exit 143."""
+    import cape_pipeline.cli as cli
+
+    def app(**_kw):
+        class Prop:
+            def __set_name__(self, owner, name):
+                cli._on_signal(signal.SIGTERM, None)
+
+        type("Wrapped", (), {"p": Prop()})  # Python wraps what __set_name__ raises
+
+    monkeypatch.setattr(cli, "app", app)
+    assert cli.main(["run", "sachs"]) == 143
+    err = capsys.readouterr().err
+    assert "stopped by SIGTERM" in err and "internal error" not in err
