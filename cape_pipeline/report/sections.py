@@ -108,8 +108,9 @@ def _hms(seconds: float) -> str:
 #: the report's and the train stage's line when Step I read the labels the perturbation task holds out
 HELD_OUT_LABELS_WARNING = (
     "Step I read the perturbation labels of every condition, the perturbation task's held-out "
-    "conditions included, so the DAG behind `cape` has seen the perturbations the task is scored on. For a "
-    "blind comparison set `discover.interventions=none` (CLI: --set discover.interventions=none)."
+    "conditions included, so the DAG behind `cape` has seen which genes the held-out perturbations hit. "
+    "`discover.interventions=none` (CLI: --set discover.interventions=none) takes the labels away; Step I "
+    "then still sees the held-out cells' expression, as an unlabelled sample."
 )
 
 
