@@ -24,17 +24,22 @@ import scipy.sparse as sp
 
 from cape_pipeline.causal.postprocess import greedy_dag
 
-__all__ = ["causal_order", "perturbation_shifts"]
+__all__ = ["SHIFT_FDR", "causal_order", "perturbation_shifts"]
 
 #: perturbed cells a target needs before its shifts are tested
 MIN_PERTURBED_ROWS = 3
+#: Benjamini–Hochberg level of the shift tests in Step I's ordered re-test. The shift pairs only
+#: order the genes (they are not edges), so a lenient level keeps more true ancestor pairs:
+#: measured (3 seeds) F1 rose from 0.01 to 0.2 on both generators (Norman-size 0.572 → 0.621,
+#: hill 0.470 → 0.485) and changed little to 0.4 (benchmarks/discover/interventional/RESULTS.md)
+SHIFT_FDR = 0.2
 
 #: entries (targets × features) of one block of t statistics
 _BLOCK_ENTRIES = 1 << 22
 
 
 def perturbation_shifts(
-    z: np.ndarray, keep: np.ndarray, fdr: float = 0.05, *, label_targets: np.ndarray | None = None
+    z: np.ndarray, keep: np.ndarray, fdr: float = SHIFT_FDR, *, label_targets: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(a, g)`` where perturbing feature ``a`` alone shifts feature ``g``.
 

@@ -74,7 +74,7 @@ import torch
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
 from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
-from cape_pipeline.causal.ordering import causal_order, perturbation_shifts
+from cape_pipeline.causal.ordering import SHIFT_FDR, causal_order, perturbation_shifts
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.screen import candidate_parents, parent_table
 
@@ -312,7 +312,7 @@ def fit_regression(
                     "seconds": time.perf_counter() - t0})
     if order_rounds and keep is not None:
         t0 = time.perf_counter()
-        shifts = perturbation_shifts(z, keep, fdr, label_targets=label_targets)
+        shifts = perturbation_shifts(z, keep, SHIFT_FDR, label_targets=label_targets)
         history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts[0].size),
                         "seconds": time.perf_counter() - t0})
         for r in range(int(order_rounds)):
