@@ -55,7 +55,7 @@ one on quantities the model cannot trade away:
    own children and their other parents among the candidates, which takes much of the
    parent's partial R² away; given the order it conditions on predecessors only. Each round
    starts from the previous round's DAG. Measured on the Norman-size screen with the
-   counting-noise correction: F1 0.54 → 0.59 (``benchmarks/discover/interventional/RESULTS.md``).
+   counting-noise correction: F1 0.54 → 0.62 (``benchmarks/discover/interventional/RESULTS.md``).
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 """
