@@ -51,9 +51,10 @@ one on quantities the model cannot trade away:
 6. **Ordered re-test** (interventional data, ``order_rounds``; :mod:`~cape_pipeline.causal.ordering`).
    The features a single perturbation shifts are its descendants; those pairs and the DAG give
    a causal order, and every feature's candidates from step 1 that precede it are tested again
-   (step 3, on each half that step 3 tested on) and pruned (step 5). Step 2 conditions a parent's test on the child's
-   own children and their other parents among the candidates, which takes much of the
-   parent's partial R² away; given the order it conditions on predecessors only. Each round
+   (step 3, on each half that step 3 tested on) and pruned (step 5). Step 2 conditions a
+   parent's test on the child's own children and their other parents among the candidates,
+   which takes much of the parent's partial R² away; given the order it conditions on
+   predecessors only. Each round
    starts from the previous round's DAG. Measured on the Norman-size screen with the
    counting-noise correction: F1 0.54 → 0.62 (``benchmarks/discover/interventional/RESULTS.md``).
 
@@ -277,19 +278,19 @@ def fit_regression(
         halves = [(z, z, keep)]
     cands = [candidate_parents(torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32)), int(n_candidates))
              for zs, _, _ in halves]
+    lives = [_live_mask(c) for c in cands]
 
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
         parts = []
-        for cand, (_, z_test, k_test) in zip(cands, halves, strict=True):
-            live = _live_mask(cand)
+        for cand, live, (_, z_test, k_test) in zip(cands, lives, halves, strict=True):
             if rank is not None:
-                live &= torch.from_numpy(rank[cand.numpy()] < rank[:, None])
+                live = live & torch.from_numpy(rank[cand.numpy()] < rank[:, None])
             parts.append(_test(z_test, cand, live, ridge, min_effect, noise, k_test))
         return combine_halves(parts, m)
 
-    history.append({"stage": "screen", "crossfit": len(halves) == 2, "n_candidate_pairs": int(sum(
-        _live_mask(c).sum() for c in cands)), "seconds": time.perf_counter() - t0})
+    history.append({"stage": "screen", "crossfit": len(halves) == 2,
+                    "n_candidate_pairs": int(sum(lv.sum() for lv in lives)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
     parent, child, f_e, r2_e, p_e, n_tests = screen_test()
     acc, q_e = bh(p_e, fdr)
