@@ -1,59 +1,104 @@
 """A causal order from a perturbation screen, for the regression support's ordered re-test
 (:mod:`cape_pipeline.causal.regression`, step 6).
 
-A feature whose expression shifts when feature a alone is perturbed is a descendant of a
-(interventional faithfulness), so it cannot be among a's parents. The neighbourhood
-regressions of steps 2–3 condition each feature on all its screened candidates, its children
-and their other parents among them, which takes much of a true parent's partial R² away. Given
-a causal order, a feature is instead regressed on the candidates that precede it only: its
-non-descendants, the parent test of an ordered (Bayesian-network) factorisation.
+A feature whose expression shifts when feature a is perturbed is a descendant of a
+(interventional faithfulness), so it cannot be among a's parents; and a direct child of a
+shifts with it. The neighbourhood regressions of steps 2–3 condition each feature on all its
+screened candidates, its children and their other parents among them, which takes much of a
+true parent's partial R² away. Given a causal order, a feature is instead regressed on the
+candidates that precede it only: its non-descendants, the parent test of an ordered
+(Bayesian-network) factorisation.
 
-* :func:`perturbation_shifts` — the descendant pairs that single perturbations reveal (Welch t
-  tests against the control cells, Benjamini–Hochberg);
+* :func:`shift_tests` — the shift of every feature under every perturbed feature, from one
+  additive least-squares model of all perturbed and control rows (combinations of targets, as
+  in Norman et al.'s screen, add their rows to each target's estimate): the descendant pairs at
+  a Benjamini–Hochberg level, and the p-values at pairs asked for (the screened candidates);
 * :func:`causal_order` — a topological order of those pairs together with the current DAG.
 
 Measured on the Norman-size screen (``benchmarks/discover/interventional/RESULTS.md``): given the
-true order, the re-test reaches directed F1 0.68–0.70 where the DAG of steps 1–5 scores
-0.51–0.55 (counting-noise correction on); with the order from the perturbations, 0.62–0.63.
+true order, the re-test reaches directed F1 0.68–0.71; with the order from the perturbations
+and the shift-consistency check of step 6, 0.66–0.69.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline.causal.postprocess import greedy_dag
 
-__all__ = ["SHIFT_FDR", "causal_order", "perturbation_shifts"]
+__all__ = ["CANDIDATE_SHIFT_ALPHA", "SHIFT_CONSISTENCY_P", "SHIFT_FDR", "ShiftTests", "causal_order", "shift_tests"]
 
-#: perturbed cells a target needs before its shifts are tested
+#: rows in which a feature must be the only target before its shifts are tested
 MIN_PERTURBED_ROWS = 3
-#: Benjamini–Hochberg level of the shift tests in Step I's ordered re-test. The shift pairs only
+#: Benjamini–Hochberg level of the shift tests over all targets × features. The shift pairs only
 #: order the genes (they are not edges), so a lenient level keeps more true ancestor pairs:
 #: measured (3 seeds) F1 rose from 0.01 to 0.2 on both generators (Norman-size 0.572 → 0.621,
 #: hill 0.470 → 0.485) and changed little to 0.4 (benchmarks/discover/interventional/RESULTS.md)
 SHIFT_FDR = 0.2
+#: unadjusted level at which a shift between two screened candidates (neighbours in the screen,
+#: so a priori often an ancestor pair) also orders them, after the BH pairs
+CANDIDATE_SHIFT_ALPHA = 0.05
+#: an edge p → c whose parent was perturbed alone is kept only if c's shift under p has
+#: p-value ≤ this (a direct child shifts with its parent); see ``regression.fit_regression``
+SHIFT_CONSISTENCY_P = 0.2
+#: targets that occur in combinations (rows with two or more feature targets) the additive model
+#: solves for jointly (a dense (C, C) pseudo-inverse); beyond it, combination rows are left out
+MAX_COMBINATION_TARGETS = 2000
 
-#: entries (targets × features) of one block of t statistics
+#: entries (rows × features) of one block of the expression read at a time
 _BLOCK_ENTRIES = 1 << 22
 
 
-def perturbation_shifts(
-    z: np.ndarray, keep: np.ndarray, fdr: float = SHIFT_FDR, *, label_targets: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs ``(a, g)`` where perturbing feature ``a`` alone shifts feature ``g``.
+@dataclass(frozen=True)
+class ShiftTests:
+    """What :func:`shift_tests` returns.
 
-    For every feature perturbed alone in at least :data:`MIN_PERTURBED_ROWS` rows, a two-sided
-    Welch t test of each other feature between those rows and the control rows; Benjamini–
-    Hochberg at ``fdr`` over all ``targets × (M − 1)`` tests. Rows with two or more targets are
-    not used, nor rows whose label names a target that is not a feature (``label_targets``: a
-    cell labelled ``"X+ctrl"`` with X not among the features is neither a control nor a
-    perturbation of a feature, and ``"g+X"`` is not g alone). The tests (scipy's
-    ``ttest_ind_from_stats``, ``equal_var=False``) run in blocks of whole targets of about 2²² / M
-    rows, and only p-values ≤ ``fdr`` are kept: none above can be rejected, and below it the
-    Benjamini–Hochberg ranks are those among all tests. Memory beyond ``z`` and ``keep``: an
-    ``(N, M)`` bool copy of ``~keep``, one block of rows and its ``(targets, M)`` statistics.
-    O(N·M) time.
+    Attributes
+    ----------
+    source, target, pvalue
+        ``(S,)`` int64, int64, float64: the pairs rejected at the Benjamini–Hochberg level
+        (``source`` perturbed, ``target`` shifted), over all ``T × (M − 1)`` tests.
+    pair_pvalue
+        ``(P,)`` float64: the p-value at each pair asked for; NaN where the source is not a
+        tested target (or the pair is a target against itself).
+    n_targets
+        T, the features tested as perturbation sources.
+    combinations_used
+        Whether rows with two or more feature targets entered the model.
+    """
+
+    source: np.ndarray
+    target: np.ndarray
+    pvalue: np.ndarray
+    pair_pvalue: np.ndarray
+    n_targets: int
+    combinations_used: bool
+
+
+def shift_tests(
+    z: np.ndarray, keep: np.ndarray, fdr: float = SHIFT_FDR, *, label_targets: np.ndarray | None = None,
+    pairs: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ShiftTests:
+    """Which features shift when each perturbed feature is perturbed: t tests in one additive
+    least-squares model of the perturbation screen.
+
+    Every feature g is modelled on the control rows and the rows whose targets are all features
+    as ``z[i, g] = μ_g + Σ_{a targeted in row i} β_{a,g} + ε`` (ordinary least squares with an
+    intercept, one residual variance per feature), so a target's rows in combinations count
+    towards its β beside its single-target rows. ``β_{a,g}`` is tested (two-sided t, residual
+    degrees of freedom) for every target a that is the only target of at least
+    :data:`MIN_PERTURBED_ROWS` rows. Without combination rows this is each target's mean shift
+    against the controls with a pooled variance, ``(1/n_a + 1/n_ctrl)·σ²_g``. The intercept enters
+    through the Sherman–Morrison identity, so the only dense solve is over the targets that occur
+    in combinations (at most :data:`MAX_COMBINATION_TARGETS`; more, and combination rows are
+    left out). Rows whose label names a target that is not a feature (``label_targets``) are
+    left out: they are neither controls nor perturbations of features alone.
+    Benjamini–Hochberg at ``fdr`` runs over all ``T × (M − 1)`` tests; the features are read in
+    blocks of about 2²² entries, keeping only p-values ≤ ``fdr`` and those at ``pairs``.
+    O(N·M + C²·M) time, no M × M matrix.
 
     Parameters
     ----------
@@ -62,81 +107,115 @@ def perturbation_shifts(
     keep
         ``(N, M)`` bool: ``keep[i, j]`` ⇔ feature j was not perturbed in row i.
     fdr
-        Benjamini–Hochberg level.
+        Benjamini–Hochberg level of the returned descendant pairs.
     label_targets
         ``(N,)`` int: how many targets each row's label names, features or not
         (:class:`~cape_pipeline.causal.interventions.Interventions`); 0 marks a control. None:
-        every target is taken to be a feature (controls are the rows ``keep`` leaves whole).
+        every target is taken to be a feature.
+    pairs
+        ``((P,), (P,))`` int64 sources and targets whose p-values to return, or None.
 
     Returns
     -------
-    source, target, pvalue
-        ``(S,)`` int64, int64, float64: the rejected pairs (``source`` perturbed, ``target``
-        shifted); empty when there are fewer than 3 control rows or no feature is perturbed
-        alone in at least :data:`MIN_PERTURBED_ROWS` rows.
+    ShiftTests
+        Empty pairs (and an all-NaN ``pair_pvalue``) when there are fewer than 3 control rows or
+        no feature is the only target of :data:`MIN_PERTURBED_ROWS` rows.
     """
-    from scipy.stats import ttest_ind_from_stats
+    from scipy.stats import t as t_dist
 
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
-    n_hit = (~keep).sum(axis=1)
-    named = n_hit if label_targets is None else np.asarray(label_targets)
-    ctrl, single = np.flatnonzero((named == 0) & (n_hit == 0)), np.flatnonzero((named == 1) & (n_hit == 1))
-    if ctrl.size < 3 or single.size == 0:
-        return empty
-    target_of_row = np.argmax(~keep[single], axis=1)
-    targets, counts = np.unique(target_of_row, return_counts=True)
-    usable = counts >= MIN_PERTURBED_ROWS
-    if not usable.any():
-        return empty
-    targets, counts = targets[usable], counts[usable]
-    srt = np.argsort(target_of_row, kind="stable")
-    by_target = single[srt][np.isin(target_of_row[srt], targets)]  # the usable rows, grouped by target in order
-    m = z.shape[1]
-    rows_per_block = max(_BLOCK_ENTRIES // m, 1)
-    n0, m0, v0 = _moments(z, ctrl, rows_per_block)
-    starts = np.r_[0, np.cumsum(counts)]
+    n, m = z.shape
+    ps, pt = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if pairs is None else (np.asarray(pairs[0]),
+                                                                                  np.asarray(pairs[1]))
+    pair_p = np.full(ps.shape, np.nan)
+    model = _additive_model(keep, label_targets)
+    empty = np.zeros(0, dtype=np.int64)
+    if model is None:
+        return ShiftTests(empty, empty, np.zeros(0), pair_p, 0, False)
+    rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof, combos = model
+    col_of = np.full(m, -1, dtype=np.int64)
+    col_of[tested] = np.arange(tested.size)
+    asked = col_of[ps] >= 0 if ps.size else np.zeros(0, dtype=bool)
     src, tgt, pv = [], [], []
-    s = 0
-    while s < targets.size:  # blocks of whole targets, about rows_per_block rows each
-        e = max(s + 1, int(np.searchsorted(starts, starts[s] + rows_per_block, side="right")) - 1)
-        x = z[by_target[starts[s] : starts[e]]]
-        g = sp.csr_array((np.ones(x.shape[0]), (np.repeat(np.arange(e - s), counts[s:e]), np.arange(x.shape[0]))),
-                         shape=(e - s, x.shape[0]))
-        n1 = counts[s:e, None].astype(np.float64)
-        m1 = (g @ x) / n1
-        v1 = np.maximum((g @ (x * x) - n1 * m1 * m1) / (n1 - 1), 0.0)
+    step = max(_BLOCK_ENTRIES // max(rows.size, 1), 1)
+    for s in range(0, m, step):
+        y = z[rows, s : s + step]
+        ybar = y.mean(axis=0)
+        w = design.T @ y - np.outer(u, ybar)  # D̃ᵀy, D̃ the centred design
+        kw = np.vstack([kinv_c @ w[:n_comb], w[n_comb:] / k_diag[n_comb:, None]])  # K⁻¹w
+        beta = kw + np.outer(c, c @ w) / denom  # Sherman–Morrison: (K − uuᵀ/N)⁻¹w
+        rss = np.maximum((y * y).sum(axis=0) - rows.size * ybar * ybar - (beta * w).sum(axis=0), 0.0)
+        se = np.sqrt(np.outer(var_beta[pos], rss / dof))
         with np.errstate(divide="ignore", invalid="ignore"):
-            p = ttest_ind_from_stats(m1, np.sqrt(v1), n1, m0, np.sqrt(v0), n0, equal_var=False).pvalue
-        p = np.where(v1 / n1 + v0 / n0 > 0, np.nan_to_num(p, nan=1.0), 1.0)  # two constant groups: no test
-        p[np.arange(e - s), targets[s:e]] = 1.0  # a target against itself is not a test
-        r, c = np.nonzero(p <= fdr)
-        src.append(targets[s:e][r])
-        tgt.append(c)
-        pv.append(p[r, c])
-        s = e
+            p = np.where(se > 0, 2.0 * t_dist.sf(np.abs(beta[pos] / se), dof), 1.0)
+        inside = (tested >= s) & (tested < s + p.shape[1])
+        p[np.flatnonzero(inside), tested[inside] - s] = 1.0  # a target against itself is not a test
+        hit_r, hit_c = np.nonzero(p <= fdr)
+        src.append(tested[hit_r])
+        tgt.append(hit_c + s)
+        pv.append(p[hit_r, hit_c])
+        here = asked & (pt >= s) & (pt < s + p.shape[1])
+        pair_p[here] = p[col_of[ps[here]], pt[here] - s]
+    pair_p[ps == pt] = np.nan
     pv_all = np.concatenate(pv)
-    if pv_all.size == 0:
-        return empty
-    n_tests = targets.size * (m - 1)
+    n_tests = tested.size * (m - 1)
     # Benjamini–Hochberg over all n_tests p-values, of which only these ≤ fdr can be rejected
     order = np.argsort(pv_all, kind="stable")
     passed = pv_all[order] <= fdr * np.arange(1, pv_all.size + 1) / n_tests
     k = int(np.flatnonzero(passed).max()) + 1 if passed.any() else 0
     keep_idx = order[:k]
-    return (np.concatenate(src)[keep_idx].astype(np.int64), np.concatenate(tgt)[keep_idx].astype(np.int64),
-            pv_all[keep_idx])
+    return ShiftTests(np.concatenate(src)[keep_idx].astype(np.int64), np.concatenate(tgt)[keep_idx].astype(np.int64),
+                      pv_all[keep_idx], pair_p, int(tested.size), combos)
 
 
-def _moments(z: np.ndarray, rows: np.ndarray, rows_per_block: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """Row count, column means and unbiased variances of ``z[rows]``, read in blocks of rows."""
-    total = np.zeros(z.shape[1])
-    for s in range(0, rows.size, rows_per_block):
-        total += z[rows[s : s + rows_per_block]].sum(axis=0)
-    mean = total / rows.size
-    ss = np.zeros(z.shape[1])
-    for s in range(0, rows.size, rows_per_block):
-        ss += ((z[rows[s : s + rows_per_block]] - mean) ** 2).sum(axis=0)
-    return rows.size, mean, ss / (rows.size - 1)
+def _additive_model(keep: np.ndarray, label_targets: np.ndarray | None):
+    """The design of :func:`shift_tests` and the pieces of its least-squares solution, or None.
+
+    Returns ``(rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof,
+    combos)``: the rows used, their ``(R, F)`` 0/1 design over the perturbed features (columns of
+    combination targets first), the tested features and their columns, the pseudo-inverse of
+    the combination block of K = DᵀD, its size, c = K⁻¹u with u = Dᵀ1, the diagonal of K,
+    N − uᵀc, the diagonal of (D̃ᵀD̃)⁻¹, the residual degrees of freedom, whether combination
+    rows were used."""
+    n_hit = (~keep).sum(axis=1)
+    named = n_hit if label_targets is None else np.asarray(label_targets)
+    rows = np.flatnonzero(named == n_hit)  # controls and rows whose every target is a feature
+    hit = n_hit[rows]
+    single = rows[hit == 1]
+    if (hit == 0).sum() < 3 or single.size == 0:
+        return None
+    tested, counts = np.unique(np.argmax(~keep[single], axis=1), return_counts=True)
+    tested = tested[counts >= MIN_PERTURBED_ROWS]
+    if tested.size == 0:
+        return None
+    combos = bool((hit >= 2).any())
+    if combos:
+        in_combo = np.flatnonzero((~keep[rows[hit >= 2]]).any(axis=0))
+        if in_combo.size > MAX_COMBINATION_TARGETS:
+            rows, hit, combos = rows[hit <= 1], hit[hit <= 1], False
+    d_full = sp.csc_array((~keep[rows]).astype(np.float64))
+    used = np.flatnonzero(np.diff(d_full.indptr) > 0)  # features perturbed in these rows
+    comb = np.zeros(keep.shape[1], dtype=bool)
+    if combos:
+        comb[(~keep[rows[hit >= 2]]).any(axis=0)] = True
+    cols = np.r_[used[comb[used]], used[~comb[used]]]  # combination targets first
+    n_comb = int(comb[used].sum())
+    design = sp.csr_array(d_full[:, cols])
+    u = np.asarray(design.sum(axis=0)).ravel().astype(np.float64)
+    k_diag = u.copy()  # K's diagonal: rows per target
+    kc = (design[:, :n_comb].T @ design[:, :n_comb]).toarray() if n_comb else np.zeros((0, 0))
+    kinv_c = np.linalg.pinv(kc) if n_comb else kc
+    c = np.r_[kinv_c @ u[:n_comb], u[n_comb:] / k_diag[n_comb:]]
+    denom = rows.size - u @ c  # N − uᵀK⁻¹u (> 0 while there are control rows)
+    var_beta = np.r_[np.diag(kinv_c), 1.0 / k_diag[n_comb:]] + c * c / denom
+    rank = (np.linalg.matrix_rank(kc) if n_comb else 0) + cols.size - n_comb
+    dof = rows.size - 1 - rank
+    if dof < 1:
+        return None
+    pos = np.searchsorted(cols[n_comb:], tested) + n_comb
+    in_comb = comb[tested]
+    if in_comb.any():
+        pos[in_comb] = np.searchsorted(cols[:n_comb], tested[in_comb])
+    return rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof, combos
 
 
 def causal_order(m: int, dag_parent: np.ndarray, dag_child: np.ndarray, shift_source: np.ndarray,
@@ -156,7 +235,7 @@ def causal_order(m: int, dag_parent: np.ndarray, dag_child: np.ndarray, shift_so
     dag_parent, dag_child
         ``(E,)`` int64 edges of the current DAG.
     shift_source, shift_target, shift_p
-        ``(S,)`` pairs of :func:`perturbation_shifts` and their p-values.
+        ``(S,)`` ancestor pairs (:func:`shift_tests`) and their p-values.
 
     Returns
     -------

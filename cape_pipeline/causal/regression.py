@@ -49,14 +49,18 @@ one on quantities the model cannot trade away:
    parents only (same test, BH over the DAG's edges); the weight of a kept edge is
    ``|partial correlation|`` given its DAG parents, in (0, 1].
 6. **Ordered re-test** (interventional data, ``order_rounds``; :mod:`~cape_pipeline.causal.ordering`).
-   The features a single perturbation shifts are its descendants; those pairs and the DAG give
-   a causal order, and every feature's candidates from step 1 that precede it are tested again
-   (step 3, on each half that step 3 tested on) and pruned (step 5). Step 2 conditions a
-   parent's test on the child's own children and their other parents among the candidates,
-   which takes much of the parent's partial R² away; given the order it conditions on
-   predecessors only. Each round
-   starts from the previous round's DAG. Measured on the Norman-size screen with the
-   counting-noise correction: F1 0.54 → 0.62 (``benchmarks/discover/interventional/RESULTS.md``).
+   The features a perturbation shifts are its descendants (:func:`~cape_pipeline.causal.ordering.shift_tests`,
+   one additive model of all perturbed and control rows); those pairs (at Benjamini–Hochberg
+   level ``SHIFT_FDR``, and between screened candidates at the unadjusted
+   ``CANDIDATE_SHIFT_ALPHA``) and the DAG give a causal order, and every feature's candidates
+   from step 1 that precede it are tested again (step 3, on each half that step 3 tested on)
+   and pruned (step 5). Step 2 conditions a parent's test on the child's own children and their
+   other parents among the candidates, which takes much of the parent's partial R² away; given
+   the order it conditions on predecessors only. An accepted edge whose parent was perturbed
+   alone is dropped where the child's shift under it has p-value above ``SHIFT_CONSISTENCY_P``
+   (a direct child shifts with its parent; interventional faithfulness). Each round starts from
+   the previous round's DAG. Measured on the Norman-size screen with the counting-noise
+   correction: F1 0.54 → 0.67 (``benchmarks/discover/interventional/RESULTS.md``).
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 """
@@ -75,7 +79,13 @@ import torch
 from cape_pipeline.causal.covariates import unit_sd
 from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
 from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
-from cape_pipeline.causal.ordering import SHIFT_FDR, causal_order, perturbation_shifts
+from cape_pipeline.causal.ordering import (
+    CANDIDATE_SHIFT_ALPHA,
+    SHIFT_CONSISTENCY_P,
+    SHIFT_FDR,
+    causal_order,
+    shift_tests,
+)
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.screen import candidate_parents, parent_table
 
@@ -229,7 +239,7 @@ def fit_regression(
     label_targets
         ``(N,)`` int, how many targets each row's label names, features or not (0: a control),
         for the shift tests of step 6
-        (:func:`~cape_pipeline.causal.ordering.perturbation_shifts`), or None.
+        (:func:`~cape_pipeline.causal.ordering.shift_tests`), or None.
     seed
         Seeds the split of the rows.
     progress
@@ -313,20 +323,31 @@ def fit_regression(
                     "seconds": time.perf_counter() - t0})
     if order_rounds and keep is not None:
         t0 = time.perf_counter()
-        shifts = perturbation_shifts(z, keep, SHIFT_FDR, label_targets=label_targets)
-        history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts[0].size),
-                        "seconds": time.perf_counter() - t0})
+        # every screened pair in both directions: its shift p-value orders the pair and checks its edge
+        both = [np.c_[c.numpy()[lv.numpy()], np.nonzero(lv.numpy())[0]] for c, lv in zip(cands, lives, strict=True)]
+        code = np.unique(np.concatenate([np.r_[b[:, 0] * m + b[:, 1], b[:, 1] * m + b[:, 0]] for b in both]))
+        shifts = shift_tests(z, keep, SHIFT_FDR, label_targets=label_targets, pairs=(code // m, code % m))
+        near = shifts.pair_pvalue <= CANDIDATE_SHIFT_ALPHA  # NaN (untested) compares False
+        order_pairs = (np.r_[shifts.source, code[near] // m], np.r_[shifts.target, code[near] % m],
+                       np.r_[shifts.pvalue, shifts.pair_pvalue[near]])
+        history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts.source.size),
+                        "n_candidate_shift_pairs": int(near.sum()), "n_targets": shifts.n_targets,
+                        "combinations_used": shifts.combinations_used, "seconds": time.perf_counter() - t0})
         for r in range(int(order_rounds)):
             t0 = time.perf_counter()
             coo = adj.tocoo()
-            rank = causal_order(m, coo.row, coo.col, *shifts)
+            rank = causal_order(m, coo.row, coo.col, *order_pairs)
             # the pairs returned are this round's: those whose parent precedes the child
             parent, child, f_e, r2_e, p_e, n_tests = screen_test(rank)
             acc, q_e = bh(p_e, fdr)
+            # shift consistency: a child does not go unshifted when its parent alone is perturbed
+            p_shift = shifts.pair_pvalue[np.searchsorted(code, parent * m + child)]
+            unshifted = acc & (p_shift > SHIFT_CONSISTENCY_P)
+            acc &= ~unshifted
             adj, n_pruned = _prune(zt, parent[acc], child[acc], m, **prune)
             history.append({"stage": f"ordered re-test {r + 1}", "n_pairs": int(parent.size),
-                            "n_accepted": int(acc.sum()), "n_pruned": n_pruned, "n_edges": int(adj.nnz),
-                            "seconds": time.perf_counter() - t0})
+                            "n_accepted": int(acc.sum()), "n_unshifted": int(unshifted.sum()),
+                            "n_pruned": n_pruned, "n_edges": int(adj.nnz), "seconds": time.perf_counter() - t0})
     return RegressionFit(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
@@ -355,9 +376,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
-    rounds = cfg.order_rounds
-    if rounds == "auto":  # measured to help only where the regressions are corrected for counting noise
-        rounds = ORDER_ROUNDS if inputs.reliability is not None else 0
+    rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),

@@ -33,8 +33,8 @@ MEASUREMENT_ERROR = ("auto", "none", "thinning")
 #: correction costs 0.10–0.12 precision at equal F1 on both count generators, from 3,000 cells it
 #: raises F1 (benchmarks/discover/counts/RESULTS.md)
 THINNING_MIN_OBS = 3000
-#: order_rounds="auto" runs this many ordered re-tests where interventions and the counting-noise
-#: correction both apply (a third round changed F1 by < 0.005; benchmarks/discover/interventional)
+#: order_rounds="auto" runs this many ordered re-tests wherever interventions apply (a third round
+#: changed F1 by < 0.005; benchmarks/discover/interventional)
 ORDER_ROUNDS = 2
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)

@@ -39,9 +39,11 @@ Methods, on the same cells:
   as covariates (``covariates="states"``, the previous default; rows made before the default
   changed were relabelled, field ``relabelled_from``);
 - ``-order0``: without the ordered re-test (``order_rounds=0``), Step I before session 19. By
-  default (``order_rounds="auto"``) it runs where the counting-noise correction is on: the
-  ``-thinning`` rows and, through preprocess, the ``hill`` screen's ``-int`` rows; rows made
-  before it existed were relabelled ``-order0`` (field ``relabelled_from``);
+  default (``order_rounds="auto"``) it runs wherever the labels are read (until session 20 only
+  where the counting-noise correction was on); rows made without it were relabelled ``-order0``
+  (field ``relabelled_from``);
+- ``-s19``: session 19's re-test (Welch shifts of single perturbations, no shift-consistency
+  check), rows kept for the paired comparison and relabelled when session 20 replaced it;
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -137,9 +139,11 @@ def graph_metrics(adj, scores, truth) -> dict:
             "orientation": float((a & t).sum() / found.sum()) if found.sum() else float("nan")}
 
 
-METHODS = ("cape-obs", "cape-int", "cape-int-order0", "cape-int-floor", "cape-int-floor-order0", "cape-int-thinning",
-           "cape-int-thinning-order0", "cape-obs-states", "cape-int-states", "cape-int-states-order0",
-           "cape-int-states-floor", "cape-int-states-thinning", "cape-int-states-thinning-order0", "sdcd-int")
+METHODS = ("cape-obs", "cape-int", "cape-int-s19", "cape-int-order0", "cape-int-floor", "cape-int-floor-s19",
+           "cape-int-floor-order0", "cape-int-thinning", "cape-int-thinning-s19", "cape-int-thinning-order0",
+           "cape-obs-states", "cape-int-states", "cape-int-states-s19", "cape-int-states-order0",
+           "cape-int-states-floor", "cape-int-states-floor-order0", "cape-int-states-thinning",
+           "cape-int-states-thinning-s19", "cape-int-states-thinning-order0", "sdcd-int")
 
 
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
@@ -154,6 +158,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["min_effect"] = 0.0015  # half the default effect floor
     if method.endswith("-order0"):  # without the ordered re-test (Step I before session 19)
         kw["order_rounds"] = 0
+    if method.endswith("-s19"):  # session 19's re-test (Welch shifts of single perturbations, no check)
+        raise SystemExit(f"{method}: rows of session 19's code, kept for the paired comparison; check out 0a4373b to rerun")
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()
