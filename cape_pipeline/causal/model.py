@@ -141,10 +141,6 @@ class EntrywiseMLP(nn.Module):
         tb, slope, intercept = self.pieces()
         return _PiecewiseLinear.apply(x, tb, slope, intercept)
 
-    def forward_dense(self, x: torch.Tensor) -> torch.Tensor:
-        """Reference evaluation through the ``(..., M, H)`` hidden layer (tests only)."""
-        return x + torch.relu(x.unsqueeze(-1) * self.w1 + self.b1) @ self.w2 + self.b2
-
 
 _SHARD: contextvars.ContextVar[tuple[torch.Tensor, int] | None] = contextvars.ContextVar("cape_step1_shard", default=None)
 
@@ -401,9 +397,3 @@ class LowRankSEMVAE(nn.Module):
         j = j + (j >= i).to(j.dtype)
         vals = (self.u[i] * self.v[j]).sum(dim=1).abs()
         return vals.mean() * (m * (m - 1))
-
-    def adjacency_dense(self) -> torch.Tensor:
-        """``A = U Vᵀ − diag(U Vᵀ)`` as a dense ``(M, M)`` tensor (no gradient; tests, small M)."""
-        with torch.no_grad():
-            a = self.u @ self.v.T
-            return a - torch.diag(torch.diagonal(a))

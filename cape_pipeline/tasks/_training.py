@@ -14,9 +14,7 @@ import torch
 from torch import nn
 
 from cape_pipeline.errors import CapeConfigError
-from cape_pipeline.models import (
-    pool,
-)
+from cape_pipeline.models import pool
 from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.models.training import (
@@ -27,16 +25,17 @@ from cape_pipeline.models.training import (
     seeded,
     train_epochs,
 )
+from cape_pipeline.tasks._base import TaskConfig, build_model, model_config
+from cape_pipeline.tasks.trained import TrainedModel
 
 __all__ = [
     "Pretrained",
+    "TaskRun",
     "pretrain",
     "finetune",
     "finetune_pooled_head",
-    "task_params",
     "training_stats",
 ]
-from cape_pipeline.tasks._base import TaskConfig, build_model, model_config
 
 
 @dataclass
@@ -165,6 +164,80 @@ def use_pretrained(pretrained: Pretrained | None, x: np.ndarray, **settings: Any
     return Pretrained(model=copy.deepcopy(pretrained.model), log=pretrained.log, key=pretrained.key)
 
 
+@dataclass(frozen=True)
+class TaskRun:
+    """How one task runs: the settings every task takes besides its data and its config.
+
+    The fields are the keywords of :func:`cape_pipeline.tasks.run_task` after ``config``, with
+    the same defaults and meanings (see there). Each task function builds one from its keywords
+    (``TaskRun(**options)``), so an unknown keyword raises ``TypeError`` as before.
+    """
+
+    pe: str = "cape"
+    angles: np.ndarray | FeaturePositions | None = None
+    backbone: str = "scgpt"
+    label_key: str | None = None
+    seed: int = 0
+    device: str | torch.device = "cpu"
+    progress: bool = False
+    pretrained: Pretrained | None = None
+
+    def pretrain(
+        self,
+        x: np.ndarray,
+        cfg: TaskConfig,
+        positions: FeaturePositions | None,
+        feature_names: Any,
+        overrides: dict[str, Any] | None = None,
+    ) -> Pretrained:
+        """:func:`use_pretrained` with this run's settings: a checked copy of :attr:`pretrained`,
+        or a fresh pretraining on ``x`` ``(N, M)`` float32.
+
+        ``positions`` are the checked inputs of the PE (:func:`~cape_pipeline.tasks._base.check_pe_inputs`
+        of :attr:`angles`), ``feature_names`` the ``(M,)`` names of the columns of ``x``.
+
+        Raises
+        ------
+        CapeConfigError
+            :attr:`pretrained` was made with other settings than these.
+        """
+        return use_pretrained(
+            self.pretrained, x, backbone=self.backbone, cfg=cfg, pe=self.pe, angles=positions, seed=self.seed,
+            device=self.device, overrides=overrides, progress=self.progress, feature_names=feature_names,
+        )
+
+    def params(
+        self, task: str, *, label_key: str, cfg: TaskConfig, model: TokenTransformer, flog: TrainLog | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """``TaskResult.params``: the run's settings (``task``, ``backbone``, ``pe``, ``seed``, the
+        resolved ``label_key``), then ``extra`` (split sizes etc.), the early stopping outcome of
+        ``flog`` (if given), the task config and the backbone config, in this order."""
+        params: dict[str, Any] = {
+            "task": task, "backbone": self.backbone, "pe": self.pe, "seed": self.seed, "label_key": label_key, **extra,
+        }
+        if flog is not None:
+            params.update(best_epoch=flog.best_epoch, stopped_early=flog.stopped_early)
+        params.update(config=cfg.to_dict(), model_config=dataclasses.asdict(model.config))
+        return params
+
+    def trained_model(
+        self, adata: Any, task: str, model: TokenTransformer, *, pooling: str, label_key: str | None = None,
+        **fields: Any,
+    ) -> TrainedModel:
+        """The task's :class:`~cape_pipeline.tasks.TrainedModel`: ``model`` with this run's
+        backbone name, the feature names and preprocessing record of ``adata``, ``meta`` with
+        the PE, the seed and ``label_key`` (when given), and ``fields`` (``head``, ``classes``,
+        the target scale)."""
+        meta: dict[str, Any] = {"pe": self.pe, "seed": self.seed}
+        if label_key is not None:
+            meta["label_key"] = label_key
+        return TrainedModel(
+            backbone=model, backbone_name=self.backbone, var_names=list(map(str, adata.var_names)), task=task,
+            pooling=pooling, meta=meta, preprocess=adata.uns.get("cape_preprocess"), **fields,
+        )
+
+
 def finetune(
     model: TokenTransformer,
     head: nn.Module,
@@ -274,19 +347,6 @@ def finetune_pooled_head(
         with torch.no_grad():
             out = head(torch.as_tensor(emb[test], device=device))
     return head, flog, emb, out
-
-
-def task_params(
-    task: str, *, backbone: str, pe: str, seed: int, label_key: str, cfg: TaskConfig, model: TokenTransformer,
-    flog: TrainLog | None = None, **extra: Any,
-) -> dict[str, Any]:
-    """``TaskResult.params``: the run's settings, then ``extra`` (split sizes etc.), the early
-    stopping outcome of ``flog`` (if given), the task config and the backbone config, in this order."""
-    params: dict[str, Any] = {"task": task, "backbone": backbone, "pe": pe, "seed": seed, "label_key": label_key, **extra}
-    if flog is not None:
-        params.update(best_epoch=flog.best_epoch, stopped_early=flog.stopped_early)
-    params.update(config=cfg.to_dict(), model_config=dataclasses.asdict(model.config))
-    return params
 
 
 def training_stats(pre_log: TrainLog, flog: TrainLog | None = None) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -13,7 +15,6 @@ from sklearn.linear_model import ElasticNet
 
 from cape_pipeline.errors import CapeDataError
 from cape_pipeline.models import RegressionHead
-from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
@@ -24,13 +25,7 @@ from cape_pipeline.tasks._base import (
     dense_x,
     validation_split,
 )
-from cape_pipeline.tasks._training import (
-    Pretrained,
-    finetune_pooled_head,
-    task_params,
-    training_stats,
-    use_pretrained,
-)
+from cape_pipeline.tasks._training import TaskRun, finetune_pooled_head, training_stats
 from cape_pipeline.tasks.metrics import regression_metrics
 
 __all__ = ["AgeConfig", "predict_age"]
@@ -61,19 +56,7 @@ class AgeConfig(TaskConfig):
         check_pooling("age", self.pooling)
 
 
-def predict_age(
-    adata: ad.AnnData,
-    *,
-    pe: str = "cape",
-    angles: np.ndarray | FeaturePositions | None = None,
-    backbone: str = "scgpt",
-    config: AgeConfig | None = None,
-    label_key: str | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    pretrained: Pretrained | None = None,
-) -> TaskResult:
+def predict_age(adata: ad.AnnData, *, config: AgeConfig | None = None, **options: Any) -> TaskResult:
     """Pretrain (masked β), fine-tune a regression head on standardized age; MedAE in years.
 
     Pretraining sees the training samples only; fine-tuning holds out ``val_fraction`` of them
@@ -84,9 +67,15 @@ def predict_age(
 
     Parameters
     ----------
-    pretrained
-        A backbone already pretrained with these settings on the training samples; ``None``
-        pretrains here.
+    adata
+        β values ``X`` (n_obs, n_vars), NaN where missing; ages in ``obs``.
+    config
+        The protocol and budget (``None``: :class:`AgeConfig` defaults).
+    **options
+        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        :func:`~cape_pipeline.tasks.run_task` with its defaults (``label_key`` default
+        ``"age"``). ``pretrained``: a backbone already pretrained with these settings on the
+        training samples; ``None`` pretrains here.
 
     Returns
     -------
@@ -99,12 +88,14 @@ def predict_age(
     ------
     CapeDataError
         No age column, non-numeric or missing ages, bad angles.
+    TypeError
+        An unknown keyword in ``options``.
     """
-    from cape_pipeline.tasks.trained import TrainedModel
-
     t0 = time.perf_counter()
+    run = TaskRun(**options)
+    seed, device = run.seed, run.device
     cfg = config or AgeConfig()
-    key = label_key or "age"
+    key = run.label_key or "age"
     if key not in adata.obs.columns:
         raise CapeDataError(f"age: obs has no {key!r} column; pass label_key=")
     age = pd.to_numeric(adata.obs[key], errors="coerce").to_numpy(dtype=np.float64)
@@ -113,7 +104,7 @@ def predict_age(
     x = dense_x(adata, allow_nan=True)
     if np.isnan(x).all(axis=1).any():
         raise CapeDataError("age: some samples have no observed value at all")
-    angles = check_pe_inputs(pe, angles, adata.n_vars, cfg.attention)
+    positions = check_pe_inputs(run.pe, run.angles, adata.n_vars, cfg.attention)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(adata.n_obs)
     n_te = max(1, int(round(cfg.test_size * adata.n_obs)))
@@ -121,10 +112,7 @@ def predict_age(
     if tr.size < 2:
         raise CapeDataError(f"age: only {tr.size} training samples")
     mu, sd = age[tr].mean(), max(age[tr].std(), 1e-6)
-    pre = use_pretrained(
-        pretrained, x[tr], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
-        feature_names=adata.var_names,
-    )
+    pre = run.pretrain(x[tr], cfg, positions, adata.var_names)
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed)
     fit, val = tr[fit_pos], tr[val_pos]
@@ -133,22 +121,20 @@ def predict_age(
     head, flog, emb, out = finetune_pooled_head(
         model, lambda: RegressionHead(model.config.d_model), xt, yz, fit=fit, val=val, test=te,
         loss=lambda p, t: ((p - t) ** 2).mean(), cfg=cfg, pooling=cfg.pooling, seed=seed, device=device,
-        progress=progress, desc=f"age {pe} seed {seed}",
+        progress=run.progress, desc=f"age {run.pe} seed {seed}",
     )
     pred = out.cpu().numpy() * sd + mu
     metrics = regression_metrics(age[te], pred)
     if cfg.reference:
         col_mean = np.nan_to_num(np.nanmean(x[tr], axis=0), nan=0.0)
         xi = np.where(np.isnan(x), col_mean, x)
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             en = ElasticNet(alpha=1e-3, l1_ratio=0.5, max_iter=5000, random_state=seed).fit(xi[tr], age[tr])
         ref = regression_metrics(age[te], en.predict(xi[te]))
         metrics.update({f"reference_{k}": v for k, v in ref.items()})
-    params = task_params(
-        "age", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+    params = run.params(
+        "age", label_key=key, cfg=cfg, model=model, flog=flog,
         n_train=int(tr.size), n_fit=int(fit.size), n_val=int(val.size), n_test=int(te.size),
     )
     return TaskResult(
@@ -159,9 +145,7 @@ def predict_age(
         embeddings=emb,
         predictions=pd.DataFrame({"age": age[te], "predicted": pred}, index=adata.obs_names[te]),
         params=params,
-        model=TrainedModel(
-            backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="age", head=head,
-            pooling=cfg.pooling, target_mean=float(mu), target_sd=float(sd), meta={"pe": pe, "seed": seed, "label_key": key},
-            preprocess=adata.uns.get("cape_preprocess"),
+        model=run.trained_model(
+            adata, "age", model, pooling=cfg.pooling, label_key=key, head=head, target_mean=float(mu), target_sd=float(sd),
         ),
     )

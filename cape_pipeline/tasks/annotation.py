@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -16,7 +17,6 @@ from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ClassifierHead
-from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
@@ -28,13 +28,7 @@ from cape_pipeline.tasks._base import (
     task_inputs,
     validation_split,
 )
-from cape_pipeline.tasks._training import (
-    Pretrained,
-    finetune_pooled_head,
-    task_params,
-    training_stats,
-    use_pretrained,
-)
+from cape_pipeline.tasks._training import TaskRun, finetune_pooled_head, training_stats
 from cape_pipeline.tasks.metrics import classification_metrics
 
 __all__ = ["AnnotationConfig", "annotate", "annotate_logreg", "stratified_split", "LABEL_KEYS"]
@@ -139,19 +133,7 @@ def _confusion(y_true: np.ndarray, y_pred: np.ndarray, names: np.ndarray) -> pd.
     return pd.DataFrame(cm, index=pd.Index(names, name="true"), columns=pd.Index(names, name="predicted"))
 
 
-def annotate(
-    adata: ad.AnnData,
-    *,
-    pe: str = "cape",
-    angles: np.ndarray | FeaturePositions | None = None,
-    backbone: str = "scgpt",
-    config: AnnotationConfig | None = None,
-    label_key: str | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    pretrained: Pretrained | None = None,
-) -> TaskResult:
+def annotate(adata: ad.AnnData, *, config: AnnotationConfig | None = None, **options: Any) -> TaskResult:
     """Fine-tune a backbone + classifier on 30 % of the cells, report accuracy/macro-F1 on 70 %.
 
     Steps: seeded stratified split → masked-value pretraining (on all cells by default; labels
@@ -163,8 +145,14 @@ def annotate(
 
     Parameters
     ----------
-    pretrained
-        A backbone already pretrained with these settings on this data (see
+    adata
+        Log-normalized expression ``X`` (n_obs, n_vars); labels in ``obs``.
+    config
+        The budget and protocol (``None``: :class:`AnnotationConfig` defaults).
+    **options
+        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        :func:`~cape_pipeline.tasks.run_task` with its defaults. ``pretrained``: a backbone
+        already pretrained with these settings on this data (see
         :func:`cape_pipeline.tasks.pretrain`; needs ``pretrain_on="all"``); it is copied, not
         changed. ``None`` pretrains here.
 
@@ -181,21 +169,20 @@ def annotate(
         Missing labels, unsplittable classes, bad angles.
     CapeConfigError
         ``pretrained`` made with other settings.
+    TypeError
+        An unknown keyword in ``options``.
     """
-    from cape_pipeline.tasks.trained import TrainedModel
-
     t0 = time.perf_counter()
+    run = TaskRun(**options)
+    seed, device = run.seed, run.device
     cfg = config or AnnotationConfig()
-    x, angles = task_inputs(adata, pe, angles, cfg.attention)
-    key, y, names = _labels(adata, label_key)
+    x, positions = task_inputs(adata, run.pe, run.angles, cfg.attention)
+    key, y, names = _labels(adata, run.label_key)
     tr, te = stratified_split(y, cfg.test_size, seed)
     pre_rows = tr if cfg.pretrain_on == "train" else np.arange(adata.n_obs)
-    if pretrained is not None and cfg.pretrain_on != "all":
+    if run.pretrained is not None and cfg.pretrain_on != "all":
         raise CapeConfigError("annotation: a shared pretrained backbone needs pretrain_on='all'")
-    pre = use_pretrained(
-        pretrained, x[pre_rows], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
-        feature_names=adata.var_names,
-    )
+    pre = run.pretrain(x[pre_rows], cfg, positions, adata.var_names)
     model = pre.model
     fit_pos, val_pos = validation_split(tr.size, cfg.val_fraction, seed, y[tr])
     fit, val = tr[fit_pos], tr[val_pos]
@@ -203,23 +190,21 @@ def annotate(
     yt = torch.as_tensor(y, device=device)
     head, flog, emb, out = finetune_pooled_head(
         model, lambda: ClassifierHead(model.config.d_model, names.size), xt, yt, fit=fit, val=val, test=te,
-        loss=F.cross_entropy, cfg=cfg, pooling=cfg.pooling, seed=seed, device=device, progress=progress,
-        desc=f"finetune {pe} seed {seed}", val_batch=256,
+        loss=F.cross_entropy, cfg=cfg, pooling=cfg.pooling, seed=seed, device=device, progress=run.progress,
+        desc=f"finetune {run.pe} seed {seed}", val_batch=256,
     )
     pred = out.argmax(1).cpu().numpy()
     metrics = classification_metrics(y[te], pred)
-    params = task_params(
-        "annotation", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+    params = run.params(
+        "annotation", label_key=key, cfg=cfg, model=model, flog=flog,
         n_train=int(tr.size), n_fit=int(fit.size), n_val=int(val.size), n_test=int(te.size), n_classes=int(names.size),
     )
     params["n_parameters"] = int(sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in head.parameters()))
     if cfg.reference:
         ref = annotate_logreg(adata, label_key=key, config=cfg, seed=seed)
         metrics.update({f"reference_{k}": v for k, v in ref.metrics.items()})
-    trained = TrainedModel(
-        backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="annotation",
-        head=head, pooling=cfg.pooling, classes=[str(c) for c in names],
-        meta={"pe": pe, "seed": seed, "label_key": key}, preprocess=adata.uns.get("cape_preprocess"),
+    trained = run.trained_model(
+        adata, "annotation", model, pooling=cfg.pooling, label_key=key, head=head, classes=[str(c) for c in names],
     )
     return TaskResult(
         task="annotation",

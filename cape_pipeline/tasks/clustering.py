@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import anndata as ad
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeDataError
-from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor, cell_embeddings
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_pooling, get_labels, task_inputs
-from cape_pipeline.tasks._training import Pretrained, task_params, training_stats, use_pretrained
+from cape_pipeline.tasks._training import TaskRun, training_stats
 from cape_pipeline.tasks.annotation import LABEL_KEYS
 from cape_pipeline.tasks.metrics import clustering_metrics
 
@@ -54,19 +53,7 @@ def _kmeans(emb: np.ndarray, k: int, seed: int, n_init: int) -> np.ndarray:
     return KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(emb)
 
 
-def cluster(
-    adata: ad.AnnData,
-    *,
-    pe: str = "cape",
-    angles: np.ndarray | FeaturePositions | None = None,
-    backbone: str = "scgpt",
-    config: ClusteringConfig | None = None,
-    label_key: str | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    pretrained: Pretrained | None = None,
-) -> TaskResult:
+def cluster(adata: ad.AnnData, *, config: ClusteringConfig | None = None, **options: Any) -> TaskResult:
     """Pretrain (masked values, all cells), embed the cells, k-means with k = number of labels.
 
     Labels are used only to choose k and to score (ARI, NMI against labels; ASW of the
@@ -75,8 +62,14 @@ def cluster(
 
     Parameters
     ----------
-    pretrained
-        A backbone already pretrained with these settings on all cells
+    adata
+        Log-normalized expression ``X`` (n_obs, n_vars); labels in ``obs``.
+    config
+        The budget (``None``: :class:`ClusteringConfig` defaults).
+    **options
+        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        :func:`~cape_pipeline.tasks.run_task` with its defaults. ``pretrained``: a backbone
+        already pretrained with these settings on all cells
         (:func:`cape_pipeline.tasks.pretrain`), shared with the annotation task; ``None``
         pretrains here.
 
@@ -92,23 +85,22 @@ def cluster(
         Missing labels, fewer than 2 label values, bad angles.
     CapeConfigError
         ``pretrained`` made with other settings.
+    TypeError
+        An unknown keyword in ``options``.
     """
-    from cape_pipeline.tasks.trained import TrainedModel
-
     t0 = time.perf_counter()
+    run = TaskRun(**options)
+    seed = run.seed
     cfg = config or ClusteringConfig()
-    x, angles = task_inputs(adata, pe, angles, cfg.attention)
-    key, ys = get_labels(adata, label_key, LABEL_KEYS, "clustering")
+    x, positions = task_inputs(adata, run.pe, run.angles, cfg.attention)
+    key, ys = get_labels(adata, run.label_key, LABEL_KEYS, "clustering")
     y, names = pd.factorize(ys.astype(str), sort=True)
     k = int(names.size)
     if k < 2 or k >= adata.n_obs:
         raise CapeDataError(f"clustering: need 2 <= number of labels < n_obs, got {k} labels for {adata.n_obs} cells")
-    pre = use_pretrained(
-        pretrained, x, backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device, progress=progress,
-        feature_names=adata.var_names,
-    )
+    pre = run.pretrain(x, cfg, positions, adata.var_names)
     model, plog = pre.model, pre.log
-    emb = cell_embeddings(model, as_tensor(x, device), pooling=cfg.pooling)  # type: ignore[arg-type]
+    emb = cell_embeddings(model, as_tensor(x, run.device), pooling=cfg.pooling)  # type: ignore[arg-type]
     clusters = _kmeans(emb, k, seed, cfg.n_init)
     metrics = clustering_metrics(emb, y, clusters, seed=seed)
     if cfg.reference:
@@ -116,7 +108,7 @@ def cluster(
         pcs = PCA(n_components=n_pc, random_state=seed).fit_transform(x)
         ref = clustering_metrics(pcs, y, _kmeans(pcs, k, seed, cfg.n_init), seed=seed)
         metrics.update({f"reference_{m}": v for m, v in ref.items()})
-    params = task_params("clustering", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, k=k)
+    params = run.params("clustering", label_key=key, cfg=cfg, model=model, k=k)
     return TaskResult(
         task="clustering",
         metrics=metrics,
@@ -125,8 +117,5 @@ def cluster(
         embeddings=emb,
         predictions=pd.DataFrame({"label": ys.astype(str).to_numpy(), "cluster": clusters}, index=adata.obs_names),
         params=params,
-        model=TrainedModel(
-            backbone=model, backbone_name=backbone, var_names=list(map(str, adata.var_names)), task="clustering",
-            pooling=cfg.pooling, meta={"pe": pe, "seed": seed}, preprocess=adata.uns.get("cape_preprocess"),
-        ),
+        model=run.trained_model(adata, "clustering", model, pooling=cfg.pooling),
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import anndata as ad
 import numpy as np
@@ -32,16 +33,9 @@ import torch
 from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
-from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.models.training import as_tensor, seeded
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_fraction, task_inputs
-from cape_pipeline.tasks._training import (
-    Pretrained,
-    finetune,
-    task_params,
-    training_stats,
-    use_pretrained,
-)
+from cape_pipeline.tasks._training import TaskRun, finetune, training_stats
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
 
 __all__ = [
@@ -199,17 +193,7 @@ def split_unseen_genes(
 
 
 def predict_perturbation(
-    adata: ad.AnnData,
-    *,
-    pe: str = "cape",
-    angles: np.ndarray | FeaturePositions | None = None,
-    backbone: str = "scgpt",
-    config: PerturbationConfig | None = None,
-    label_key: str | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    pretrained: Pretrained | None = None,
+    adata: ad.AnnData, *, config: PerturbationConfig | None = None, **options: Any
 ) -> TaskResult:
     """Train on seen perturbations, predict unseen ones; MSE on the top-20 DE genes.
 
@@ -219,9 +203,13 @@ def predict_perturbation(
         Expression (n_cells, M), ``obs[label_key or "condition"]`` with control labels
         (``"ctrl"`` or another of :data:`cape_pipeline._keys.CONTROL_LABELS`, as Step I reads them),
         ``"gA+ctrl"`` and ``"gA+gB"`` values (gene names from ``var_names``).
-    pretrained
-        A backbone already pretrained with these settings on the control and training cells;
-        ``None`` pretrains here.
+    config
+        The protocol and budget (``None``: :class:`PerturbationConfig` defaults).
+    **options
+        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        :func:`~cape_pipeline.tasks.run_task` with its defaults (``label_key`` default
+        ``"condition"``). ``pretrained``: a backbone already pretrained with these settings on
+        the control and training cells; ``None`` pretrains here.
 
     Returns
     -------
@@ -237,13 +225,17 @@ def predict_perturbation(
         No condition column, cells with a missing or empty label, no control cells, unknown
         perturbed genes, fewer than 2
         perturbations, bad angles.
+    TypeError
+        An unknown keyword in ``options``.
     """
     t0 = time.perf_counter()
+    run = TaskRun(**options)
+    pe, seed, device = run.pe, run.seed, run.device
     cfg = config or PerturbationConfig()
-    key = label_key or "condition"
+    key = run.label_key or "condition"
     if key not in adata.obs.columns:
         raise CapeDataError(f"perturbation: obs has no {key!r} column (expected 'ctrl', 'gA+ctrl', 'gA+gB' values)")
-    x, angles = task_inputs(adata, pe, angles, cfg.attention)
+    x, positions = task_inputs(adata, pe, run.angles, cfg.attention)
     cond = condition_labels(adata.obs, key, "perturbation: ")
     # each distinct label's genes, parsed once; controls as Step I reads them (GEARS' "ctrl",
     # "control", "non-targeting", …, any case): labels that name no gene
@@ -295,10 +287,7 @@ def predict_perturbation(
     n_ctrl_pairs = int(round(cfg.ctrl_pairs_per_epoch * fit_rows.size))
     rows_seen = np.concatenate([ctrl_rows, tr_rows])
     overrides = {"perturbation_flags": True, "tokens": "all", "max_tokens": 0}
-    pre = use_pretrained(
-        pretrained, x[rows_seen], backbone=backbone, cfg=cfg, pe=pe, angles=angles, seed=seed, device=device,
-        overrides=overrides, progress=progress, feature_names=adata.var_names,
-    )
+    pre = run.pretrain(x[rows_seen], cfg, positions, adata.var_names, overrides)
     model = pre.model
     gen = torch.Generator().manual_seed(seed + 1)
     rng = np.random.default_rng(seed)
@@ -336,7 +325,7 @@ def predict_perturbation(
 
         flog = finetune(
             model, head, step, n_pert + n_ctrl_pairs, cfg=cfg, generator=gen,
-            validate=validate if val_conds else None, progress=progress, desc=f"perturb {pe} seed {seed}",
+            validate=validate if val_conds else None, progress=run.progress, desc=f"perturb {pe} seed {seed}",
         )
         lin = None
         if m <= LINEAR_REFERENCE_MAX_GENES:
@@ -368,8 +357,8 @@ def predict_perturbation(
             metrics[f"reference_ctrl_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_ctrl_mse_top_de.mean())
             if lin is not None:
                 metrics[f"reference_linear_mse_top{cfg.n_de}{suffix}"] = float(sub.reference_linear_mse_top_de.mean())
-    params = task_params(
-        "perturbation", backbone=backbone, pe=pe, seed=seed, label_key=key, cfg=cfg, model=model, flog=flog,
+    params = run.params(
+        "perturbation", label_key=key, cfg=cfg, model=model, flog=flog,
         train_conditions=train_conds, val_conditions=val_conds, test_conditions=sorted(test),
     )
     return TaskResult(

@@ -214,3 +214,22 @@ def test_bad_inputs_give_clear_errors(cells):
     nan.X[0, 0] = np.nan
     with pytest.raises(CapeDataError, match="NaN"):
         run_task("annotation", nan, pe="none", config=_cfg())
+
+
+def test_task_functions_take_run_tasks_keywords():
+    """The task functions take run_task's keywords (TaskRun's fields) with run_task's defaults,
+    and refuse any other keyword."""
+    import dataclasses
+    import inspect
+
+    from cape_pipeline.tasks._training import TaskRun
+    from cape_pipeline.tasks.age import predict_age
+
+    shared = {
+        name: p.default
+        for name, p in inspect.signature(run_task).parameters.items()
+        if name not in ("task", "adata", "config")
+    }
+    assert {f.name: f.default for f in dataclasses.fields(TaskRun)} == shared
+    with pytest.raises(TypeError, match="lr"):
+        predict_age(simulate_methylation_age(n_samples=10, n_cpgs=4, seed=0), lr=1e-3)
