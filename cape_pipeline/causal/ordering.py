@@ -203,11 +203,14 @@ def _additive_model(keep: np.ndarray, label_targets: np.ndarray | None):
     u = np.asarray(design.sum(axis=0)).ravel().astype(np.float64)
     k_diag = u.copy()  # K's diagonal: rows per target
     kc = (design[:, :n_comb].T @ design[:, :n_comb]).toarray() if n_comb else np.zeros((0, 0))
-    kinv_c = np.linalg.pinv(kc) if n_comb else kc
+    # pseudo-inverse and rank of the symmetric block from one eigendecomposition (numpy's tolerance)
+    lam, vec = np.linalg.eigh(kc)
+    big = lam > (lam.max(initial=0.0) * max(n_comb, 1) * np.finfo(np.float64).eps)
+    kinv_c = (vec[:, big] / lam[big]) @ vec[:, big].T
     c = np.r_[kinv_c @ u[:n_comb], u[n_comb:] / k_diag[n_comb:]]
     denom = rows.size - u @ c  # N − uᵀK⁻¹u (> 0 while there are control rows)
     var_beta = np.r_[np.diag(kinv_c), 1.0 / k_diag[n_comb:]] + c * c / denom
-    rank = (np.linalg.matrix_rank(kc) if n_comb else 0) + cols.size - n_comb
+    rank = int(big.sum()) + cols.size - n_comb
     dof = rows.size - 1 - rank
     if dof < 1:
         return None

@@ -51,6 +51,7 @@ def _reference_shifts(z, keep, label_targets, fdr=0.05, min_rows=3):
     return {k: pvalue[k] for k, r in zip(pairs, rej, strict=True) if r}, pvalue
 
 
+@pytest.mark.filterwarnings("ignore:The design matrix is rank-deficient")  # statsmodels, on purpose
 def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypatch):
     """40 features, 12 targets of 2–30 single rows (two with too few), rows shuffled, a double
     whose targets add, a target only in a combination, and cells perturbed on a gene that is
@@ -71,11 +72,12 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
     double[:, [0, 1]] = True  # counts towards targets 0 and 1
     only_combo = np.zeros((10, m), bool)
     only_combo[:, [2, 15]] = True  # 15 is never alone: in the model, not tested
+    only_combo[5:, [30, 31]] = True  # 30 and 31 only ever together: a rank-deficient design
     unknown = np.zeros((300, m), bool)  # "X+ctrl", X not a feature: neither control nor perturbation
     half = np.zeros((20, m), bool)
     half[:, 2] = True  # "2+X": not a row of the model
     blocks += [double, only_combo, unknown, half]
-    labels += [np.full(20, 2), np.full(10, 2), np.ones(300, dtype=np.int64), np.full(20, 2)]
+    labels += [np.full(20, 2), np.r_[np.full(5, 2), np.full(5, 4)], np.ones(300, dtype=np.int64), np.full(20, 2)]
     hit = np.vstack(blocks)
     named = np.concatenate(labels)
     z = rng.normal(size=(hit.shape[0], m))
