@@ -266,8 +266,8 @@ class DiscoverConfig:
         ``"cape"``, support ``"regression"``, with interventions: rounds of the ordered re-test
         (:mod:`.ordering`; each gene tested on the candidates that precede it in the order the
         perturbations' shifts and the DAG give; an edge whose parent's perturbation leaves the
-        child unshifted, p > :data:`~.ordering.SHIFT_CONSISTENCY_P`, dropped). ``"auto"``: :data:`~.supports.ORDER_ROUNDS` (with or
-        without the counting-noise correction); or an int ≥ 0.
+        child unshifted, p > :data:`~.ordering.SHIFT_CONSISTENCY_P`, dropped). ``"auto"``:
+        :data:`~.supports.ORDER_ROUNDS` (with or without the counting-noise correction), or an int ≥ 0.
         Recorded as ``params["order_rounds_used"]``.
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;

@@ -109,7 +109,8 @@ class RegressionFit:
         Benjamini–Hochberg q-value.
     accepted
         ``(E,)`` bool: the pair passed that edge test (step 3: either orientation enters the
-        skeleton; step 6: the pair enters the pruning).
+        skeleton; step 6: the pair enters the pruning — less the pairs the shift-consistency
+        check removed, so ``accepted`` is then not ``qvalue ≤ fdr``).
     n_tests
         ``(E,)`` int64: on how many halves the pair was screened and tested (1 or 2; with
         cross-fitting its statistics are the means and its p-value the Stouffer combination).

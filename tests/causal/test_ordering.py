@@ -85,9 +85,10 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
     hit = np.vstack(blocks)
     named = np.concatenate(labels)
     z = rng.normal(size=(hit.shape[0], m))
-    for t in range(len(sizes)):  # target t shifts features 20 + t and 21 + t
+    for t in range(len(sizes)):  # target t shifts features 20 + t and 21 + t, and itself
         z[hit[:, t], 20 + t] += 1.5
         z[hit[:, t], 21 + t] -= 1.0
+        z[hit[:, t], t] -= 2.0  # a target against itself is no test
     z[named.astype(bool) & ~hit.any(1), 5] += 3.0  # the unknown target moves feature 5
     order = rng.permutation(hit.shape[0])
     z, keep, named = z[order], ~hit[order], named[order]
@@ -99,6 +100,7 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
         st = shift_tests(z, keep, 0.05, label_targets=named, pairs=(pairs[0], pairs[1]))
         got = dict(zip(zip(st.source.tolist(), st.target.tolist(), strict=True), st.pvalue.tolist(), strict=True))
         assert got.keys() == want.keys() and st.combinations_used and st.n_targets == 10
+        assert not any(a == b for a, b in got)
         for pair, pv in want.items():
             assert got[pair] == pytest.approx(pv, rel=1e-7)
         asked = dict(zip(zip(pairs[0].tolist(), pairs[1].tolist(), strict=True), st.pair_pvalue.tolist(), strict=True))
@@ -175,6 +177,56 @@ def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypat
     plain = [reg.fit_regression(z, n_candidates=3, order_rounds=r) for r in (0, 2)]
     assert (plain[0].adjacency != plain[1].adjacency).nnz == 0
     np.testing.assert_array_equal(plain[0].pvalue, plain[1].pvalue)
+
+
+def test_screened_pairs_shifted_at_the_candidate_level_order_the_genes(monkeypatch):
+    """With the Benjamini–Hochberg pairs taken away, the screened pairs whose shift has p ≤
+    CANDIDATE_SHIFT_ALPHA still reach the order, source before target."""
+    import cape_pipeline.causal.regression as reg
+
+    real_shifts, seen = reg.shift_tests, []
+
+    def no_bh(*a, **k):
+        st = real_shifts(*a, **k)
+        none = np.zeros(0, dtype=np.int64)
+        return type(st)(none, none, np.zeros(0), st.pair_pvalue, st.n_targets, st.combinations_used)
+
+    def order_spy(m, dag_p, dag_c, src, tgt, p):
+        seen.append(set(zip(src.tolist(), tgt.tolist(), strict=True)))
+        return causal_order(m, dag_p, dag_c, src, tgt, p)
+
+    monkeypatch.setattr(reg, "shift_tests", no_bh)
+    monkeypatch.setattr(reg, "causal_order", order_spy)
+    z, keep = _screen(seed=1, n_ctrl=2000, n_per=200)
+    z = (z - z.mean(0)) / z.std(0)
+    reg.fit_regression(z, n_candidates=3, intervened=~keep, order_rounds=1)
+    assert {(0, 1), (1, 2)} <= seen[0]  # a shifts b, b shifts c
+    assert not {(1, 0), (2, 1)} & seen[0]
+
+
+def test_the_retest_drops_an_edge_whose_parent_does_not_shift_its_child(monkeypatch):
+    """x → y with only y perturbed, and an order that puts y first: the re-test accepts y → x,
+    and the shift-consistency check removes it (y's perturbation leaves x where it is: shift
+    p = 0.89 at this seed)."""
+    import cape_pipeline.causal.regression as reg
+
+    rng = np.random.default_rng(0)
+    n, n_pert = 2200, 200
+    keep = np.ones((n, 3), dtype=bool)
+    keep[-n_pert:, 1] = False
+    x = rng.normal(size=n)
+    y = np.where(keep[:, 1], 0.8 * x + 0.6 * rng.normal(size=n), 3.0)
+    z = np.column_stack([x, y, rng.normal(size=n)])
+    z = (z - z.mean(0)) / z.std(0)
+    monkeypatch.setattr(reg, "causal_order", lambda m, *a: np.array([1, 0, 2]))  # y, x, w
+    fits = {}
+    for level in (SHIFT_CONSISTENCY_P, 1.0):
+        monkeypatch.setattr(reg, "SHIFT_CONSISTENCY_P", level)
+        fits[level] = reg.fit_regression(z, n_candidates=2, intervened=~keep, order_rounds=1)
+    unchecked = fits[1.0].adjacency.toarray() != 0
+    checked = fits[SHIFT_CONSISTENCY_P].adjacency.toarray() != 0
+    assert unchecked[1, 0] and not checked[1, 0]
+    assert fits[SHIFT_CONSISTENCY_P].history[-1]["n_unshifted"] >= 1
 
 
 @pytest.mark.filterwarnings("ignore")
