@@ -23,6 +23,7 @@ and the shift-consistency check of step 6, 0.66–0.70.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -155,7 +156,8 @@ def shift_tests(
     empty = np.zeros(0, dtype=np.int64)
     if model is None:
         return ShiftTests(empty, empty, np.zeros(0), pair_p, 0, False)
-    rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof, combos = model
+    rows, design, tested, pos, u, c = model.rows, model.design, model.tested, model.pos, model.u, model.c
+    kinv_c, n_comb, denom, var_beta, dof = model.kinv_c, model.kinv_c.shape[0], model.denom, model.var_beta, model.dof
     col_of = np.full(m, -1, dtype=np.int64)
     col_of[tested] = np.arange(tested.size)
     asked = np.flatnonzero(col_of[ps] >= 0)
@@ -167,7 +169,7 @@ def shift_tests(
         y = z[rows, s : s + step]
         ybar = y.mean(axis=0)
         w = design.T @ y - np.outer(u, ybar)  # D̃ᵀy, D̃ the centred design
-        kw = np.vstack([kinv_c @ w[:n_comb], w[n_comb:] / k_diag[n_comb:, None]])  # K⁻¹w
+        kw = np.vstack([kinv_c @ w[:n_comb], w[n_comb:] / u[n_comb:, None]])  # K⁻¹w (K's diagonal is u)
         beta = kw + np.outer(c, c @ w) / denom  # Sherman–Morrison: (K − uuᵀ/N)⁻¹w
         rss = np.maximum((y * y).sum(axis=0) - rows.size * ybar * ybar - (beta * w).sum(axis=0), 0.0)
         se = np.sqrt(np.outer(var_beta[pos], rss / dof))
@@ -190,18 +192,28 @@ def shift_tests(
     k = int(np.flatnonzero(passed).max()) + 1 if passed.any() else 0
     keep_idx = order[:k]
     return ShiftTests(np.concatenate(src)[keep_idx].astype(np.int64), np.concatenate(tgt)[keep_idx].astype(np.int64),
-                      pv_all[keep_idx], pair_p, int(tested.size), combos)
+                      pv_all[keep_idx], pair_p, int(tested.size), model.combos)
 
 
-def _additive_model(keep: np.ndarray, label_targets: np.ndarray | None):
-    """The design of :func:`shift_tests` and the pieces of its least-squares solution, or None.
+class _AdditiveModel(NamedTuple):
+    """The design of :func:`shift_tests` and the pieces of its least-squares solution."""
 
-    Returns ``(rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof,
-    combos)``: the rows used, their ``(R, F)`` 0/1 design over the perturbed features (columns of
-    combination targets first), the tested features and their columns, the pseudo-inverse of
-    the combination block of K = DᵀD, its size, c = K⁻¹u with u = Dᵀ1, the diagonal of K,
-    N − uᵀc, the diagonal of (D̃ᵀD̃)⁻¹, the residual degrees of freedom, whether combination
-    rows were used."""
+    rows: np.ndarray  #: (R,) rows used: controls and rows whose every target is a feature
+    design: sp.csr_array  #: (R, F) 0/1 over the perturbed features, combination targets first
+    tested: np.ndarray  #: (T,) features tested as sources
+    pos: np.ndarray  #: (T,) their columns in ``design``
+    kinv_c: np.ndarray  #: (C, C) pseudo-inverse of the combination block of K = DᵀD
+    c: np.ndarray  #: (F,) K⁻¹u
+    u: np.ndarray  #: (F,) Dᵀ1, rows per target (also K's diagonal outside the combination block)
+    denom: float  #: N − uᵀK⁻¹u
+    var_beta: np.ndarray  #: (F,) diagonal of (D̃ᵀD̃)⁻¹, D̃ the centred design
+    dof: int  #: residual degrees of freedom
+    combos: bool  #: whether combination rows were used
+
+
+def _additive_model(keep: np.ndarray, label_targets: np.ndarray | None) -> _AdditiveModel | None:
+    """:class:`_AdditiveModel` of the screen ``keep`` (see :func:`shift_tests`), or None where no
+    feature can be tested."""
     n_hit = keep.shape[1] - keep.sum(axis=1)
     named = n_hit if label_targets is None else np.asarray(label_targets)
     rows = np.flatnonzero(named == n_hit)  # controls and rows whose every target is a feature
@@ -225,24 +237,22 @@ def _additive_model(keep: np.ndarray, label_targets: np.ndarray | None):
     n_comb = int(comb[used].sum())
     design = sp.csr_array(d_full[:, cols])
     u = np.asarray(design.sum(axis=0)).ravel().astype(np.float64)
-    k_diag = u.copy()  # K's diagonal: rows per target
     kc = (design[:, :n_comb].T @ design[:, :n_comb]).toarray() if n_comb else np.zeros((0, 0))
     # pseudo-inverse and rank of the symmetric block from one eigendecomposition (numpy's tolerance)
     lam, vec = np.linalg.eigh(kc)
     big = lam > (lam.max(initial=0.0) * max(n_comb, 1) * np.finfo(np.float64).eps)
     kinv_c = (vec[:, big] / lam[big]) @ vec[:, big].T
-    c = np.r_[kinv_c @ u[:n_comb], u[n_comb:] / k_diag[n_comb:]]
+    c = np.r_[kinv_c @ u[:n_comb], np.ones(cols.size - n_comb)]  # K⁻¹u; K = diag(u) outside the block
     denom = rows.size - u @ c  # N − uᵀK⁻¹u (> 0 while there are control rows)
-    var_beta = np.r_[np.diag(kinv_c), 1.0 / k_diag[n_comb:]] + c * c / denom
+    var_beta = np.r_[np.diag(kinv_c), 1.0 / u[n_comb:]] + c * c / denom
     rank = int(big.sum()) + cols.size - n_comb
     dof = rows.size - 1 - rank
     if dof < 1:
         return None
-    pos = np.searchsorted(cols[n_comb:], tested) + n_comb
-    in_comb = comb[tested]
-    if in_comb.any():
-        pos[in_comb] = np.searchsorted(cols[:n_comb], tested[in_comb])
-    return rows, design, tested, pos, kinv_c, n_comb, (c, u, k_diag), denom, var_beta, dof, combos
+    col_in_design = np.full(keep.shape[1], -1, dtype=np.int64)
+    col_in_design[cols] = np.arange(cols.size)
+    return _AdditiveModel(rows, design, tested, col_in_design[tested], kinv_c, c, u, float(denom), var_beta, dof,
+                          combos)
 
 
 def causal_order(m: int, dag_parent: np.ndarray, dag_child: np.ndarray, shift_source: np.ndarray,
