@@ -21,10 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from _data import BENCH_DATA  # noqa: E402
+from pe_analysis import modularity, pe_table, procrustes_distance, rsa  # noqa: E402
 from run import BUDGET, MODEL, load_angles  # noqa: E402
 
 from cape_pipeline.causal.api import discover  # noqa: E402
-from cape_pipeline.encodings.analysis import modularity, pe_table, procrustes_distance, rsa  # noqa: E402
 from cape_pipeline.tasks import run_task  # noqa: E402
 
 torch.set_num_threads(1)

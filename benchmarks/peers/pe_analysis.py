@@ -1,5 +1,8 @@
 """Interpretability analyses of per-feature PE tables against a causal graph (issue 17).
 
+Benchmark code, not part of the package: ``benchmarks/peers/analysis.py`` uses it (run from
+this folder, or with it on ``sys.path``); ``tests/benchmarks/test_pe_analysis.py`` tests it.
+
 Paper 004 (Sec. 3.3, Fig. 3D–F) compares a learned PE with a ground-truth PE by the L2
 distance after an orthogonal Procrustes alignment, and (Sec. 5, Fig. 5C; App. A.3) measures the
 modularity of the PE-distance graph with respect to a known partition of the tokens. Here
