@@ -227,6 +227,7 @@ def build_report(
     rows = placed if placed.sum() >= 3 else np.ones_like(placed)
     rho = spearman_norm_pagerank(np.asarray(enc.poincare)[rows], np.asarray(enc.pagerank)[rows])
     graph = enc.graph
+    gp = graph.params if graph is not None else {}  # the DAG's params; {} without a graph
     prep = adata.uns.get("cape_preprocess", {})
     throughput: dict[str, list[float]] = {}
     for r in train.results:
@@ -246,16 +247,12 @@ def build_report(
             "fingerprint": encode.provenance.get("data_fingerprint"),
         },
         "dag": {
-            "method": (graph.params.get("method") if graph is not None else None),
+            "method": gp.get("method"),
             "n_edges": graph.n_edges if graph is not None else 0,
             "n_cycle_edges_dropped": graph.n_cycle_edges_dropped if graph is not None else 0,
-            "support": graph.params.get("support") if graph is not None else None,
-            "n_isolated": graph.params.get("n_isolated") if graph is not None else None,
-            "isolated_share": graph.params.get("isolated_share") if graph is not None else None,
-            "edge_rule": graph.params.get("edge_rule") if graph is not None else None,
-            "covariates_used": graph.params.get("covariates_used") if graph is not None else None,
-            "n_states": graph.params.get("n_states") if graph is not None else None,
-            "warnings": list(graph.params.get("warnings", [])) if graph is not None else [],
+            **{k: gp.get(k) for k in ("support", "n_isolated", "isolated_share", "edge_rule", "covariates_used",
+                                      "n_states")},
+            "warnings": list(gp.get("warnings", [])),
             "metrics_vs_truth": encode.provenance.get("metrics_vs_truth"),
             "interventions": _interventions(graph, adata),
         },
