@@ -220,6 +220,46 @@ def test_errors_in_variables_gives_a_noisy_parent_its_coefficient_back():
         fit_regression(z.numpy(), reliability=np.array([1.0, 0.4]))
 
 
+@pytest.mark.parametrize("share", [0.3, 0.9])
+def test_errors_in_variables_correction_is_scaled_back_in_the_noise_metric(share):
+    """Fuller's modification (1987, §2.5): the corrected Gram is ``G − t·N·diag(δ)`` with
+    ``t = min(1, λ̂ − 2√(K/N))``, λ̂ the smallest root of ``|G − λ·N·diag(δ)| = 0``. At a noise
+    share the data carry (0.3 of a parent whose sibling measures the same activity) the whole
+    correction is made (t = 1); claimed at 0.9, more than the parent's variance beyond its
+    sibling, it is scaled back so that the corrected matrix's smallest root is the margin. The
+    reference is numpy/scipy on one child's regression (no ridge: λ = 0)."""
+    from scipy.linalg import eigh
+
+    rng = np.random.default_rng(3)
+    n = 400
+    t_act = rng.normal(size=n)
+    parent = t_act + rng.normal(scale=np.sqrt(3 / 7), size=n)  # noise share 0.3
+    sib = t_act + rng.normal(scale=0.3, size=n)
+    other = rng.normal(size=n)
+    child = t_act + 0.5 * other + rng.normal(scale=0.5, size=n)
+    z = _std(np.column_stack([child, parent, sib, other]))
+    table, live = torch.tensor([[1, 2, 3]] * 4), torch.zeros(4, 3, dtype=torch.bool)
+    live[0] = True  # only the child's regression is checked
+    noise = torch.tensor([0.0, share, 0.0, 0.2], dtype=torch.float64)
+    f, _, dof = partial_f(torch.from_numpy(z), table, live, ridge=0.0, noise=noise)
+    x, y = z[:, 1:], z[:, 0]
+    g = x.T @ x
+    d = n * np.diag(noise.numpy()[1:])
+    lam = eigh(g, d + 1e-300 * np.eye(3), eigvals_only=True)  # generalized roots (δ = 0 → ∞)
+    t = min(1.0, lam.min() - 2 * np.sqrt(3 / n))
+    assert (t == 1.0) == (share == 0.3)
+    gc = g - t * d
+    if t < 1:  # the corrected matrix's smallest root is exactly the margin
+        np.testing.assert_allclose(eigh(gc, d + 1e-300 * np.eye(3), eigvals_only=True).min(), 2 * np.sqrt(3 / n),
+                                   rtol=1e-8)
+    beta = np.linalg.solve(gc, x.T @ y)
+    rss = y @ y - 2 * beta @ (x.T @ y) + beta @ g @ beta
+    nu = n - 3 - 1
+    f_ref = beta**2 / (rss / nu * np.diag(np.linalg.inv(gc)))
+    np.testing.assert_allclose(f[0].numpy(), f_ref, rtol=1e-8)
+    assert dof[0] == nu
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_count_reliability_by_thinning_matches_an_independent_replicate():
     """Poisson counts at known rates: the thinned split-half reliability (Spearman–Brown) is
