@@ -223,12 +223,14 @@ def test_errors_in_variables_gives_a_noisy_parent_its_coefficient_back():
 @pytest.mark.parametrize("share", [0.3, 0.9])
 def test_errors_in_variables_correction_is_scaled_back_in_the_noise_metric(share):
     """Fuller's modification (1987, §2.5): the corrected Gram is ``G − t·N·diag(δ)`` with
-    ``t = min(1, λ̂ − 2√(K/N))``, λ̂ the smallest root of ``|G − λ·N·diag(δ)| = 0``. At a noise
+    ``t = min(1, λ̂ − c√(K/N))`` (c = ``_EIV_MARGIN``), λ̂ the smallest root of ``|G − λ·N·diag(δ)| = 0``. At a noise
     share the data carry (0.3 of a parent whose sibling measures the same activity) the whole
     correction is made (t = 1); claimed at 0.9, more than the parent's variance beyond its
     sibling, it is scaled back so that the corrected matrix's smallest root is the margin. The
     reference is numpy/scipy on one child's regression (no ridge: λ = 0)."""
     from scipy.linalg import eigh
+
+    from cape_pipeline.causal.neighbourhood import _EIV_MARGIN
 
     rng = np.random.default_rng(3)
     n = 400
@@ -246,12 +248,12 @@ def test_errors_in_variables_correction_is_scaled_back_in_the_noise_metric(share
     g = x.T @ x
     d = n * np.diag(noise.numpy()[1:])
     lam = eigh(g, d + 1e-300 * np.eye(3), eigvals_only=True)  # generalized roots (δ = 0 → ∞)
-    t = min(1.0, lam.min() - 2 * np.sqrt(3 / n))
+    margin = _EIV_MARGIN * np.sqrt(3 / n)
+    t = min(1.0, lam.min() - margin)
     assert (t == 1.0) == (share == 0.3)
     gc = g - t * d
     if t < 1:  # the corrected matrix's smallest root is exactly the margin
-        np.testing.assert_allclose(eigh(gc, d + 1e-300 * np.eye(3), eigvals_only=True).min(), 2 * np.sqrt(3 / n),
-                                   rtol=1e-8)
+        np.testing.assert_allclose(eigh(gc, d + 1e-300 * np.eye(3), eigvals_only=True).min(), margin, rtol=1e-8)
     beta = np.linalg.solve(gc, x.T @ y)
     rss = y @ y - 2 * beta @ (x.T @ y) + beta @ g @ beta
     nu = n - 3 - 1
