@@ -11,11 +11,8 @@ import torch
 
 __all__ = ["partial_f"]
 
-#: the errors-in-variables corrected Gram keeps its smallest root (in the noise's metric) at least
-#: this × √(K/N) (:func:`partial_f`): 2√(K/N) is the Marchenko–Pastur deficit of a K-column Gram's
-#: smallest eigenvalue; the noise shares are estimates too. Measured (benchmarks/discover/interventional
-#: and counts, session 21): at 2 the kept graph's precision at 3,000 cells fell to 0.481 on our
-#: count generator (0.513 before the change); at 3 it is 0.510 and no measured F1 falls
+#: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
+#: measured (session 21, benchmarks/discover/interventional and counts)
 _EIV_MARGIN = 3.0
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
@@ -50,17 +47,18 @@ def partial_f(
     ``ZᵀZ − N·diag(δ_P)`` (Fuller 1987, *Measurement Error Models*, Eq. 2.2.3): the
     coefficients are those of the regression on the noise-free candidates, so a sibling that
     only stands in for a noisily measured parent no longer takes that parent's coefficient.
-    Where the observed Gram cannot carry the whole correction, it is scaled back in the
-    metric of the noise, after Fuller's modified estimator (Fuller 1987, §2.5): with ``λ̂`` the
-    smallest root of ``|G − λ·N·diag(δ_P)| = 0`` (1 when the data support exactly the
-    measured noise), the matrix used is ``G − t·N·diag(δ_P)``, ``t = min(1, λ̂ − 3√(K/N))``
-    (0 at the least), so its smallest root is at least ``3√(K/N)``: the sampling deficit of a
-    K-column Gram's smallest eigenvalue is ``1 − (1 − √(K/N))² ≈ 2√(K/N)`` (Marchenko–Pastur),
-    and the noise shares ``δ`` are estimates too (:data:`_EIV_MARGIN`); without a margin the
-    correction inverts sampling noise at small N. Until session 21 the corrected
-    spectrum was raised instead to ``max(√(K/N), 0.05)·N`` along the identity, which hands
-    back variance to every candidate — the sibling of a noisy parent included — and the
-    Replogle-like screen's precision rose 0.64 → 0.73 with the change
+    The correction is made direction by direction of the generalized eigenproblem
+    ``G v = λ·N·diag(δ_P) v`` (roots ``λ_i``; a direction's root is 1 where the data carry
+    exactly the measured noise there, and the corrected matrix's root is ``λ_i − 1``): in full
+    where ``λ_i ≥ 1 + c√(K/N)``, scaled back to leave the root ``c√(K/N)`` where it is smaller,
+    and not at all where ``λ_i < c√(K/N)`` — a per-direction form of Fuller's modified
+    estimator (Fuller 1987, §2.5, whose modification is one scalar for the whole matrix; ours).
+    Without a margin the correction inverts sampling noise at small N; c =
+    :data:`_EIV_MARGIN` is measured, not derived. Until session 21 the corrected spectrum was
+    raised instead to ``max(√(K/N), 0.05)·N`` along the identity, which hands variance back to
+    every candidate — the sibling of a noisy parent included —; a single scalar for the whole
+    matrix (Fuller's form) lets one very noisy candidate scale back every other candidate's
+    correction (``λ̂ ≤ (1 + ridge)/δ_max``). Both were measured below this one
     (``benchmarks/discover/interventional/RESULTS.md``). The statistic keeps the
     OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates
     (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹`` (Fuller's
@@ -80,7 +78,8 @@ def partial_f(
     live
         ``(M, K)`` bool, which entries are candidates (others are padding).
     ridge
-        λ of the ridge term (1e-2; it only stabilises near-collinear candidates).
+        λ of the ridge term (1e-2; it stabilises near-collinear candidates and, with ``noise``,
+        enters the roots ``λ_i`` of the correction).
     noise
         ``(M,)`` float64 in [0, 1): each feature's measurement-noise share of its (unit)
         variance, or None (no correction; the ordinary least squares above).
@@ -127,12 +126,18 @@ def partial_f(
         g_obs = gram
         if noise is not None:
             nd = noise[idx] * ncol * lv  # (b, K) the noise variance N·δ of each candidate
-            # λ̂ = 1 / the largest eigenvalue of L⁻¹ N·diag(δ) L⁻ᵀ, G = LLᵀ (G is PD: ridge, padding 1)
-            l_inv = torch.linalg.solve_triangular(torch.linalg.cholesky(gram), eye.expand_as(gram), upper=False)
-            top = torch.linalg.eigvalsh((l_inv * nd[:, None, :]) @ l_inv.transpose(1, 2))[:, -1]
-            lam = 1.0 / top.clamp_min(1e-12)
-            t = (lam - _EIV_MARGIN * torch.sqrt(lv.sum(1) / nb)).clamp(0.0, 1.0)
-            gram = gram - torch.diag_embed(nd * t[:, None])
+            # G = LLᵀ; A = L⁻¹ N·diag(δ) L⁻ᵀ = U diag(μ) Uᵀ: direction i's root is λ_i = 1/μ_i
+            chol, info = torch.linalg.cholesky_ex(gram)
+            ok = (info == 0)[:, None, None]
+            chol = torch.where(ok, chol, eye)
+            half = torch.linalg.solve_triangular(chol, torch.diag_embed(nd.sqrt()), upper=False)
+            mu, u = torch.linalg.eigh(half @ half.transpose(1, 2))
+            margin = _EIV_MARGIN * torch.sqrt(lv.sum(1) / nb)
+            share = (1.0 / mu.clamp_min(1e-12) - margin[:, None]).clamp(0.0, 1.0)  # of each direction's correction
+            inner = eye - u @ torch.diag_embed(share * mu) @ u.transpose(1, 2)
+            corrected = chol @ inner @ chol.transpose(1, 2)
+            # G not positive definite (only with ridge 0 and collinear candidates): no correction
+            gram = torch.where(ok, corrected, gram)
         g_inv = torch.linalg.inv(gram)
         beta = g_inv @ xty  # (b, K, 1)
         # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
