@@ -256,7 +256,9 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
 
 # ----------------------------------------------------------------------------- report
 LABELS = {
-    "cape": "cape (default)", "cape-states": "cape + states, no noise correction (previous default)",
+    "cape": "cape (default)",
+    "cape-s20": "cape (default until session 20: corrected spectrum floored along the identity)",
+    "cape-states": "cape + states, no noise correction (previous default)",
     "learned": "learned (default before that)", "pearson": "|Pearson|",
     "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2",
     "cape-no-covariates": "cape, no covariates, no noise correction",

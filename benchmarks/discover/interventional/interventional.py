@@ -42,8 +42,11 @@ Methods, on the same cells:
   default (``order_rounds="auto"``) it runs wherever the labels are read (until session 20 only
   where the counting-noise correction was on); rows made without it were relabelled ``-order0``
   (field ``relabelled_from``);
-- ``-s19``: session 19's re-test (Welch shifts of single perturbations, no shift-consistency
-  check), rows kept for the paired comparison and relabelled when session 20 replaced it;
+- ``-s20``: session 20's code, where the counting-noise correction raised the corrected Gram's
+  spectrum along the identity (session 21 scales the correction back in the noise's metric,
+  ``cape_pipeline.causal.neighbourhood.partial_f``); rows of every run the correction touches
+  (``-thinning``, and ``hill``, whose preprocessed counts get it by default), kept for the
+  paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -139,11 +142,11 @@ def graph_metrics(adj, scores, truth) -> dict:
             "orientation": float((a & t).sum() / found.sum()) if found.sum() else float("nan")}
 
 
-METHODS = ("cape-obs", "cape-int", "cape-int-s19", "cape-int-order0", "cape-int-floor", "cape-int-floor-s19",
-           "cape-int-floor-order0", "cape-int-thinning", "cape-int-thinning-s19", "cape-int-thinning-order0",
-           "cape-obs-states", "cape-int-states", "cape-int-states-s19", "cape-int-states-order0",
-           "cape-int-states-floor", "cape-int-states-floor-order0", "cape-int-states-thinning",
-           "cape-int-states-thinning-s19", "cape-int-states-thinning-order0", "sdcd-int")
+METHODS = ("cape-obs", "cape-obs-s20", "cape-int", "cape-int-s20", "cape-int-order0", "cape-int-floor",
+           "cape-int-floor-order0", "cape-int-thinning", "cape-int-thinning-s20", "cape-int-thinning-order0",
+           "cape-obs-states", "cape-obs-states-s20", "cape-int-states", "cape-int-states-s20",
+           "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
+           "cape-int-states-thinning", "cape-int-states-thinning-s20", "cape-int-states-thinning-order0", "sdcd-int")
 
 
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
@@ -158,8 +161,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["min_effect"] = 0.0015  # half the default effect floor
     if method.endswith("-order0"):  # without the ordered re-test (Step I before session 19)
         kw["order_rounds"] = 0
-    if method.endswith("-s19"):  # session 19's re-test (Welch shifts of single perturbations, no check)
-        raise SystemExit(f"{method}: rows of session 19's code, kept for the paired comparison; check out 0a4373b to rerun")
+    if method.endswith("-s20"):  # session 20's counting-noise correction (corrected spectrum floored along the identity)
+        raise SystemExit(f"{method}: rows of session 20's code, kept for the paired comparison; check out 66adfef to rerun")
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()
