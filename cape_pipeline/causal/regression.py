@@ -60,7 +60,8 @@ one on quantities the model cannot trade away:
    alone is dropped where the child's shift under it has p-value above ``SHIFT_CONSISTENCY_P``
    (a direct child shifts with its parent; interventional faithfulness). Each round starts from
    the previous round's DAG. Measured on the Norman-size screen with the counting-noise
-   correction: F1 0.54 → 0.665 (``benchmarks/discover/interventional/RESULTS.md``).
+   correction: F1 0.54 → 0.665, and 0.685 with session 21's direction-by-direction counting-noise
+   correction (``benchmarks/discover/interventional/RESULTS.md``).
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 """
