@@ -127,13 +127,14 @@ def partial_f(
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
         gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
         g_obs = gram
+        kc = lv.sum(1)  # live candidates of each child: K of the margin and of the degrees of freedom
         if noise is not None:
             nd = noise[idx] * ncol * lv  # (b, K) the noise variance N·δ of each candidate
             # G = LLᵀ; A = L⁻¹ N·diag(δ) L⁻ᵀ = U diag(μ) Uᵀ: direction i's root is λ_i = 1/μ_i
             chol = torch.linalg.cholesky(gram)  # PD with ridge > 0 (padding columns carry 1)
             half = torch.linalg.solve_triangular(chol, torch.diag_embed(nd.sqrt()), upper=False)
             mu, u = torch.linalg.eigh(half @ half.transpose(1, 2))
-            margin = _EIV_MARGIN * torch.sqrt(lv.sum(1) / nb)
+            margin = _EIV_MARGIN * torch.sqrt(kc / nb)
             share = (1.0 / mu.clamp_min(1e-12) - margin[:, None]).clamp(0.0, 1.0)  # of each direction's correction
             inner = eye - u @ torch.diag_embed(share * mu) @ u.transpose(1, 2)
             gram = chol @ inner @ chol.transpose(1, 2)
@@ -141,7 +142,6 @@ def partial_f(
         beta = g_inv @ xty  # (b, K, 1)
         # residual of the observed candidates (with noise: it carries βᵀΣ_uu β too)
         rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
-        kc = lv.sum(1)
         nu = (nb - kc - 1).clamp_min(1.0)
         sigma2 = (rss / nu).clamp_min(1e-12)
         f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
