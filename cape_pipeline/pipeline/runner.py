@@ -71,10 +71,13 @@ def resolve_stages(until: str | None) -> list[str]:
 
 
 def build_stage_configs(
-    stages: list[str], overrides: Mapping[str, Mapping[str, Any]], *, seed: int | None, device: str | None
+    stages: list[str], overrides: Mapping[str, Mapping[str, Any]], *, seed: int | None, device: str | None,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device, and
-    validate every value (ranges, names, cross-stage checks) before any stage runs.
+    """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device, fill in
+    the parameters that follow from other stages (``Stage.derive``; ``source`` names the data
+    for those that depend on its catalog entry), and validate every value (ranges, names,
+    cross-stage checks) before any stage runs.
 
     Raises
     ------
@@ -85,8 +88,7 @@ def build_stage_configs(
     unknown = sorted(set(overrides) - set(STAGE_ORDER))
     if unknown:
         raise CapeConfigError(f"unknown stage(s) {unknown} in --set/--config; stages: {', '.join(STAGE_ORDER)}")
-    out: dict[str, Any] = {}
-    for name in stages:
+    def build(name: str) -> Any:
         st = STAGES[name]
         params = dict(overrides.get(name, {}))
         fields = st.config_cls.__dataclass_fields__
@@ -94,10 +96,20 @@ def build_stage_configs(
             params["seed"] = seed
         if device is not None and "device" in fields and "device" not in params:
             params["device"] = device
-        out[name] = build_config(st.config_cls, name, params, extra_field=st.extra_field)
-        seed_value = getattr(out[name], "seed", 0)
+        cfg = build_config(st.config_cls, name, params, extra_field=st.extra_field)
+        seed_value = getattr(cfg, "seed", 0)
         if seed_value is not None and seed_value < 0:  # numpy and torch generators take seeds >= 0
             raise CapeConfigError(f"{name}.seed: expected an integer >= 0, got {seed_value}")
+        return cfg
+
+    out = {name: build(name) for name in stages}
+    if any(STAGES[name].derive is not None for name in stages):
+        # parameters that follow from other stages (discover's blind split), read from every
+        # stage's config, run or not: `--until discover` keys Step I as the whole run does
+        every = {name: out[name] if name in out else build(name) for name in STAGE_ORDER}
+        for name in stages:
+            if STAGES[name].derive is not None:
+                out[name] = every[name] = STAGES[name].derive(every, source)
     for name in stages:  # parameters that depend on other stages (train's width on embed.dim)
         if STAGES[name].check is not None:
             STAGES[name].check(out)
@@ -166,7 +178,7 @@ def run_pipeline(
         artifacts of earlier stages intact and stores nothing for itself.
     """
     stages = resolve_stages(until)
-    configs = build_stage_configs(stages, overrides or {}, seed=seed, device=device)
+    configs = build_stage_configs(stages, overrides or {}, seed=seed, device=device, source=source)
     ctx = StageContext(source=source, progress=progress)
     cache = ArtifactCache(workdir)
 
@@ -289,7 +301,7 @@ def plan_pipeline(
     from cape_pipeline.pipeline.plan import discover_estimate, format_clock, plan_lines, train_plan
     from cape_pipeline.tasks.compare import resolve_tasks, task_settings
 
-    configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device)
+    configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device, source=source)
     res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
     adata = _resolve(res.outputs, "preprocess")
     cfg = configs["train"]

@@ -255,6 +255,8 @@ def build_report(
             "warnings": list(gp.get("warnings", [])),
             "metrics_vs_truth": encode.provenance.get("metrics_vs_truth"),
             "interventions": _interventions(graph, adata),
+            "held_out_cells": gp.get("held_out_cells"),
+            "n_held_out_conditions": len(gp.get("held_out_conditions") or []),
         },
         "embedding": {
             "d": int(enc.d),
@@ -301,7 +303,15 @@ def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
     col = graph.params["intervention_column"]
     out = {k: graph.params.get(k) for k in ("intervention_column", "n_control_cells", "n_perturbed_cells",
                                             "n_perturbed_features")}
+    held_out = list(graph.params.get("held_out_conditions") or [])
+    out["on_held_out"] = bool(held_out)
     if col in adata.obs.columns and list(adata.var_names) == list(graph.feature_names):
+        if held_out:  # scored on the cells Step I did not see (and the controls)
+            from cape_pipeline._keys import condition_labels, parse_condition
+
+            labels = condition_labels(adata.obs, col, "report: ")
+            controls = [c for c in np.unique(labels).tolist() if not parse_condition(c)]
+            adata = adata[np.isin(labels, [*held_out, *controls])]
         score = interventional_score(adata, graph.adjacency, column=col)
         out.update({k: score[k] for k in ("n_testable", "share_shifted", "random_share_shifted")})
     return out

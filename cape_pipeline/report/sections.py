@@ -42,13 +42,21 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
             "feature's own conditional leaves out the cells where it was perturbed"
         )
         if iv.get("n_testable"):
+            where = ("on the held-out conditions' cells, which Step I did not see" if iv.get("on_held_out") else
+                     "on the cells Step I was fitted to, so an upper figure (hold cells out and call "
+                     "`cape_pipeline.causal.metrics.interventional_score` for an unbiased one)")
             lines.append(
                 f"- interventional check (CausalBench): {100 * iv['share_shifted']:.0f} % of the "
                 f"{iv['n_testable']} edges whose parent is a single target shift their child in the parent's "
                 f"perturbed cells (Mann–Whitney p < 0.05), against {100 * iv['random_share_shifted']:.0f} % of "
-                "random pairs — on the cells Step I was fitted to, so an upper figure (hold cells out and call "
-                "`cape_pipeline.causal.metrics.interventional_score` for an unbiased one)"
+                f"random pairs — {where}"
             )
+    if g.get("n_held_out_conditions"):
+        lines.append(
+            f"- Step I left out the {g.get('held_out_cells')} cells of the {g['n_held_out_conditions']} "
+            "conditions the perturbation task holds out (for any of its seeds): the graph behind `cape` has "
+            "not seen the perturbations it is scored on"
+        )
     lines += [f"- **Warning**: {w}" for w in g.get("warnings", []) if g["n_edges"] > 0]
     if g["n_edges"] == 0:
         knob = "`discover.min_effect` (or give more cells)" if g.get("edge_rule") else "`discover.threshold`"
@@ -106,6 +114,8 @@ def _hms(seconds: float) -> str:
 
 
 #: the report's and the train stage's line when Step I read the labels the perturbation task holds out
+#: (where the run's discover stage was not kept blind to them: a ready ``train.encodings``, or
+#: ``discover.held_out_split={"seeds": []}``)
 HELD_OUT_LABELS_WARNING = (
     "Step I read the perturbation labels of every condition, the perturbation task's held-out "
     "conditions included, so the DAG behind `cape` has seen which genes the held-out perturbations hit. "
@@ -181,7 +191,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
             "edges on this data (see its warnings; a lower `discover.threshold`, or `discover.min_effect` for the "
             "regression support, keeps more)."
         )
-    if g.get("interventions") and "perturbation" in ((plan or {}).get("tasks") or ()):
+    if g.get("interventions") and not g.get("n_held_out_conditions") and "perturbation" in ((plan or {}).get("tasks") or ()):
         lines.append(f"- **Warning**: {HELD_OUT_LABELS_WARNING}")
     return lines
 

@@ -16,7 +16,7 @@ from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.tasks._base import resolve_config
 from cape_pipeline.tasks.arms import Arm
 
-__all__ = ["TrainConfig", "check_train_config", "compare_arms", "resolve_tasks", "task_settings", "vocabulary_subset"]
+__all__ = ["TrainConfig", "check_train_config", "compare_arms", "declared_tasks", "resolve_tasks", "task_settings", "vocabulary_subset"]
 
 log = logging.getLogger(__name__)
 
@@ -162,19 +162,27 @@ class TrainConfig:
         return None if self.init is None else str(Path(self.init.partition(":")[2]).expanduser())
 
 
-def resolve_tasks(cfg: TrainConfig, source: str | None, adata: ad.AnnData) -> list[str]:
-    """The tasks to train: ``cfg.tasks`` when set, else the catalog entry's ``tasks`` for a named
-    dataset (``source``), else those the data's labels allow (annotation and clustering when
-    ``label_key`` or an ingest label column is given, else none)."""
+def declared_tasks(cfg: TrainConfig, source: str | None) -> list[str] | None:
+    """The tasks known before the data is read: ``cfg.tasks`` when set, else the catalog entry's
+    for a named dataset, else None (:func:`resolve_tasks` then reads the labels; the perturbation
+    task is never chosen that way)."""
     from cape_pipeline.tasks import TASKS
 
     if cfg.tasks is not None:
         return list(cfg.tasks)
     from cape_pipeline.io.catalog import load_catalog
 
-    entry = load_catalog().get(source)
-    if entry is not None:
-        return [t for t in entry.tasks if t in TASKS]
+    entry = load_catalog().get(source) if source is not None else None
+    return None if entry is None else [t for t in entry.tasks if t in TASKS]
+
+
+def resolve_tasks(cfg: TrainConfig, source: str | None, adata: ad.AnnData) -> list[str]:
+    """The tasks to train: ``cfg.tasks`` when set, else the catalog entry's ``tasks`` for a named
+    dataset (``source``), else those the data's labels allow (annotation and clustering when
+    ``label_key`` or an ingest label column is given, else none)."""
+    declared = declared_tasks(cfg, source)
+    if declared is not None:
+        return declared
     labelled = cfg.label_key or adata.uns.get("cape_ingest", {}).get("label_columns")
     return ["annotation", "clustering"] if labelled else []
 

@@ -42,6 +42,7 @@ __all__ = [
     "PerturbationConfig",
     "predict_perturbation",
     "split_conditions",
+    "split_perturbations",
     "split_unseen_genes",
     "linear_reference",
     "LINEAR_REFERENCE_MAX_GENES",
@@ -192,6 +193,61 @@ def split_unseen_genes(
     return group
 
 
+def split_perturbations(
+    conditions: list[str], var_names: Any, config: PerturbationConfig, seed: int
+) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """The perturbation conditions, their target genes and the test split of one seed.
+
+    The one place the split is drawn: :func:`predict_perturbation` and the pipeline's Step I
+    (which leaves the test conditions' cells out, so the graph behind ``cape`` has not seen
+    the perturbations it is scored on; :mod:`cape_pipeline.pipeline.stages.discover`) both call it.
+
+    Parameters
+    ----------
+    conditions
+        The distinct labels of the condition column (controls included: labels that name no
+        gene, :func:`cape_pipeline._keys.parse_condition`).
+    var_names
+        The feature names, ``(M,)`` strings.
+    config
+        ``split`` and its fractions (:class:`PerturbationConfig`).
+    seed
+        The run's seed.
+
+    Returns
+    -------
+    targets
+        Perturbation label → target feature indices (one for a single, two for a double), the
+        controls left out.
+    subgroup
+        Perturbation label → ``train`` or its test subgroup (``unseen_single``,
+        ``unseen_double``; with ``split="gears"`` ``unseen_single``, ``combo_seen0/1/2``).
+
+    Raises
+    ------
+    CapeDataError
+        A label names a gene that is not among ``var_names``, or there are fewer than two
+        perturbation labels.
+    """
+    parsed = {c: parse_condition(c) for c in conditions}
+    gidx = {g: i for i, g in enumerate(var_names)}
+    targets: dict[str, list[int]] = {}
+    for c in sorted(c for c, genes in parsed.items() if genes):
+        bad = [g for g in parsed[c] if g not in gidx]
+        if bad:
+            raise CapeDataError(f"perturbation: condition {c!r} names genes {bad} not in var_names")
+        targets[c] = [gidx[g] for g in parsed[c]]
+    if len(targets) < 2:
+        raise CapeDataError(f"perturbation: need >= 2 perturbation conditions, got {len(targets)}")
+    uniq = sorted(targets)
+    kinds = ["single" if len(targets[c]) == 1 else "double" for c in uniq]
+    if config.split == "gears":
+        return targets, split_unseen_genes(targets, config.unseen_gene_fraction, config.combo_seen2_test_fraction, seed)
+    test = split_conditions(uniq, kinds, config.test_fraction, seed)
+    return targets, {c: ("train" if c not in test else "unseen_single" if k == "single" else "unseen_double")
+                     for c, k in zip(uniq, kinds, strict=True)}
+
+
 def predict_perturbation(
     adata: ad.AnnData, *, config: PerturbationConfig | None = None, **options: Any
 ) -> TaskResult:
@@ -246,25 +302,9 @@ def predict_perturbation(
             f"perturbation: need >= 2 control cells (obs[{key!r}] one of {', '.join(CONTROL_LABELS)}; any case), "
             f"got {int(is_ctrl.sum())}"
         )
-    names = list(adata.var_names)
-    gidx = {g: i for i, g in enumerate(names)}
-    uniq = sorted(c for c, genes in parsed.items() if genes)
-    targets: dict[str, list[int]] = {}
-    for c in uniq:
-        genes = parsed[c]
-        bad = [g for g in genes if g not in gidx]
-        if bad:
-            raise CapeDataError(f"perturbation: condition {c!r} names genes {bad} not in var_names")
-        targets[c] = [gidx[g] for g in genes]
-    if len(uniq) < 2:
-        raise CapeDataError(f"perturbation: need >= 2 perturbation conditions, got {len(uniq)}")
-    kinds = ["single" if len(targets[c]) == 1 else "double" for c in uniq]
-    if cfg.split == "gears":
-        subgroup = split_unseen_genes(targets, cfg.unseen_gene_fraction, cfg.combo_seen2_test_fraction, seed)
-        test = {c for c, g in subgroup.items() if g != "train"}
-    else:
-        test = split_conditions(uniq, kinds, cfg.test_fraction, seed)
-        subgroup = {c: ("train" if c not in test else "unseen_single" if k == "single" else "unseen_double") for c, k in zip(uniq, kinds, strict=True)}
+    targets, subgroup = split_perturbations(np.unique(cond).tolist(), adata.var_names, cfg, seed)
+    uniq = sorted(targets)
+    test = {c for c, g in subgroup.items() if g != "train"}
     train_conds = [c for c in uniq if c not in test]
     if not train_conds:
         raise CapeDataError(f"perturbation: the {cfg.split!r} split left no training condition; add perturbations or lower the held-out fractions")

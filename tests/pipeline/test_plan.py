@@ -117,9 +117,18 @@ def test_report_warns_when_step_i_read_the_labels_the_perturbation_task_holds_ou
         "timings_s": {},
     }
     assert "held-out conditions included" in "\n".join(run_lines(doc))
-    for dag, tasks in (({"n_edges": 30}, ["perturbation"]), (doc["dag"], ["annotation"])):
+    blind = {"n_edges": 30, "n_held_out_conditions": 25, "held_out_cells": 1000,
+             "interventions": {"intervention_column": "condition", "on_held_out": True}}
+    for dag, tasks in (({"n_edges": 30}, ["perturbation"]), (doc["dag"], ["annotation"]), (blind, ["perturbation"])):
         doc["dag"], doc["training"]["plan"]["tasks"] = dag, tasks
         assert "held-out" not in "\n".join(run_lines(doc))
+    from cape_pipeline.report.sections import dag_lines
+
+    blind["interventions"].update(n_perturbed_cells=1600, n_perturbed_features=20, n_control_cells=600, n_testable=40,
+                                  share_shifted=0.6, random_share_shifted=0.1)
+    text = "\n".join(dag_lines({**blind, "method": "cape", "n_cycle_edges_dropped": 0}, 50))
+    assert "Step I left out the 1000 cells of the 25 conditions the perturbation task holds out" in text
+    assert "on the held-out conditions' cells, which Step I did not see" in text
 
 
 def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:

@@ -66,6 +66,11 @@ class Stage:
         ``check(configs)`` validates parameters that depend on other stages' configs (train's
         model width follows ``embed.dim``); raises :class:`CapeConfigError`. Called with every
         stage's config before the first stage runs.
+    derive
+        ``derive(configs, source) -> config``: this stage's config with the parameters that
+        follow from the other stages' configs filled in (discover: the perturbation task's test
+        split, which Step I must not see), before the cache keys are computed, so they are
+        part of the key.
     doc_from
         ``"module:function"`` names of the functions whose numpydoc ``Parameters`` describe
         the config fields that the config's own ``Attributes`` section does not
@@ -86,6 +91,7 @@ class Stage:
     export_also: tuple[str, ...] = ()
     needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
     check: Callable[[Mapping[str, Any]], None] | None = None
+    derive: Callable[[Mapping[str, Any], str | None], Any] | None = None
     doc_from: tuple[str, ...] = ()
 
     def inputs_for(self, configs: Mapping[str, Any]) -> tuple[str, ...]:

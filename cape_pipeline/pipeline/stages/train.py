@@ -59,6 +59,16 @@ def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
     return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files]) + init
 
 
+def _blind(discovered: Mapping[str, Any], cfg: TrainConfig, source: str) -> bool:
+    """Whether Step I (its ``params``) left out this train config's perturbation test split."""
+    import json
+
+    from cape_pipeline.pipeline.stages.discover import blind_split
+
+    recorded = discovered.get("held_out_split")
+    return bool(recorded) and json.dumps(recorded, sort_keys=True) == json.dumps(blind_split(cfg, "auto", source), sort_keys=True)
+
+
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
     from cape_pipeline.distributed import init_from_env
     from cape_pipeline.models.positions import FeaturePositions
@@ -70,7 +80,8 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     enc = (inputs["encode"] if cfg.encodings is None else encodings_from_dir(cfg.encodings)).encodings
     tasks = resolve_tasks(cfg, ctx.source, adata)
     provenance = getattr(inputs.get("encode"), "provenance", None) or {}
-    if "perturbation" in tasks and (provenance.get("discover_params") or {}).get("intervention_column"):
+    discovered = provenance.get("discover_params") or {}
+    if "perturbation" in tasks and discovered.get("intervention_column") and not _blind(discovered, cfg, ctx.source):
         from cape_pipeline.report.sections import HELD_OUT_LABELS_WARNING
 
         plan_log.warning("%s", HELD_OUT_LABELS_WARNING)
