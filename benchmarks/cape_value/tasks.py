@@ -65,18 +65,23 @@ class Spec:
 
 
 SPECS = {
-    "perturbation": Spec("perturbation-norman", "sim_perturbation_norman", (("true",), ("correlation",), STEP_I), {
+    "perturbation": Spec("perturbation-norman", "sim_perturbation_norman",
+                         (("true",), ("correlation",), STEP_I, ("interventional",)), {
         "core": [("default", "true"), ("cape", "true"), ("ape-tree", "true"), ("cape", "discover"),
                  ("cape-additive", "discover"), ("cape", "correlation"), ("cape", "discover-euclidean")],
-        "variants": VARIANTS}),
+        "variants": VARIANTS,
+        "interventional": [("default", "true"), ("cape", "interventional")]}),
     "age": Spec("age", "sim_methylation_age", (("true",), STEP_I), {
         "core": [("default", "true"), ("cape", "true"), ("cape", "discover")], "variants": VARIANTS}),
 }
 
 
-def ensure_angles(spec: Spec, d_model: int) -> None:
-    """Run ``angles.py`` for every graph whose angle file is missing from :data:`CACHE`."""
+def ensure_angles(spec: Spec, d_model: int, graphs: set[str] | None = None) -> None:
+    """Run ``angles.py`` for every graph whose angle file is missing from :data:`CACHE` (with
+    ``graphs``: only the calls that make those tags, ``true`` always: it scores the others)."""
     for args in spec.angles:
+        if graphs is not None and args[0] != "true" and not any(g.startswith(args[0]) for g in graphs):
+            continue
         if not (CACHE / f"angles_{spec.dataset}_{args[0]}_d{d_model // 2}.npz").exists():
             cmd = [sys.executable, "angles.py", str(CACHE), str(d_model), spec.dataset, *args]
             print("+", " ".join(cmd), flush=True)
@@ -85,7 +90,8 @@ def ensure_angles(spec: Spec, d_model: int) -> None:
 
 def describe_graphs(spec: Spec, out: Path, d_model: int) -> list[dict]:
     """Every cached angle file of the task's data set against the true DAG: edges, directed and
-    skeleton precision / recall, and the |φ| quantiles; written to ``out/graphs.json``."""
+    skeleton precision / recall, and the |φ| quantiles; written to ``out/graphs.json`` (merged
+    with the rows already there for graphs not cached now)."""
     import numpy as np
 
     def load(tag: str):
@@ -109,7 +115,11 @@ def describe_graphs(spec: Spec, out: Path, d_model: int) -> list[dict]:
                      "phi_median": float(np.median(a)), "phi_q90": float(np.quantile(a, 0.9)), "phi_max": float(a.max()),
                      "features_at_origin": int((a.sum(1) < 1e-9).sum()), "features": int(a.shape[0])})
     out.mkdir(parents=True, exist_ok=True)
-    (out / "graphs.json").write_text(json.dumps(rows, indent=1) + "\n")
+    old = out / "graphs.json"
+    if old.exists():  # graphs described before whose angle files are not cached now keep their rows
+        cached = {r["graph"] for r in rows}
+        rows = sorted(rows + [r for r in json.loads(old.read_text()) if r["graph"] not in cached], key=lambda r: r["graph"])
+    old.write_text(json.dumps(rows, indent=1) + "\n")
     return rows
 
 
@@ -156,20 +166,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task", choices=sorted(SPECS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--phase", choices=["core", "variants", "all"], default="core")
+    ap.add_argument("--phase", choices=["core", "variants", "interventional", "all"], default="core")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=32)
     ap.add_argument("--gather", action="store_true", help="run nothing: gather the finished parts and describe the graphs")
     a = ap.parse_args()
     spec, out = SPECS[a.task], HERE / f"results_{a.task}"
     print("command:", "python " + " ".join(sys.argv), flush=True)
-    ensure_angles(spec, a.d_model)
-    for g in describe_graphs(spec, out, a.d_model):
-        print(f"graph {g['graph']}: {g['edges']} edges, precision {g['precision']:.2f} recall {g['recall']:.2f} "
-              f"(true DAG {g['true_edges']}); |phi| median {g['phi_median']:.3f} max {g['phi_max']:.3f}", flush=True)
     arms = spec.phases["core"] + spec.phases["variants"] if a.phase == "all" else spec.phases[a.phase]
     if a.gather:
         arms = []
+    ensure_angles(spec, a.d_model, None if a.phase == "all" and not a.gather else {g for _, g in arms})
+    for g in describe_graphs(spec, out, a.d_model):
+        print(f"graph {g['graph']}: {g['edges']} edges, precision {g['precision']:.2f} recall {g['recall']:.2f} "
+              f"(true DAG {g['true_edges']}); |phi| median {g['phi_median']:.3f} max {g['phi_max']:.3f}", flush=True)
     jobs = [(arm, graph, seed) for seed in a.seeds for arm, graph in arms]  # seed-major: whole seeds first
     done = frozenset(gathered(out))
     with ThreadPoolExecutor(a.workers) as pool:

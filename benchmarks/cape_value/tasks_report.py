@@ -64,6 +64,7 @@ ROLE = {  # arm label → its row of paper 000 Table 3 / the issue's comparison
     "cape-learned-scale [discover]": "CAPE, Step I DAG, a learned scale per head (issue 31 variant)",
     "cape [discover-scale4]": "CAPE, Step I DAG, angles ×4 (encode.scale = π)",
     "cape [discover-geometric]": "CAPE, Step I DAG, geometric frequencies 1–100",
+    "cape [interventional]": "CAPE on Step I with the perturbation labels, blind to the test conditions of seeds 0–2 (issue 43)",
 }
 
 

@@ -3,8 +3,11 @@
 Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCHS|default] [GEOMETRIES] [ENCODINGS]
 
 GRAPH is ``discover`` (Step I, ``cape_pipeline.causal.api.discover``), ``true`` (the simulator's
-known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph) or ``discover005``
-(Step I with ``threshold=0.05``, defaults otherwise; the pbmc68k_reduced workflow's setting). The graph is
+known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph), ``discover005``
+(Step I with ``threshold=0.05``, defaults otherwise; the pbmc68k_reduced workflow's setting) or
+``interventional`` (perturbation data: Step I, regression support, on the AnnData, so it reads ``obs["condition"]`` as
+interventions, without the cells of every condition that ``run.py``'s perturbation split — GEARS's,
+:data:`INTERVENTIONAL_SEEDS` — holds out; what ``cape run`` does, ``pipeline/stages/discover.py``). The graph is
 then embedded (``cape_pipeline.hyperbolic.embed``, d = D/2) and encoded
 (``cape_pipeline.encodings.encode``, φ = (π/4)·e). Writes
 OUT_DIR/angles_<DATASET>_<GRAPH>_d<D/2>.npz with ``angles`` (M, D/2), ``var_names``, the Poincaré
@@ -36,6 +39,8 @@ from cape_pipeline.hyperbolic import embed
 
 ENCODINGS = {"paper": {}, "scale4": {"scale": math.pi}, "geometric": {"frequencies": "geometric", "frequency_range": 100.0}}
 """Angle variants (``encode`` options) as in ``benchmarks/cape_value/variants.py``."""
+INTERVENTIONAL_SEEDS = [0, 1, 2]
+"""The task seeds whose test conditions the ``interventional`` graph never sees (their union)."""
 EMBED_EPOCHS = "to the plateau (embed() defaults since session 5; sessions 3-4 used 300 RSGD epochs)"
 
 
@@ -57,6 +62,18 @@ def main() -> None:
         g = CausalGraph(np.asarray(names, dtype=object), sp.csr_array(adata.varp["true_dag"].astype(np.float64)))
     elif graph == "correlation":
         g = discover(x, feature_names=names, method="correlation", seed=0)
+    elif graph == "interventional":
+        from cape_pipeline.pipeline.stages.discover import held_out_conditions
+
+        split = {"label_key": "condition", "seeds": INTERVENTIONAL_SEEDS, "split": "gears", "test_fraction": 0.3,
+                 "unseen_gene_fraction": 0.15, "combo_seen2_test_fraction": 0.15}  # run.py's TASK_CONFIG, task defaults
+        held = held_out_conditions(adata, split)
+        seen = ~adata.obs["condition"].astype(str).isin(held).to_numpy()
+        print(f"{name} graph=interventional: Step I leaves out {len(held)} conditions ({(~seen).sum()} cells) "
+              f"held out for seeds {INTERVENTIONAL_SEEDS}", flush=True)
+        g = discover(adata[seen].copy(), support="regression", seed=0)  # the support that reads the labels
+        print(f"  params: support {g.params.get('support')}, order rounds {g.params.get('order_rounds_used')}, "
+              f"perturbed features {g.params.get('n_perturbed_features')}", flush=True)
     elif graph == "discover005":
         g = discover(x, feature_names=names, epochs=epochs, threshold=0.05, seed=0)
     else:

@@ -77,7 +77,8 @@ def build_stage_configs(
     """Build each stage's frozen config from ``overrides`` plus the run-wide seed/device, fill in
     the parameters that follow from other stages (``Stage.derive``; ``source`` names the data
     for those that depend on its catalog entry), and validate every value (ranges, names,
-    cross-stage checks) before any stage runs.
+    cross-stage checks) before any stage runs. Where a stage derives parameters, every stage's
+    config is built (and its overrides validated), also those after the last stage run.
 
     Raises
     ------

@@ -257,6 +257,7 @@ def build_report(
             "interventions": _interventions(graph, adata),
             "held_out_cells": gp.get("held_out_cells"),
             "n_held_out_conditions": len(gp.get("held_out_conditions") or []),
+            "held_out_share": gp.get("held_out_share"),
         },
         "embedding": {
             "d": int(enc.d),
@@ -294,8 +295,10 @@ def build_report(
 
 
 def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
-    """What Step I read of the perturbation labels, and CausalBench's check of its edges on the
-    same cells (:func:`~cape_pipeline.causal.metrics.interventional_score`); None without labels."""
+    """What Step I read of the perturbation labels, and CausalBench's check of its edges
+    (:func:`~cape_pipeline.causal.metrics.interventional_score`): on the cells of the conditions
+    Step I left out (and the controls) where it left some out, else on the cells it was fitted
+    to; None without labels."""
     if graph is None or not graph.params.get("intervention_column"):
         return None
     from cape_pipeline.causal.metrics import interventional_score
@@ -310,8 +313,8 @@ def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
             from cape_pipeline._keys import condition_labels, parse_condition
 
             labels = condition_labels(adata.obs, col, "report: ")
-            controls = [c for c in np.unique(labels).tolist() if not parse_condition(c)]
-            adata = adata[np.isin(labels, [*held_out, *controls])]
+            unseen = np.isin(condition_labels(adata.obs, graph.params["held_out_split"]["label_key"], "report: "), held_out)
+            adata = adata[unseen | np.isin(labels, [c for c in np.unique(labels).tolist() if not parse_condition(c)])]
         score = interventional_score(adata, graph.adjacency, column=col)
         out.update({k: score[k] for k in ("n_testable", "share_shifted", "random_share_shifted")})
     return out

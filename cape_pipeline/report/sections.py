@@ -52,10 +52,11 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
                 f"random pairs — {where}"
             )
     if g.get("n_held_out_conditions"):
+        share = g.get("held_out_share")
         lines.append(
             f"- Step I left out the {g.get('held_out_cells')} cells of the {g['n_held_out_conditions']} "
-            "conditions the perturbation task holds out (for any of its seeds): the graph behind `cape` has "
-            "not seen the perturbations it is scored on"
+            + (f"({100 * share:.0f} % of the perturbation conditions) " if share is not None else "")
+            + "conditions the perturbation task holds out for any of its seeds"
         )
     lines += [f"- **Warning**: {w}" for w in g.get("warnings", []) if g["n_edges"] > 0]
     if g["n_edges"] == 0:
@@ -113,14 +114,14 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
-#: the report's and the train stage's line when Step I read the labels the perturbation task holds out
-#: (where the run's discover stage was not kept blind to them: a ready ``train.encodings``, or
-#: ``discover.held_out_split={"seeds": []}``)
+#: the report's and the train stage's line when Step I saw cells of the perturbation task's test
+#: conditions (a ready ``train.encodings`` made elsewhere, or ``discover.held_out_split`` set to let
+#: Step I see every cell; ``pipeline/stages/discover.py``)
 HELD_OUT_LABELS_WARNING = (
-    "Step I read the perturbation labels of every condition, the perturbation task's held-out "
-    "conditions included, so the DAG behind `cape` has seen which genes the held-out perturbations hit. "
-    "`discover.interventions=none` (CLI: --set discover.interventions=none) takes the labels away; Step I "
-    "then still sees the held-out cells' expression, as an unlabelled sample."
+    "Step I saw the cells of the perturbation task's held-out conditions (and their labels, where it read them), "
+    "so the DAG behind `cape` is not blind to the perturbations it is scored on. By default the pipeline leaves "
+    "them out (`discover.held_out_split`, derived from the train stage); this run's encodings came from a ready "
+    "directory (`train.encodings`) or from a Step I told to see every cell."
 )
 
 
@@ -129,7 +130,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
     edges, features without an edge, features at angle 0, tokens per cell, width, what the step
     budgets subsampled, the plan's estimate against the time taken, and the warning when the
     comparison cannot be informative (more than :data:`ZERO_ANGLE_WARN` of features at angle 0) or
-    is not blind (:data:`HELD_OUT_LABELS_WARNING`)."""
+    is not blind (:data:`HELD_OUT_LABELS_WARNING`, where the plan's ``step1_blind`` is not true)."""
     d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
     shape_in = d.get("shape_in")
     lines = ["## What this run did"]
@@ -191,7 +192,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
             "edges on this data (see its warnings; a lower `discover.threshold`, or `discover.min_effect` for the "
             "regression support, keeps more)."
         )
-    if g.get("interventions") and not g.get("n_held_out_conditions") and "perturbation" in ((plan or {}).get("tasks") or ()):
+    if "perturbation" in ((plan or {}).get("tasks") or ()) and not (plan or {}).get("step1_blind"):
         lines.append(f"- **Warning**: {HELD_OUT_LABELS_WARNING}")
     return lines
 

@@ -16,7 +16,7 @@ from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.tasks._base import resolve_config
 from cape_pipeline.tasks.arms import Arm
 
-__all__ = ["TrainConfig", "check_train_config", "compare_arms", "declared_tasks", "resolve_tasks", "task_settings", "vocabulary_subset"]
+__all__ = ["TrainConfig", "check_train_config", "compare_arms", "declared_tasks", "perturbation_label_key", "resolve_tasks", "task_settings", "vocabulary_subset"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,10 @@ class TrainConfig:
         ``--compare attention=dot,cone-umbral``.
     n_seeds
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
-        one seed) and the paired differences against ``default`` get a 95 % t-interval.
+        one seed) and the paired differences against ``default`` get a 95 % t-interval. With the
+        perturbation task each seed draws its own test split, and Step I leaves out the cells of
+        all of them (``discover.held_out_split``): more seeds leave it fewer perturbations, and a
+        change of ``seed`` or ``n_seeds`` reruns Steps I–III.
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
     n_layers
@@ -160,6 +163,12 @@ class TrainConfig:
     def checkpoint(self) -> str | None:
         """The scGPT checkpoint directory of ``init``, or None."""
         return None if self.init is None else str(Path(self.init.partition(":")[2]).expanduser())
+
+
+def perturbation_label_key(cfg: TrainConfig) -> str:
+    """The condition column the train stage's perturbation task reads: ``"condition"``, the
+    task's default (``cfg.label_key`` names the labels of annotation and clustering only)."""
+    return "condition"
 
 
 def declared_tasks(cfg: TrainConfig, source: str | None) -> list[str] | None:
@@ -334,7 +343,8 @@ def compare_arms(
             labelled = task in ("annotation", "clustering")
             res = run_task(
                 task, adata, pe=arm.pe, angles=arm_angles, backbone=cfg.backbone, config=task_cfg,
-                label_key=label_key if labelled else None, seed=seed, device=device, progress=progress,
+                label_key=label_key if labelled else perturbation_label_key(cfg) if task == "perturbation" else None,
+                seed=seed, device=device, progress=progress,
                 pretrained=shared if labelled else None,
             )
             res.params.update({"task": task, "pe": text, "identity": arm.identity, "seed": seed})

@@ -226,8 +226,8 @@ def split_perturbations(
     Raises
     ------
     CapeDataError
-        A label names a gene that is not among ``var_names``, or there are fewer than two
-        perturbation labels.
+        A label names a gene that is not among ``var_names``, there are fewer than two
+        perturbation labels, or (``split="gears"``) fewer than two perturbed genes.
     """
     parsed = {c: parse_condition(c) for c in conditions}
     gidx = {g: i for i, g in enumerate(var_names)}

@@ -38,7 +38,8 @@ class TrainOutput:
         ``n_genes_dropped`` (genes not in its vocabulary) and ``dropped_examples``; else None.
     plan
         What the stage planned and estimated before training
-        (:meth:`cape_pipeline.pipeline.plan.TrainPlan.to_dict`), or None.
+        (:meth:`cape_pipeline.pipeline.plan.TrainPlan.to_dict`) and ``step1_blind`` (whether Step I
+        saw none of the perturbation task's test cells; true without that task), or None.
     """
 
     results: list[Any]

@@ -107,8 +107,8 @@ def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
     assert "**Warning**" not in "\n".join(run_lines(doc))
 
 
-def test_report_warns_when_step_i_read_the_labels_the_perturbation_task_holds_out() -> None:
-    from cape_pipeline.report.sections import run_lines
+def test_report_warns_when_step_i_saw_the_cells_the_perturbation_task_holds_out() -> None:
+    from cape_pipeline.report.sections import dag_lines, run_lines
 
     plan = estimate(_plan(5000), 0.05).to_dict()
     doc = {
@@ -116,18 +116,19 @@ def test_report_warns_when_step_i_read_the_labels_the_perturbation_task_holds_ou
         "embedding": {"zero_angle_share": 0.3}, "training": {"plan": {**plan, "tasks": ["perturbation"]}, "runs": 6},
         "timings_s": {},
     }
-    assert "held-out conditions included" in "\n".join(run_lines(doc))
-    blind = {"n_edges": 30, "n_held_out_conditions": 25, "held_out_cells": 1000,
-             "interventions": {"intervention_column": "condition", "on_held_out": True}}
-    for dag, tasks in (({"n_edges": 30}, ["perturbation"]), (doc["dag"], ["annotation"]), (blind, ["perturbation"])):
-        doc["dag"], doc["training"]["plan"]["tasks"] = dag, tasks
-        assert "held-out" not in "\n".join(run_lines(doc))
-    from cape_pipeline.report.sections import dag_lines
-
-    blind["interventions"].update(n_perturbed_cells=1600, n_perturbed_features=20, n_control_cells=600, n_testable=40,
-                                  share_shifted=0.6, random_share_shifted=0.1)
-    text = "\n".join(dag_lines({**blind, "method": "cape", "n_cycle_edges_dropped": 0}, 50))
-    assert "Step I left out the 1000 cells of the 25 conditions the perturbation task holds out" in text
+    warning = "Step I saw the cells of the perturbation task's held-out conditions"
+    assert warning in "\n".join(run_lines(doc))  # a plan from before the verdict was recorded: not blind
+    for blind, tasks, warns in ((False, ["perturbation"], True), (True, ["perturbation"], False), (False, ["annotation"], False)):
+        doc["training"]["plan"].update(step1_blind=blind, tasks=tasks)
+        assert (warning in "\n".join(run_lines(doc))) is warns
+    blind = {"n_edges": 30, "n_held_out_conditions": 25, "held_out_cells": 1000, "held_out_share": 0.625,
+             "method": "cape", "n_cycle_edges_dropped": 0,
+             "interventions": {"intervention_column": "condition", "on_held_out": True, "n_perturbed_cells": 1600,
+                               "n_perturbed_features": 20, "n_control_cells": 600, "n_testable": 40,
+                               "share_shifted": 0.6, "random_share_shifted": 0.1}}
+    text = "\n".join(dag_lines(blind, 50))
+    assert ("Step I left out the 1000 cells of the 25 (62 % of the perturbation conditions) conditions the "
+            "perturbation task holds out for any of its seeds") in text
     assert "on the held-out conditions' cells, which Step I did not see" in text
 
 

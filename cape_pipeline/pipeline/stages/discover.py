@@ -6,10 +6,11 @@ The stage's parameters are :class:`cape_pipeline.causal.DiscoverConfig`, the opt
 one, so later stages can run on ground truth.
 
 Blind to the perturbation task's test conditions: when the run's train stage scores the
-perturbation task and Step I reads perturbation labels, the cells of every condition that
-task holds out (for any of its seeds) are left out of Step I, so the graph behind ``cape`` has
-not seen the perturbations it is scored on — by their labels or by their expression. The split
-is the task's own (:func:`cape_pipeline.tasks.perturbation.split_perturbations`).
+perturbation task, the cells of every condition that task holds out (for any of its seeds) are
+left out of Step I, so the graph behind ``cape`` has not seen the perturbations it is scored on —
+by their labels or by their expression. The split is the task's own
+(:func:`cape_pipeline.tasks.perturbation.split_perturbations`); the price is data: each seed
+draws its own split, so Step I loses the union (``DiscoverStageConfig.held_out_split``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from cape_pipeline.pipeline.stages._base import Stage, StageContext
 
 log = logging.getLogger(__name__)
 
+#: the PerturbationConfig fields that decide its test split
+_SPLIT_FIELDS = ("split", "test_fraction", "unseen_gene_fraction", "combo_seen2_test_fraction")
+#: share of the perturbation conditions left out of Step I above which the stage warns
+HELD_OUT_WARN_SHARE = 0.5
+_OPT_OUT = "--set 'discover.held_out_split={\"seeds\": []}'"
+
+
 @dataclass(frozen=True)
 class DiscoverStageConfig(DiscoverConfig):
     """The discover stage's parameters: :class:`~cape_pipeline.causal.DiscoverConfig`'s and one more.
@@ -36,58 +44,100 @@ class DiscoverStageConfig(DiscoverConfig):
     Attributes
     ----------
     held_out_split
-        The perturbation task's test split that Step I is kept blind to: ``label_key`` (the
-        condition column), ``seeds`` (the train stage's seeds) and :class:`~cape_pipeline.tasks.PerturbationConfig`'s
-        ``split``, ``test_fraction``, ``unseen_gene_fraction`` and ``combo_seen2_test_fraction``.
-        The cells of every condition that split holds out for any of the seeds are left out of
-        Step I (recorded in the graph's ``params["held_out_conditions"]`` and
-        ``params["held_out_cells"]``). Filled in by the pipeline when the train stage runs the
-        perturbation task (``train.tasks`` or the dataset's catalog entry) and Step I reads
-        perturbation labels (``interventions`` not ``none``), also when the run stops before the
-        train stage (``--until discover`` keys Step I as the whole run does); ``{"seeds": []}``
-        (CLI: ``--set 'discover.held_out_split={"seeds": []}'``): Step I sees every cell.
+        The perturbation task's test split that Step I is kept blind to: ``label_key`` (str, the
+        task's condition column, :func:`~cape_pipeline.tasks.compare.perturbation_label_key`),
+        ``seeds`` (list of ints ≥ 0, the train stage's seeds) and
+        :class:`~cape_pipeline.tasks.PerturbationConfig`'s ``split``, ``test_fraction``,
+        ``unseen_gene_fraction`` and ``combo_seen2_test_fraction``. The cells of every condition
+        that split holds out for any of the seeds are left out of Step I (recorded in the graph's
+        ``params["held_out_conditions"]``, ``["held_out_cells"]`` and ``["held_out_share"]``, the
+        share of the perturbation conditions; above :data:`HELD_OUT_WARN_SHARE` it warns: each
+        seed draws its own split, so 3 seeds leave out about 64 % of a Norman-size screen's
+        conditions). Filled in by the pipeline whenever the train stage runs the perturbation
+        task (``train.tasks`` or the dataset's catalog entry), whether or not Step I reads the
+        labels (the held-out cells' expression shows the perturbations too), also when the run
+        stops before the train stage (``--until discover`` keys Step I as the whole run does);
+        empty where the task does not run, with ``train.encodings`` or ``method="true-dag"``.
+        ``{"seeds": []}`` (CLI: ``--set 'discover.held_out_split={"seeds": []}'``): Step I sees
+        every cell, and the run's report says it was not blind.
+
+    Raises
+    ------
+    CapeConfigError
+        ``held_out_split`` with a key it does not know, a missing key, or a value of the wrong type
+        or range (``held_out_split.FIELD: ...``).
     """
 
     held_out_split: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not isinstance(self.held_out_split, Mapping):
-            raise CapeConfigError(f"held_out_split: expected a dict, got {self.held_out_split!r}")
         split = self.held_out_split
-        missing = {"seeds"} - set(split) if split.get("seeds") == [] else {"label_key", "seeds", *_SPLIT_FIELDS} - set(split)
-        if split and missing:
-            raise CapeConfigError(f"held_out_split: missing {sorted(missing)} (or {{'seeds': []}}: Step I sees every cell)")
+        if not isinstance(split, Mapping):
+            raise CapeConfigError(f"held_out_split: expected a dict, got {split!r}")
+        if not split:
+            return
+        seeds = split.get("seeds")
+        if not isinstance(seeds, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in seeds):
+            raise CapeConfigError(f"held_out_split.seeds: expected a list of integers >= 0, got {seeds!r}")
+        known = {"seeds"} if not seeds else {"label_key", "seeds", *_SPLIT_FIELDS}
+        if set(split) != known:
+            raise CapeConfigError(
+                f"held_out_split: expected the keys {sorted(known)}, got {sorted(split)} "
+                f"({{'seeds': []}}: Step I sees every cell)"
+            )
+        if not seeds:
+            return
+        if not isinstance(split["label_key"], str) or not split["label_key"]:
+            raise CapeConfigError(f"held_out_split.label_key: expected an obs column name, got {split['label_key']!r}")
+        from cape_pipeline.tasks import PerturbationConfig
+
+        try:
+            PerturbationConfig(**{k: split[k] for k in _SPLIT_FIELDS})
+        except CapeConfigError as exc:
+            raise CapeConfigError(f"held_out_split.{str(exc).removeprefix('perturbation.')}") from exc
 
 
-#: the PerturbationConfig fields that decide its test split
-_SPLIT_FIELDS = ("split", "test_fraction", "unseen_gene_fraction", "combo_seen2_test_fraction")
-
-
-def blind_split(train: Any, interventions: str, source: str | None) -> dict[str, Any]:
+def blind_split(train: Any, source: str | None) -> dict[str, Any]:
     """The ``held_out_split`` the pipeline gives Step I for a train stage config ``train``
-    (empty where the perturbation task does not run or Step I reads no labels)."""
+    (:class:`~cape_pipeline.tasks.compare.TrainConfig` or None): the split the train stage's
+    perturbation task draws (:func:`~cape_pipeline.tasks.compare.compare_arms` passes it no split
+    option, so :class:`~cape_pipeline.tasks.PerturbationConfig`'s defaults), or ``{}`` where the
+    perturbation task does not run or the encodings come from a ready directory."""
     from cape_pipeline.tasks import PerturbationConfig
-    from cape_pipeline.tasks.compare import declared_tasks
+    from cape_pipeline.tasks.compare import declared_tasks, perturbation_label_key
 
-    if train is None or train.encodings is not None or interventions == "none":
-        return {}
-    if "perturbation" not in (declared_tasks(train, source) or []):
+    if train is None or train.encodings is not None or "perturbation" not in (declared_tasks(train, source) or []):
         return {}
     pcfg = PerturbationConfig()
-    return {"label_key": train.label_key or "condition", "seeds": list(range(train.seed, train.seed + train.n_seeds)),
+    return {"label_key": perturbation_label_key(train), "seeds": list(range(train.seed, train.seed + train.n_seeds)),
             **{k: getattr(pcfg, k) for k in _SPLIT_FIELDS}}
 
 
-def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> list[str]:
+def covers(recorded: Mapping[str, Any] | None, required: Mapping[str, Any]) -> bool:
+    """Whether a Step I that left out ``recorded``'s split (its ``params["held_out_split"]``) is
+    blind to ``required`` (:func:`blind_split`): the same column and split options, and every
+    required seed among the recorded ones."""
+    if not required:
+        return True
+    if not recorded or not recorded.get("seeds"):
+        return False
+    same = all(recorded.get(k) == required[k] for k in ("label_key", *_SPLIT_FIELDS))
+    return same and set(required["seeds"]) <= set(recorded["seeds"])
+
+
+def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str], int]:
     """The conditions of ``adata`` that the perturbation task holds out under ``split``
-    (:class:`DiscoverStageConfig`), for any of its seeds, sorted.
+    (:class:`DiscoverStageConfig`), for any of its seeds, sorted, and the number of perturbation
+    conditions (controls not counted).
 
     Raises
     ------
     CapeDataError
-        ``obs`` lacks the condition column, or the task's split fails on it
-        (:func:`~cape_pipeline.tasks.perturbation.split_perturbations`).
+        The task's split cannot be drawn on this data: ``obs`` lacks the condition column, a
+        label names a gene that is not a feature, fewer than two perturbations
+        (:func:`~cape_pipeline.tasks.perturbation.split_perturbations`); the message says how to
+        go on.
     """
     from cape_pipeline._keys import condition_labels
     from cape_pipeline.errors import CapeDataError
@@ -95,15 +145,24 @@ def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> list[str]:
     from cape_pipeline.tasks.perturbation import split_perturbations
 
     key = split["label_key"]
-    if key not in adata.obs.columns:
-        raise CapeDataError(f"discover: the perturbation task's split reads obs[{key!r}], which this data lacks")
-    conditions = np.unique(condition_labels(adata.obs, key, "discover: ")).tolist()
-    pcfg = PerturbationConfig(**{k: split[k] for k in _SPLIT_FIELDS})
-    out: set[str] = set()
-    for seed in split["seeds"]:
-        _, subgroup = split_perturbations(conditions, adata.var_names, pcfg, int(seed))
-        out.update(c for c, g in subgroup.items() if g != "train")
-    return sorted(out)
+    try:
+        if key not in adata.obs.columns:
+            raise CapeDataError(f"obs has no {key!r} column")
+        conditions = np.unique(condition_labels(adata.obs, key, "")).tolist()
+        pcfg = PerturbationConfig(**{k: split[k] for k in _SPLIT_FIELDS})
+        out: set[str] = set()
+        targets: dict[str, list[int]] = {}
+        for seed in split["seeds"]:
+            targets, subgroup = split_perturbations(conditions, adata.var_names, pcfg, int(seed))
+            out.update(c for c, g in subgroup.items() if g != "train")
+    except CapeDataError as exc:
+        raise CapeDataError(
+            f"discover: Step I is kept blind to the perturbation task's test conditions (the run trains the "
+            f"perturbation task: train.tasks or the dataset's catalog entry), but their split cannot be drawn: "
+            f"{str(exc).removeprefix('perturbation: ')}. Label the conditions in obs[{key!r}] ('ctrl', 'gA+ctrl', "
+            f"'gA+gB'), leave perturbation out of train.tasks, or let Step I see every cell: {_OPT_OUT}"
+        ) from exc
+    return sorted(out), len(targets)
 
 
 def _discover_derive(configs: Mapping[str, Any], source: str | None) -> DiscoverStageConfig:
@@ -111,7 +170,7 @@ def _discover_derive(configs: Mapping[str, Any], source: str | None) -> Discover
     cfg = configs["discover"]
     if cfg.held_out_split or cfg.method == "true-dag":
         return cfg
-    return dataclasses.replace(cfg, held_out_split=blind_split(configs.get("train"), cfg.interventions, source))
+    return dataclasses.replace(cfg, held_out_split=blind_split(configs.get("train"), source))
 
 
 # ---------------------------------------------------------------------------- discover
@@ -135,10 +194,10 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
         if split.get("seeds"):
             from cape_pipeline._keys import condition_labels
 
-            held_out = held_out_conditions(adata, split)
+            held_out, n_conditions = held_out_conditions(adata, split)
             seen = ~np.isin(condition_labels(adata.obs, split["label_key"], "discover: "), held_out)
-            log.info("Step I leaves out the %d cells of the %d conditions the perturbation task holds out",
-                     int((~seen).sum()), len(held_out))
+            log.info("Step I leaves out the %d cells of the %d of %d perturbation conditions the perturbation task "
+                     "holds out (seeds %s)", int((~seen).sum()), len(held_out), n_conditions, split["seeds"])
             adata = adata[seen]
         cfg = DiscoverConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(DiscoverConfig)})
 
@@ -163,11 +222,19 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
         if graph.n_edges == 0:
             top = float(np.abs(scores).max()) if scores is not None else float("nan")
             graph.params["empty_graph_max_abs_weight"] = top
+        if held_out:
+            share = len(held_out) / n_conditions
+            graph.params.update(held_out_conditions=held_out, held_out_cells=int(inputs["preprocess"].n_obs - adata.n_obs),
+                                held_out_share=share, held_out_split=split)
+            if share > HELD_OUT_WARN_SHARE:
+                graph.params.setdefault("warnings", []).append(
+                    f"Step I left out {len(held_out)} of the {n_conditions} perturbation conditions ({100 * share:.0f} %): "
+                    f"those the perturbation task holds out for any of its {len(split['seeds'])} seeds (each seed draws "
+                    f"its own split), so the graph behind `cape` learns from few perturbations; fewer seeds "
+                    f"(train.n_seeds) leave it more, {_OPT_OUT} gives it every cell (not blind)"
+                )
         for msg in graph.params.get("warnings", []):
             log.warning("%s", msg)
-        if held_out:
-            graph.params.update(held_out_conditions=held_out, held_out_cells=int(inputs["preprocess"].n_obs - adata.n_obs),
-                                held_out_split=split)
     if truth is not None:
         from cape_pipeline.causal.metrics import dag_metrics
 

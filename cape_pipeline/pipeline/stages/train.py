@@ -59,14 +59,11 @@ def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
     return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files]) + init
 
 
-def _blind(discovered: Mapping[str, Any], cfg: TrainConfig, source: str) -> bool:
-    """Whether Step I (its ``params``) left out this train config's perturbation test split."""
-    import json
+def _blind(discovered: Mapping[str, Any], cfg: TrainConfig, source: str | None) -> bool:
+    """Whether Step I (its ``params``) saw none of this train config's perturbation test cells."""
+    from cape_pipeline.pipeline.stages.discover import blind_split, covers
 
-    from cape_pipeline.pipeline.stages.discover import blind_split
-
-    recorded = discovered.get("held_out_split")
-    return bool(recorded) and json.dumps(recorded, sort_keys=True) == json.dumps(blind_split(cfg, "auto", source), sort_keys=True)
+    return discovered.get("method") == "true-dag" or covers(discovered.get("held_out_split"), blind_split(cfg, source))
 
 
 def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -> TrainOutput:
@@ -80,8 +77,8 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     enc = (inputs["encode"] if cfg.encodings is None else encodings_from_dir(cfg.encodings)).encodings
     tasks = resolve_tasks(cfg, ctx.source, adata)
     provenance = getattr(inputs.get("encode"), "provenance", None) or {}
-    discovered = provenance.get("discover_params") or {}
-    if "perturbation" in tasks and discovered.get("intervention_column") and not _blind(discovered, cfg, ctx.source):
+    blind = "perturbation" not in tasks or _blind(provenance.get("discover_params") or {}, cfg, ctx.source)
+    if not blind:
         from cape_pipeline.report.sections import HELD_OUT_LABELS_WARNING
 
         plan_log.warning("%s", HELD_OUT_LABELS_WARNING)
@@ -109,7 +106,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
                            x=x_all, progress=ctx.progress, source=ctx.source)
     return TrainOutput(
         results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
-        plan=plan.to_dict(),
+        plan={**plan.to_dict(), "step1_blind": blind},
     )
 
 
