@@ -67,8 +67,8 @@ def main() -> None:
 
         split = {"label_key": "condition", "seeds": INTERVENTIONAL_SEEDS, "split": "gears", "test_fraction": 0.3,
                  "unseen_gene_fraction": 0.15, "combo_seen2_test_fraction": 0.15}  # run.py's TASK_CONFIG, task defaults
-        held = held_out_conditions(adata, split)
-        seen = ~adata.obs["condition"].astype(str).isin(held).to_numpy()
+        held, _, unseen = held_out_conditions(adata, split)
+        seen = ~unseen
         print(f"{name} graph=interventional: Step I leaves out {len(held)} conditions ({(~seen).sum()} cells) "
               f"held out for seeds {INTERVENTIONAL_SEEDS}", flush=True)
         g = discover(adata[seen].copy(), support="regression", seed=0)  # the support that reads the labels

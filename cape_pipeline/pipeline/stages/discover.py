@@ -126,10 +126,11 @@ def covers(recorded: Mapping[str, Any] | None, required: Mapping[str, Any]) -> b
     return same and set(required["seeds"]) <= set(recorded["seeds"])
 
 
-def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str], int]:
+def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str], int, np.ndarray]:
     """The conditions of ``adata`` that the perturbation task holds out under ``split``
-    (:class:`DiscoverStageConfig`), for any of its seeds, sorted, and the number of perturbation
-    conditions (controls not counted).
+    (:class:`DiscoverStageConfig`), for any of its seeds, sorted; the number of perturbation
+    conditions (controls not counted); and the ``(N,)`` bool mask of the cells in the held-out
+    conditions.
 
     Raises
     ------
@@ -148,7 +149,8 @@ def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str]
     try:
         if key not in adata.obs.columns:
             raise CapeDataError(f"obs has no {key!r} column")
-        conditions = np.unique(condition_labels(adata.obs, key, "")).tolist()
+        labels = condition_labels(adata.obs, key, "")
+        conditions = np.unique(labels).tolist()
         pcfg = PerturbationConfig(**{k: split[k] for k in _SPLIT_FIELDS})
         out: set[str] = set()
         targets: dict[str, list[int]] = {}
@@ -162,7 +164,8 @@ def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str]
             f"{str(exc).removeprefix('perturbation: ')}. Label the conditions in obs[{key!r}] ('ctrl', 'gA+ctrl', "
             f"'gA+gB'), leave perturbation out of train.tasks, or let Step I see every cell: {_OPT_OUT}"
         ) from exc
-    return sorted(out), len(targets)
+    held = sorted(out)
+    return held, len(targets), np.isin(labels, held)
 
 
 def _discover_derive(configs: Mapping[str, Any], source: str | None) -> DiscoverStageConfig:
@@ -192,10 +195,8 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
         held_out: list[str] = []
         split = dict(cfg.held_out_split)
         if split.get("seeds"):
-            from cape_pipeline._keys import condition_labels
-
-            held_out, n_conditions = held_out_conditions(adata, split)
-            seen = ~np.isin(condition_labels(adata.obs, split["label_key"], "discover: "), held_out)
+            held_out, n_conditions, unseen = held_out_conditions(adata, split)
+            seen = ~unseen
             log.info("Step I leaves out the %d cells of the %d of %d perturbation conditions the perturbation task "
                      "holds out (seeds %s)", int((~seen).sum()), len(held_out), n_conditions, split["seeds"])
             adata = adata[seen]
