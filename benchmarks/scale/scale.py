@@ -112,7 +112,7 @@ def main() -> None:
             "data": name, "cells": a.cells if not a.pbmc else 700, "genes": a.genes if not a.pbmc else 765,
             "seed": a.seed, "stages": stages, "peak_rss_mb": max(v["peak_rss_mb"] for v in stages.values()),
             "dag": {k: g.params.get(k) for k in ("n_edges", "n_isolated", "isolated_share", "support",
-                                                    "covariates_used", "edge_rule")},
+                                                    "covariates_used", "edge_rule", "n_splits_used")},
             **provenance(load0, threads=False),
         }
         append(STEP1, rec)

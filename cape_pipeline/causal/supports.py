@@ -10,7 +10,8 @@ from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
-    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "SUPPORTS", "THINNING_MIN_OBS",
+    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "N_SPLITS", "SUPPORTS",
+    "THINNING_MIN_OBS",
     "UNUSED_BY_SUPPORT", "SupportFit", "SupportInputs", "fit_support", "resolve_support",
 ]
 
@@ -36,6 +37,11 @@ THINNING_MIN_OBS = 3000
 #: order_rounds="auto" runs this many ordered re-tests wherever interventions apply (a third round
 #: changed F1 by < 0.005; benchmarks/discover/interventional)
 ORDER_ROUNDS = 2
+#: n_splits of support "regression" (the default): random splits of the cells the whole fit is
+#: repeated on, an edge kept where at least half of them keep it (regression._vote). Measured
+#: against one split on the same data and seeds (benchmarks/discover/interventional and
+#: benchmarks/discover/counts, RESULTS.md, session 23); the time is n_splits times one fit's
+N_SPLITS = 8
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)
 AUTO_LOW_RANK_MAX = 20
@@ -47,7 +53,7 @@ _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
 _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
                 "lambda_sparse", "dag_threshold")
 #: options of support "regression" only
-_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds")
+_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits")
 #: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
 _NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 #: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)

@@ -245,13 +245,14 @@ def estimate(plan: TrainPlan, step_seconds: float) -> TrainPlan:
     return plan
 
 
-def discover_estimate(n_obs: int, n_vars: int, support: str = "learned") -> float:
+def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_splits: int = 1) -> float:
     """A rough estimate of Step I's seconds with the ``"learned"`` or ``"regression"`` support
     (NaN for the others) on this kind of 2-core CPU.
 
-    ``"regression"`` (the default for single-cell data): ``REGRESSION_FIXED_S + REGRESSION_PER_ENTRY
-    · N · M``, fitted to ``benchmarks/scale/step1.jsonl`` (Step I alone on simulated counts,
-    M = 2,000 HVGs; the cost is the screen, O(N·M²/2) per half, and the regressions, O(N·M·K²)).
+    ``"regression"`` (the default for single-cell data): ``n_splits · (REGRESSION_FIXED_S +
+    REGRESSION_PER_ENTRY · N · M)``, fitted to ``benchmarks/scale/step1.jsonl`` (Step I alone on
+    simulated counts, M = 2,000 HVGs; the cost is the screen, O(N·M²/2) per half, and the
+    regressions, O(N·M·K²), once per random split of the cells, ``discover.n_splits``).
 
     ``"learned"``: on this kind of
     2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000
@@ -265,7 +266,7 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned") -> floa
     data stop early at other epochs."""
     nm = float(n_obs) * float(n_vars)
     if support == "regression":
-        return REGRESSION_FIXED_S + REGRESSION_PER_ENTRY * nm
+        return max(int(n_splits), 1) * (REGRESSION_FIXED_S + REGRESSION_PER_ENTRY * nm)
     if support != "learned":
         return float("nan")
     return max(210.0 + 2.5e-6 * nm, 1.0e-5 * nm)

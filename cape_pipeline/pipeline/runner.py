@@ -317,7 +317,7 @@ def plan_pipeline(
 
         single_cell, _ = cell_context(adata)
         support = configs["discover"].support_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
-        est = discover_estimate(adata.n_obs, adata.n_vars, support)
+        est = discover_estimate(adata.n_obs, adata.n_vars, support, n_splits=configs["discover"].n_splits)
         lines.append(f"Step I (discover, support={support}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale, "
                      "not measured here)")
     if cfg.checkpoint:

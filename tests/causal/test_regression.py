@@ -16,7 +16,7 @@ from cape_pipeline.causal.covariates import cell_state_labels, count_reliability
 from cape_pipeline.causal.edge_test import min_effect_pvalues
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
-from cape_pipeline.causal.regression import fit_regression, partial_f
+from cape_pipeline.causal.regression import _fit_split, fit_regression, partial_f
 from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
@@ -172,11 +172,75 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
         ({"support": "learned", "min_effect": 0.01}, "min_effect"),
         ({"measurement_error": "poisson"}, "measurement_error"),
         ({"support": "learned", "measurement_error": "thinning"}, "measurement_error"),
+        ({"n_splits": 0}, "n_splits"),
+        ({"n_splits": 2.5}, "n_splits"),
+        ({"support": "learned", "n_splits": 4}, "n_splits"),
     ],
 )
 def test_new_options_are_validated(kw, match):
     with pytest.raises(CapeConfigError, match=match):
         DiscoverConfig(**kw)
+
+
+def _split_fits(z: np.ndarray, n_splits: int, seed: int = 0):
+    """The single-split fits that ``fit_regression(z, n_splits=…)`` votes over, made one by one."""
+    fits = []
+    for b in range(n_splits):
+        rows = np.random.default_rng(seed if b == 0 else [seed, b]).permutation(z.shape[0])
+        fits.append(_fit_split(z, torch.from_numpy(z), rows, n_candidates=10, min_effect=0.003, fdr=0.05,
+                               ridge=1e-2, crossfit=True, noise=None, keep=None, order_rounds=0,
+                               label_targets=None, progress=False))
+    return fits
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_split_vote_keeps_the_edges_most_splits_keep_and_aggregates_pairs():
+    """``n_splits``: each split's fit is the one-split fit on that split, an edge is kept where at
+    least half the splits keep it (acyclic, weight its mean), and the pair statistics are
+    combined as ``_vote`` says (Meinshausen, Meier & Bühlmann's median rule for the p-value)."""
+    a, _ = _hill(600, seed=2, genes=80)
+    z = _std(np.asarray(a.X.toarray() if sp.issparse(a.X) else a.X, dtype=np.float64))
+    one = fit_regression(z)
+    assert one.n_splits == 1
+    fits = _split_fits(z, 3)
+    np.testing.assert_array_equal(one.adjacency.toarray(), fits[0].adjacency.toarray())  # split 0 = one split
+    voted = fit_regression(z, n_splits=3)
+    assert voted.n_splits == 3
+    kept = sum((f.adjacency.toarray() != 0).astype(int) for f in fits)
+    adj = voted.adjacency.toarray()
+    assert adj.any() and not np.array_equal(adj != 0, fits[0].adjacency.toarray() != 0)
+    assert ((adj != 0) <= (kept >= 2)).all()  # only edges kept in ≥ 2 of 3 splits ...
+    assert ((adj != 0).sum() >= (kept >= 2).sum() - 3)  # ... and all of them but cycle breakers
+    mean_w = sum(f.adjacency.toarray() for f in fits) / np.maximum(kept, 1)
+    np.testing.assert_allclose(adj[adj != 0], mean_w[adj != 0])
+    assert dag_metrics(sp.csr_array(adj), sp.csr_array(adj))["nnz"] == int((adj != 0).sum())
+    import networkx as nx
+
+    assert nx.is_directed_acyclic_graph(nx.from_numpy_array(adj, create_using=nx.DiGraph))
+    # the pairs: the union, p = min(1, 2·median) with 1 where a split did not test the pair
+    code = voted.parent * z.shape[1] + voted.child
+    assert set(code.tolist()) == set(np.concatenate([f.parent * z.shape[1] + f.child for f in fits]).tolist())
+    i = np.flatnonzero(voted.accepted)[0]
+    ps, r2 = [], []
+    for f in fits:
+        hit = np.flatnonzero((f.parent == voted.parent[i]) & (f.child == voted.child[i]))
+        ps.append(f.pvalue[hit[0]] if hit.size else 1.0)
+        r2.append(f.partial_r2[hit[0]] if hit.size else 0.0)
+    assert voted.pvalue[i] == pytest.approx(min(1.0, 2 * np.median(ps)))
+    assert voted.partial_r2[i] == pytest.approx(np.mean(r2))
+    assert [h["split"] for h in voted.history if h["stage"] == "edge test"] == [0, 1, 2]
+    assert voted.history[-1]["stage"] == "split vote" and voted.history[-1]["n_edges"] == int((adj != 0).sum())
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_n_splits_is_recorded_and_named_in_the_edge_rule():
+    a, _ = _hill(400, seed=3, genes=60)
+    g = discover(a, n_splits=2)
+    assert g.params["n_splits_used"] == 2 and "of 2 random splits" in g.params["edge_rule"]
+    g1 = discover(a, n_splits=1)
+    assert g1.params["n_splits_used"] == 1 and "splits" not in g1.params["edge_rule"]
+    with pytest.raises(CapeConfigError, match="n_splits"):
+        fit_regression(np.zeros((40, 3)), n_splits=0)
 
 
 def test_fit_regression_refuses_too_few_rows():

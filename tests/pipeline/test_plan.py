@@ -202,8 +202,9 @@ def test_discover_estimate_fixed_part_then_linear_in_cells():
 def test_regression_discover_estimate_follows_the_step1_measurements():
     """The regression support's estimate (the default for single-cell data) stays within a
     factor of 2 of every Step I-alone run in benchmarks/scale/step1.jsonl from 1,000 cells on
-    (2,000 HVGs; the runs shared the 2 cores with other jobs, so they are upper figures), and
-    the other supports have none."""
+    (2,000 HVGs; the runs shared the 2 cores with other jobs, so they are upper figures), at the
+    run's number of random splits of the cells (rows without one: 1), and the other supports
+    have none."""
     import json
     from pathlib import Path
 
@@ -211,11 +212,14 @@ def test_regression_discover_estimate_follows_the_step1_measurements():
 
     rows = [json.loads(ln) for ln in (Path(__file__).parents[2] / "benchmarks/scale/step1.jsonl").read_text().splitlines()
             if ln.strip()]
-    measured = [(r["cells"], r["stages"]["discover"]["seconds"]) for r in rows if r["data"].startswith("sim")]
+    measured = [(r["cells"], r["stages"]["discover"]["seconds"], r["dag"].get("n_splits_used") or 1)
+                for r in rows if r["data"].startswith("sim")]
     assert len(measured) >= 4
-    for n, sec in measured:
-        est = discover_estimate(n, 2000, "regression")
+    for n, sec, splits in measured:
+        est = discover_estimate(n, 2000, "regression", n_splits=splits)
         assert sec / 2 <= est <= 2 * sec, (n, sec, est)
+    assert discover_estimate(3000, 2000, "regression", n_splits=8) == pytest.approx(
+        8 * discover_estimate(3000, 2000, "regression"))
     assert np.isnan(discover_estimate(3000, 2000, "low-rank"))
 
 

@@ -47,6 +47,10 @@ Methods, on the same cells:
   ``cape_pipeline.causal.neighbourhood.partial_f``); rows of every run the correction touches
   (``-thinning``, and ``hill``, whose preprocessed counts get it by default), kept for the
   paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
+- ``-split1``: one random split of the cells (``n_splits=1``), Step I before session 23, which
+  repeats the fit on 8 splits and keeps the edges at least half of them keep (the rows of the
+  methods rerun then were relabelled ``-split1``, field ``relabelled_from``; every ``-order0``,
+  ``-floor``, ``-s20`` and ``-states`` row without it was made with one split too);
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -142,11 +146,13 @@ def graph_metrics(adj, scores, truth) -> dict:
             "orientation": float((a & t).sum() / found.sum()) if found.sum() else float("nan")}
 
 
-METHODS = ("cape-obs", "cape-obs-s20", "cape-int", "cape-int-s20", "cape-int-order0", "cape-int-floor",
-           "cape-int-floor-order0", "cape-int-thinning", "cape-int-thinning-s20", "cape-int-thinning-order0",
+METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-split1", "cape-int-s20",
+           "cape-int-order0", "cape-int-floor", "cape-int-floor-order0", "cape-int-thinning",
+           "cape-int-thinning-split1", "cape-int-thinning-s20", "cape-int-thinning-order0",
            "cape-obs-states", "cape-obs-states-s20", "cape-int-states", "cape-int-states-s20",
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
-           "cape-int-states-thinning", "cape-int-states-thinning-s20", "cape-int-states-thinning-order0", "sdcd-int")
+           "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
+           "cape-int-states-thinning-order0", "sdcd-int")
 
 
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
@@ -161,6 +167,9 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["min_effect"] = 0.0015  # half the default effect floor
     if method.endswith("-order0"):  # without the ordered re-test (Step I before session 19)
         kw["order_rounds"] = 0
+    if method.endswith("-split1"):  # one random split of the cells (Step I before session 23's split vote)
+        kw["n_splits"] = 1
+        method = method.removesuffix("-split1")
     if method.endswith("-s20"):  # session 20's counting-noise correction (corrected spectrum floored along the identity)
         raise SystemExit(f"{method}: rows of session 20's code, kept for the paired comparison; check out 66adfef to rerun")
     if "-thinning" in method:
@@ -174,7 +183,7 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     sec = time.perf_counter() - t0
     return {**graph_metrics(g.adjacency, scores, truth), "seconds": sec,
             "n_perturbed_features": g.params.get("n_perturbed_features"),
-            "order_rounds_used": g.params.get("order_rounds_used")}, g.adjacency
+            "order_rounds_used": g.params.get("order_rounds_used"), "n_splits_used": g.params.get("n_splits_used")}, g.adjacency
 
 
 def run_sdcd(fit, truth) -> tuple[dict, object]:

@@ -1,0 +1,100 @@
+"""Step I on several random splits of the cells, and one graph from them (the regression
+support's ``n_splits``, :func:`~cape_pipeline.causal.regression.fit_regression`).
+
+One split's screen on one half of the cells and test on the other (Wasserman & Roeder 2009)
+keeps edges that rode on that split's noise, and which those are changes from split to split;
+the edges most splits keep are the ones the data carry. Measured against one split on the same
+data and seeds (``benchmarks/discover/interventional`` and ``benchmarks/discover/counts``,
+RESULTS.md, session 23).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from cape_pipeline.causal.edge_test import bh
+from cape_pipeline.causal.postprocess import greedy_dag
+
+__all__ = ["SPLIT_VOTE", "vote"]
+
+#: share of the random splits (``n_splits``) that must keep an edge (:func:`vote`; 0.5: a
+#: majority, ties kept)
+SPLIT_VOTE = 0.5
+
+
+def vote(fits: list[Any], m: int, fdr: float) -> Any:
+    """One fit from the fits of several random splits of the rows (``n_splits`` of
+    :func:`~cape_pipeline.causal.regression.fit_regression`).
+
+    Which edges: those kept in at least :data:`SPLIT_VOTE` of the splits' DAGs, inserted greedily
+    (the most splits first, then the larger mean weight) and skipped where they close a cycle
+    (:func:`~cape_pipeline.causal.postprocess.greedy_dag`); an edge's weight is its mean
+    ``|partial correlation|`` over the splits that kept it. A selection frequency over random
+    halves, as stability selection (Meinshausen & Bühlmann 2010, *J. R. Stat. Soc. B* 72:417)
+    uses, at the majority threshold: one split's screen-and-test (Wasserman & Roeder 2009) keeps
+    edges that rode on that split's noise, and which those are changes from split to split.
+
+    The pairs: the union of the splits' screened pairs. Partial F and R² are means over all
+    splits (0 where a split did not test the pair, so a pair screened in few splits ranks
+    lower); the p-value is Meinshausen, Meier & Bühlmann's (2009, *J. Am. Stat. Assoc.*
+    104:1671) quantile aggregation at γ = ½, ``min(1, 2 · median_b p_b)`` with ``p_b = 1``
+    where split b did not test the pair, and the q-value its Benjamini–Hochberg adjustment;
+    ``accepted``: the pair passed the edge test in at least :data:`SPLIT_VOTE` of the splits;
+    ``n_tests`` sums over the splits. ``history`` holds every split's records (field
+    ``split``) and one ``"split vote"`` record.
+
+    Parameters
+    ----------
+    fits
+        The :class:`~cape_pipeline.causal.regression.RegressionFit` of every split (at least 2),
+        on the same ``M`` features.
+    m
+        M.
+    fdr
+        Benjamini–Hochberg level of the q-values (their values do not depend on it).
+
+    Returns
+    -------
+    RegressionFit
+        ``n_splits`` = ``len(fits)``.
+    """
+    b = len(fits)
+    need = SPLIT_VOTE * b - 1e-9
+    t0 = time.perf_counter()
+    dags = [f.adjacency.tocoo() for f in fits]
+    edge, inv = np.unique(np.concatenate([d.row.astype(np.int64) * m + d.col for d in dags]), return_inverse=True)
+    n_kept = np.bincount(inv, minlength=edge.size).astype(np.float64)
+    w_sum = np.bincount(inv, weights=np.concatenate([d.data for d in dags]), minlength=edge.size)
+    sel = n_kept >= need
+    dp, dc, n_kept, w = edge[sel] // m, edge[sel] % m, n_kept[sel], w_sum[sel] / n_kept[sel]
+    acyclic = greedy_dag(dp, dc, n_kept + 0.5 * w, m)  # count first; weight ∈ (0, 1] breaks ties
+    adj = sp.csr_array((w[acyclic], (dp[acyclic], dc[acyclic])), shape=(m, m))
+    codes = [f.parent * m + f.child for f in fits]
+    uniq = np.unique(np.concatenate(codes))
+    f_sum, r2_sum, n_acc = np.zeros(uniq.size), np.zeros(uniq.size), np.zeros(uniq.size)
+    n_tests = np.zeros(uniq.size, dtype=np.int64)
+    p_split = np.ones((b, uniq.size))
+    for i, (f, code) in enumerate(zip(fits, codes, strict=True)):
+        j = np.searchsorted(uniq, code)
+        f_sum[j] += f.f_stat
+        r2_sum[j] += f.partial_r2
+        n_acc[j] += f.accepted
+        n_tests[j] += f.n_tests
+        p_split[i, j] = f.pvalue
+    pvalue = np.minimum(1.0, 2.0 * np.median(p_split, axis=0))
+    _, qvalue = bh(pvalue, fdr)
+    history = [{**rec, "split": i} for i, f in enumerate(fits) for rec in f.history]
+    history.append({"stage": "split vote", "n_splits": b, "n_edges_any_split": int(edge.size),
+                    "n_voted": int(sel.sum()), "n_cycle_dropped": int((~acyclic).sum()), "n_edges": int(adj.nnz),
+                    "seconds": time.perf_counter() - t0})
+    return replace(
+        fits[0], parent=uniq // m, child=uniq % m, f_stat=f_sum / b, partial_r2=r2_sum / b, pvalue=pvalue, qvalue=qvalue,
+        accepted=n_acc >= need, n_tests=n_tests, adjacency=adj, history=history,
+        n_oriented=int(round(np.mean([f.n_oriented for f in fits]))),
+        n_pruned=int(round(np.mean([f.n_pruned for f in fits]))), n_splits=b,
+    )
