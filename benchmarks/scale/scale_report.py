@@ -93,7 +93,7 @@ def load_step1() -> list[dict]:
 
 
 STEP1_HEADER = (
-    "| data | cells × genes | Step I | peak memory | edges kept | support, covariates | load before |\n"
+    "| data | cells × genes | Step I | peak memory | edges kept | support, covariates, splits | load before |\n"
     "|---|---|---|---|---|---|---|"
 )
 
@@ -108,7 +108,8 @@ def step1_table(recs: list[dict]) -> str:
         name, edges = _name_and_edges(r)
         rows.append(
             f"| {name} | {r['cells']:,} × {r['genes']:,} | {fmt_s(r['stages'].get('discover', {}).get('seconds'))} | "
-            f"{r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {d.get('support')}, {d.get('covariates_used')} | "
+            f"{r['peak_rss_mb'] / 1024:.1f} GB | {edges} | {d.get('support')}, {d.get('covariates_used')}, "
+            f"{d.get('n_splits_used') or 1} | "
             f"{load_cell(r)} |"
         )
     return "\n".join(rows)
