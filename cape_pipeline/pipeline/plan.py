@@ -272,11 +272,12 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
     return max(210.0 + 2.5e-6 * nm, 1.0e-5 * nm)
 
 
-#: the regression support's estimate (:func:`discover_estimate`): seconds, and seconds per N·M
-#: (step1.jsonl of session 17, library size as covariate, counting-noise correction from 3,000
-#: cells: 3.0 / 9.6 / 54 / 59 / 113 s at 1,000 / 3,000 / 10,000 / 20,000 / 50,000 cells)
+#: the regression support's estimate per split of the cells (:func:`discover_estimate`): seconds,
+#: and seconds per N·M (the newest step1.jsonl row of each simulated set, library size as
+#: covariate, counting-noise correction from 3,000 cells: 3.0 s at 1,000 cells and 19 s at 10,000
+#: and 2.1 min at 50,000 with one split; 36 s at 3,000 and 5.3 min at 20,000 with 8)
 REGRESSION_FIXED_S = 2.0
-REGRESSION_PER_ENTRY = 1.4e-6
+REGRESSION_PER_ENTRY = 1.0e-6
 
 
 def format_clock(seconds: float) -> str:
