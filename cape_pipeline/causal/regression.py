@@ -264,9 +264,11 @@ def fit_regression(
         for the shift tests of step 6
         (:func:`~cape_pipeline.causal.ordering.shift_tests`), or None.
     seed
-        Seeds the split of the rows.
+        Seeds the splits of the rows: split 0 from ``seed`` alone (the one split of
+        ``n_splits=1``), split b from ``(seed, b)``.
     progress
-        Log each stage's counts at INFO (the stages are few and short; no bar).
+        Log each stage's counts at INFO, and with more than one split show a progress bar over
+        the splits (:func:`~cape_pipeline._progress.progress_task`).
 
     Returns
     -------
