@@ -197,7 +197,7 @@ def _split_fits(z: np.ndarray, n_splits: int, seed: int = 0):
 def test_split_vote_keeps_the_edges_most_splits_keep_and_aggregates_pairs():
     """``n_splits``: each split's fit is the one-split fit on that split, an edge is kept where at
     least half the splits keep it (acyclic, weight its mean), and the pair statistics are
-    combined as ``_vote`` says (Meinshausen, Meier & Bühlmann's median rule for the p-value)."""
+    combined as ``split_vote.vote`` says (Meinshausen, Meier & Bühlmann's median rule for the p-value)."""
     a, _ = _hill(600, seed=2, genes=80)
     z = _std(np.asarray(a.X.toarray() if sp.issparse(a.X) else a.X, dtype=np.float64))
     one = fit_regression(z)
