@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["partial_f"]
+__all__ = ["partial_f", "regressions"]
 
 #: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
 #: measured (session 21, benchmarks/discover/interventional and counts)
@@ -34,7 +34,26 @@ def partial_f(
     z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
     noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Partial F statistic and partial R² of every candidate in every feature's regression.
+    """Partial F statistic and partial R² of every candidate in every feature's regression
+    (:func:`regressions`, whose docstring gives the model, the counting-noise correction and the
+    parameters): ``F = β_j² / (σ² (G⁻¹)_jj)`` and ``R² = F / (F + ν)``.
+
+    Returns
+    -------
+    f_stat, r2, dof
+        ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
+        residual degrees of freedom ``ν_c``.
+    """
+    coef, var, dof = regressions(z, parents, live, ridge=ridge, noise=noise, keep=keep)
+    f_out = coef**2 / var
+    return f_out, f_out / (f_out + dof[:, None]), dof
+
+
+def regressions(
+    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
+    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every feature's regression on its candidates: coefficients, their variances, dof.
 
     Feature c is regressed on its live candidates ``P[c]`` (``z_c ≈ Z_P β``, ridge ``λ·N``
     on the correlation scale). The partial F of candidate j is ``β_j² / (σ² (G⁻¹)_jj)``, the
@@ -91,16 +110,17 @@ def partial_f(
 
     Returns
     -------
-    f_stat, r2, dof
-        ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
-        residual degrees of freedom ``ν_c``.
+    coef, var, dof
+        ``(M, K)`` float64 coefficients ``β`` (0 at padding) and their variances in the OLS form
+        ``σ² (G⁻¹)_jj`` (1 at padding), and ``(M,)`` float64 residual degrees of freedom ``ν_c``.
     """
     n, m = z.shape
     k = parents.shape[1]
-    f_out = torch.zeros(m, k, dtype=torch.float64)
+    coef = torch.zeros(m, k, dtype=torch.float64)
+    var = torch.ones(m, k, dtype=torch.float64)
     dof = torch.zeros(m, dtype=torch.float64)
     if k == 0:
-        return f_out, f_out.clone(), dof
+        return coef, var, dof
     eye = torch.eye(k, dtype=torch.float64)
     chunk = max(1, _BATCH_ENTRIES // max(n * k, 1))
     for s in range(0, m, chunk):
@@ -144,8 +164,7 @@ def partial_f(
         rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
         nu = (nb - kc - 1).clamp_min(1.0)
         sigma2 = (rss / nu).clamp_min(1e-12)
-        f = beta[:, :, 0] ** 2 / (sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30))
-        f_out[s : s + idx.shape[0]] = f * lv
+        coef[s : s + idx.shape[0]] = beta[:, :, 0] * lv
+        var[s : s + idx.shape[0]] = sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30)
         dof[s : s + idx.shape[0]] = nu
-    r2 = f_out / (f_out + dof[:, None])
-    return f_out, r2, dof
+    return coef, var, dof
