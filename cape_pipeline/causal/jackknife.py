@@ -35,7 +35,8 @@ from cape_pipeline.causal.screen import parent_table
 __all__ = ["JACKKNIFE_SPLITS", "jackknife_retest", "jackknife_variance"]
 
 #: random splits of the rows into two halves (2 × this many half-sample fits). Measured on the
-#: Norman-size screen (10 seeds, session 24): 8 splits gave mean F1 0.710, 16 0.713, 32 0.715
+#: Norman-size screen (session 24): 8 splits gave mean F1 0.698 (seeds 0–2, against 0.705 with 32),
+#: 16 gave 0.713 and 32 0.715 (seeds 0–9)
 JACKKNIFE_SPLITS = 32
 #: salt of the halves' seeds: split b's rows from ``default_rng([seed, _SEED_SALT + b])``, apart
 #: from the splits of the fit itself (``seed`` and ``[seed, b]``)

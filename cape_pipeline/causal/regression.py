@@ -73,7 +73,7 @@ one on quantities the model cannot trade away:
    coefficient's variance from the delete-half jackknife over random halves of the cells in place
    of the least-squares formula, which understates it where the counting-noise correction does
    the most (a sibling seen through a noisy parent) and where the errors are heteroscedastic.
-   Measured on the Norman-size screen: F1 0.699 → 0.715 (10 seeds), precision 0.775 → 0.847
+   Measured on the Norman-size screen: F1 0.699 → 0.714 (10 seeds), precision 0.775 → 0.847
    (``benchmarks/discover/interventional/RESULTS.md``, session 24).
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
