@@ -255,8 +255,9 @@ class DiscoverConfig:
     n_splits
         ``"cape"``, support ``"regression"``: random splits of the cells the whole fit (screen
         on one half, test on the other, both ways) is repeated on; an edge is kept where at
-        least half of the splits keep it (:func:`~cape_pipeline.causal.split_vote.vote`), then
-        tested again with a jackknife variance (:func:`~cape_pipeline.causal.jackknife.jackknife_retest`).
+        least half of the splits keep it (:func:`~cape_pipeline.causal.split_vote.vote`); with
+        perturbation labels, then tested again with a jackknife variance
+        (:func:`~cape_pipeline.causal.jackknife.jackknife_retest`).
         Default :data:`~.supports.N_SPLITS` (8); 1 gives one fit without the re-test, in 1/8 of
         the time. Recorded as
         ``params["n_splits_used"]`` (1 below 20 cells).

@@ -103,16 +103,20 @@ def test_jackknife_refuses_fewer_than_two_splits(bad):
         jackknife_variance(z, tab, mask, n_splits=bad)
 
 
-def test_fit_regression_re_tests_the_voted_dag_only_with_several_splits():
+def test_fit_regression_re_tests_the_voted_dag_with_labels_and_several_splits_only():
     rng = np.random.default_rng(5)
     n, m = 1200, 8
+    intervened = np.zeros((n, m), dtype=bool)
+    intervened[:100, 2] = True  # do(x2) in the first 100 rows
     z = rng.normal(size=(n, m))
     for c in range(1, m):  # a chain 0 → 1 → … → 7
         z[:, c] = 0.6 * z[:, c - 1] + rng.normal(size=n)
+        if c == 2:
+            z[:100, 2] = 2.0 + rng.normal(size=100)
     z = _std(z)
-    one = fit_regression(z, n_splits=1)
-    assert all(r["stage"] != "jackknife re-test" for r in one.history)
-    several = fit_regression(z, n_splits=3)
+    for fit in (fit_regression(z, n_splits=1, intervened=intervened), fit_regression(z, n_splits=3)):
+        assert all(r["stage"] != "jackknife re-test" for r in fit.history)  # one split, or no labels
+    several = fit_regression(z, n_splits=3, intervened=intervened)
     record = several.history[-1]
     assert record["stage"] == "jackknife re-test"
     assert record["n_tested"] - record["n_dropped"] == record["n_edges"] == several.adjacency.nnz

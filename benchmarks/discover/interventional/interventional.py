@@ -54,6 +54,8 @@ Methods, on the same cells:
 - ``-s23``: session 23's code, the split vote without session 24's jackknife re-test of the
   voted edges (``cape_pipeline.causal.jackknife``); the rows of the methods rerun in session 24
   were relabelled ``-s23`` (field ``relabelled_from``), kept for the paired comparison;
+- ``cape-obs-jk``: ``cape-obs`` with that re-test, which the default runs only where the labels
+  are read (measured in session 24; ``cape-obs`` is unchanged);
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -155,7 +157,7 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-obs-states", "cape-obs-states-s20", "cape-int-states", "cape-int-states-s20",
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
-           "cape-int-states-thinning-order0", "cape-obs-s23", "cape-int-s23", "cape-int-thinning-s23",
+           "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
            "cape-int-states-thinning-s23", "sdcd-int")
 
 
@@ -176,6 +178,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         method = method.removesuffix("-split1")
     if method.endswith("-s23"):  # session 23's code: the split vote without the jackknife re-test
         raise SystemExit(f"{method}: rows of session 23's code, kept for the paired comparison; check out 63deb54 to rerun")
+    if method.endswith("-jk"):  # the jackknife re-test without labels, measured in session 24, not the default
+        raise SystemExit(f"{method}: rows of a variant measured in session 24 and not made the default; check out 6cf31da to rerun")
     if method.endswith("-s20"):  # session 20's counting-noise correction (corrected spectrum floored along the identity)
         raise SystemExit(f"{method}: rows of session 20's code, kept for the paired comparison; check out 66adfef to rerun")
     if "-thinning" in method:
