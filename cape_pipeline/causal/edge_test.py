@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bh", "combine_halves", "min_effect_pvalues"]
+__all__ = ["bh", "combine_halves", "min_effect_pvalues", "table_pvalues"]
 
 
 def min_effect_pvalues(
@@ -43,6 +43,41 @@ def min_effect_pvalues(
         return f_dist.sf(f_stat, 1, dof)
     nc = np.asarray(n_obs, dtype=np.float64) * min_effect / (1.0 - min_effect)
     return ncf.sf(f_stat, 1, dof, nc)
+
+
+def table_pvalues(
+    f_stat: np.ndarray, dof: np.ndarray, parents: np.ndarray, live: np.ndarray, n_rows: int,
+    keep: np.ndarray | None, min_effect: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`min_effect_pvalues` of the live entries of a table of regressions (every child's
+    on its candidates or DAG parents, :func:`~cape_pipeline.causal.neighbourhood.regressions`).
+
+    Parameters
+    ----------
+    f_stat
+        ``(M, K)`` float64 statistics, entry ``[c, j]`` that of parent ``parents[c, j]`` of c.
+    dof
+        ``(M,)`` float64 residual degrees of freedom of each child's regression.
+    parents, live
+        ``(M, K)`` int64 parent table and bool mask of its live entries.
+    n_rows
+        N, the rows of every regression without ``keep``.
+    keep
+        ``(N, M)`` bool, each child's own rows (interventions), or None: a child's N is then its
+        own row count.
+    min_effect
+        The floor on partial R².
+
+    Returns
+    -------
+    parent, child, pvalue
+        ``(E,)`` of the live entries, in row-major order of the table.
+    """
+    m = parents.shape[0]
+    parent = parents[live]
+    child = np.broadcast_to(np.arange(m)[:, None], parents.shape)[live]
+    n_obs = n_rows if keep is None else keep.sum(0)[child]  # each child's own rows
+    return parent, child, min_effect_pvalues(f_stat[live], dof[child], n_obs, min_effect)
 
 
 def bh(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:

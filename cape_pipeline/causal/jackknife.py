@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from cape_pipeline.causal.edge_test import bh, min_effect_pvalues
+from cape_pipeline.causal.edge_test import bh, table_pvalues
 from cape_pipeline.causal.neighbourhood import regressions
 from cape_pipeline.causal.screen import parent_table
 
@@ -170,12 +170,9 @@ def jackknife_retest(
     tab, mask = parent_table(coo.row.astype(np.int64), coo.col.astype(np.int64), m)
     coef, var, dof = jackknife_variance(z, tab, mask, ridge=ridge, noise=noise, keep=keep, n_splits=n_splits,
                                         seed=seed)
-    mk = mask.numpy()
-    parent = tab.numpy()[mk]
-    child = np.broadcast_to(np.arange(m)[:, None], tab.shape)[mk]
-    f_stat = coef.numpy()[mk] ** 2 / np.maximum(var.numpy()[mk], 1e-300)
-    n_obs = z.shape[0] if keep is None else keep.sum(0)[child]
-    kept, _ = bh(min_effect_pvalues(f_stat, dof.numpy()[child], n_obs, min_effect), fdr)
+    f_stat = coef.numpy() ** 2 / np.maximum(var.numpy(), 1e-300)
+    parent, child, pvalue = table_pvalues(f_stat, dof.numpy(), tab.numpy(), mask.numpy(), z.shape[0], keep, min_effect)
+    kept, _ = bh(pvalue, fdr)
     weight = np.asarray(adjacency[parent[kept], child[kept]]).ravel()
     out = sp.csr_array((weight, (parent[kept], child[kept])), shape=(m, m))
     return out, {"stage": "jackknife re-test", "n_tested": int(parent.size), "n_dropped": int((~kept).sum()),

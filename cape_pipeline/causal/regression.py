@@ -95,7 +95,7 @@ import torch
 
 from cape_pipeline._progress import progress_task
 from cape_pipeline.causal.covariates import unit_sd
-from cape_pipeline.causal.edge_test import bh, combine_halves, min_effect_pvalues
+from cape_pipeline.causal.edge_test import bh, combine_halves, table_pvalues
 from cape_pipeline.causal.jackknife import jackknife_retest
 from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
 from cape_pipeline.causal.ordering import (
@@ -176,16 +176,11 @@ def _test(
 ) -> tuple[np.ndarray, ...]:
     """Regressions and minimum-effect p-values on ``z_test`` of the live entries of a candidate
     table. Returns ``(parent, child, f, r2, p)``, each ``(E,)``."""
-    m = z_test.shape[1]
     f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
                                 ridge=ridge, noise=noise, keep=None if keep is None else torch.from_numpy(keep))
     lv = live.numpy()
-    child = np.repeat(np.arange(m), cand.shape[1]).reshape(cand.shape)[lv]
-    parent = cand.numpy()[lv]
-    f_e, r2_e = f_stat.numpy()[lv], r2.numpy()[lv]
-    dof_e = np.broadcast_to(dof.numpy()[:, None], cand.shape)[lv]
-    n_e = z_test.shape[0] if keep is None else keep.sum(0)[child]  # each child's own rows
-    return parent, child, f_e, r2_e, min_effect_pvalues(f_e, dof_e, n_e, min_effect)
+    parent, child, p = table_pvalues(f_stat.numpy(), dof.numpy(), cand.numpy(), lv, z_test.shape[0], keep, min_effect)
+    return parent, child, f_stat.numpy()[lv], r2.numpy()[lv], p
 
 
 def _prune(
@@ -201,10 +196,7 @@ def _prune(
     f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise,
                                  keep=None if keep is None else torch.from_numpy(keep))
     mk = mask.numpy()
-    pp, cc = tab.numpy()[mk], np.repeat(np.arange(m), tab.shape[1]).reshape(tab.shape)[mk]
-    n_d = zt.shape[0] if keep is None else keep.sum(0)[cc]  # each child's own rows
-    p_d = min_effect_pvalues(f_d.numpy()[mk], np.broadcast_to(dof_d.numpy()[:, None], tab.shape)[mk], n_d,
-                             min_effect)
+    pp, cc, p_d = table_pvalues(f_d.numpy(), dof_d.numpy(), tab.numpy(), mk, zt.shape[0], keep, min_effect)
     kept, _ = bh(p_d, fdr)
     w = np.sqrt(r2_d.numpy()[mk][kept])
     return sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m)), int((~kept).sum())

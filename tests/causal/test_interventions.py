@@ -101,16 +101,17 @@ def test_the_edge_test_of_a_perturbed_child_counts_its_own_rows():
 
 def test_with_cross_fitting_each_half_tests_on_its_own_rows_of_the_child(monkeypatch):
     """Cross-fitting: each half's edge test gets the child's unperturbed rows *of the test half*."""
+    import cape_pipeline.causal.edge_test as edge_test
     import cape_pipeline.causal.regression as reg
 
     seen = []
-    real = reg.min_effect_pvalues
+    real = edge_test.min_effect_pvalues
 
     def spy(f, dof, n, me):
         seen.append(np.broadcast_to(np.asarray(n), np.shape(f)).copy())
         return real(f, dof, n, me)
 
-    monkeypatch.setattr(reg, "min_effect_pvalues", spy)
+    monkeypatch.setattr(edge_test, "min_effect_pvalues", spy)  # called by edge_test.table_pvalues
     rng = np.random.default_rng(1)
     n = 600
     z = rng.normal(size=(n, 5))
