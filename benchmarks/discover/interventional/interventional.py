@@ -161,6 +161,17 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-thinning-s23", "sdcd-int")
 
 
+#: method suffixes whose rows were made by code the package no longer has: what, and the commit to rerun them at
+EARLIER_CODE = {
+    # session 20's counting-noise correction (corrected spectrum floored along the identity)
+    "-s20": ("session 20's code, kept for the paired comparison", "66adfef"),
+    # session 23's code: the split vote without the jackknife re-test
+    "-s23": ("session 23's code, kept for the paired comparison", "63deb54"),
+    # the jackknife re-test without labels
+    "-jk": ("a variant measured in session 24 and not made the default", "6cf31da"),
+}
+
+
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     from cape_pipeline.causal.api import discover_scored
 
@@ -176,12 +187,9 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     if method.endswith("-split1"):  # one random split of the cells (Step I before session 23's split vote)
         kw["n_splits"] = 1
         method = method.removesuffix("-split1")
-    if method.endswith("-s23"):  # session 23's code: the split vote without the jackknife re-test
-        raise SystemExit(f"{method}: rows of session 23's code, kept for the paired comparison; check out 63deb54 to rerun")
-    if method.endswith("-jk"):  # the jackknife re-test without labels, measured in session 24, not the default
-        raise SystemExit(f"{method}: rows of a variant measured in session 24 and not made the default; check out 6cf31da to rerun")
-    if method.endswith("-s20"):  # session 20's counting-noise correction (corrected spectrum floored along the identity)
-        raise SystemExit(f"{method}: rows of session 20's code, kept for the paired comparison; check out 66adfef to rerun")
+    for suffix, (what, commit) in EARLIER_CODE.items():
+        if method.endswith(suffix):
+            raise SystemExit(f"{method}: rows of {what}; check out {commit} to rerun")
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()
