@@ -8,8 +8,7 @@ comes from an inverted, corrected Gram matrix and varies more than that formula 
 the errors are heteroscedastic too. Both make the test anti-conservative, most of all where the
 correction does the most — a sibling seen through a noisy parent: on the Norman-size screen the
 spread of the coefficient over random halves of the cells is 1.29 × the formula's standard error
-for true edges and 1.67 × for false ones (medians; ``benchmarks/discover/interventional/RESULTS.md``,
-session 24).
+for true edges and 1.67 × for false ones (medians; ``benchmarks/discover/interventional/RESULTS.md``).
 
 The delete-d jackknife with d = N/2 (Shao & Wu 1989, *Ann. Statist.* 17:1176; half-sample
 replication, McCarthy 1969, *Rev. Int. Stat. Inst.* 37:239) estimates the variance of an estimator from the
@@ -35,7 +34,7 @@ from cape_pipeline.causal.screen import parent_table
 __all__ = ["JACKKNIFE_SPLITS", "jackknife_retest", "jackknife_variance"]
 
 #: random splits of the rows into two halves (2 × this many half-sample fits). Measured on the
-#: Norman-size screen (session 24): 8 splits gave mean F1 0.698 (seeds 0–2, against 0.705 with 32),
+#: Norman-size screen: 8 splits gave mean F1 0.698 (seeds 0–2, against 0.705 with 32),
 #: 16 gave 0.713 and 32 0.715 (seeds 0–9)
 JACKKNIFE_SPLITS = 32
 #: salt of the halves' seeds: split b's rows from ``default_rng([seed, _SEED_SALT + b])``, apart

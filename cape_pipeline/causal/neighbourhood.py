@@ -12,7 +12,7 @@ import torch
 __all__ = ["partial_f", "regressions"]
 
 #: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
-#: measured (session 21, benchmarks/discover/interventional and counts)
+#: measured (benchmarks/discover/interventional and counts)
 _EIV_MARGIN = 3.0
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
@@ -73,13 +73,13 @@ def regressions(
     and not at all where ``λ_i < c√(K/N)`` — a per-direction form of Fuller's modified
     estimator (Fuller 1987, §2.5, whose modification is one scalar for the whole matrix; ours).
     Without a margin the correction inverts sampling noise at small N; c =
-    :data:`_EIV_MARGIN` is measured, not derived. Until session 21 the corrected spectrum was
-    raised instead to ``max(√(K/N), 0.05)·N`` along the identity, which hands variance back to
-    every candidate — the sibling of a noisy parent included —; a single scalar for the whole
-    matrix (Fuller's form) lets one very noisy candidate scale back every other candidate's
-    correction (``λ̂ ≤ (1 + ridge)/δ_max``). Measured against both on two count generators, with
+    :data:`_EIV_MARGIN` is measured, not derived. Two other forms lose: raising the
+    corrected spectrum to ``max(√(K/N), 0.05)·N`` along the identity hands variance back to
+    every candidate — the sibling of a noisy parent included —, and a single scalar for the
+    whole matrix (Fuller's form) lets one very noisy candidate scale back every other
+    candidate's correction (``λ̂ ≤ (1 + ridge)/δ_max``). Measured against both on two count generators, with
     and without perturbation labels (``benchmarks/discover/interventional/RESULTS.md`` and
-    ``benchmarks/discover/counts/RESULTS.md``, session 21): mean F1 rises on every screen and at
+    ``benchmarks/discover/counts/RESULTS.md``): mean F1 rises on every screen and at
     every size, by 0.002 (Norman-size with cell states) to 0.03; at 3,000 cells the kept graph's
     precision falls (0.513 → 0.472 on our generator). The statistic keeps the
     OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates

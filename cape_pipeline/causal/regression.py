@@ -59,25 +59,21 @@ one on quantities the model cannot trade away:
    the order it conditions on predecessors only. An accepted edge whose parent was perturbed
    alone is dropped where the child's shift under it has p-value above ``SHIFT_CONSISTENCY_P``
    (a direct child shifts with its parent; interventional faithfulness). Each round starts from
-   the previous round's DAG. Measured on the Norman-size screen with the counting-noise
-   correction: F1 0.54 → 0.665, and 0.685 with session 21's direction-by-direction counting-noise
-   correction (``benchmarks/discover/interventional/RESULTS.md``).
+   the previous round's DAG.
 7. **Split vote** (``n_splits``; :mod:`~cape_pipeline.causal.split_vote`). Steps 1–6 are
    repeated on several random splits of the cells (8 by default), and an edge is kept where at
    least half the splits keep it: one split's screen-and-test keeps edges that rode on that
-   split's noise. Measured against one split on both count generators and the perturbation
-   screens (``benchmarks/discover/counts`` and ``benchmarks/discover/interventional``,
-   RESULTS.md, session 23): precision rises at equal recall; the time is ``n_splits`` times.
+   split's noise: precision rises at equal recall, and the time is ``n_splits`` times.
 8. **Jackknife re-test** (with ``n_splits`` > 1 and ``intervened``; :mod:`~cape_pipeline.causal.jackknife`). Every
    edge of the voted DAG is tested again given its DAG parents (step 5's test), with its
    coefficient's variance from the delete-half jackknife over random halves of the cells in place
    of the least-squares formula, which understates it where the counting-noise correction does
    the most (a sibling seen through a noisy parent) and where the errors are heteroscedastic.
-   Measured on the Norman-size screen: F1 0.699 → 0.714 (10 seeds), precision 0.775 → 0.847;
-   on the SERGIO-like screen 0.509 → 0.515 (``benchmarks/discover/interventional/RESULTS.md``,
-   session 24). On counts without perturbation labels it traded recall for precision at a loss
-   of F1 (SERGIO-like counts, 10,000 cells: 0.479 → 0.458; ours: 0.423 → 0.422;
-   ``benchmarks/discover/counts/RESULTS.md``), so it runs only where the labels are read.
+   On counts without perturbation labels it trades recall for precision at a loss of F1, so it
+   runs only where the labels are read.
+
+What each step gains, measured on the count generators and the perturbation screens, is in
+``benchmarks/discover/counts/RESULTS.md`` and ``benchmarks/discover/interventional/RESULTS.md``.
 
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 """
@@ -250,7 +246,7 @@ def fit_regression(
         (:func:`~cape_pipeline.causal.split_vote.vote`); with ``intervened``, the kept edges
         are then tested again with the jackknife variance
         (:func:`~cape_pipeline.causal.jackknife.jackknife_retest`, seeded by ``seed``). 1: one
-        split, no re-test (the fit before session 23). Needs
+        split, no re-test (the fit without the vote). Needs
         ``crossfit`` and at least 20 rows; otherwise one fit.
     reliability
         ``(M,)`` float64 in (0, 1]: the share of each feature's (covariate-adjusted) variance

@@ -5,7 +5,7 @@ One split's screen on one half of the cells and test on the other (Wasserman & R
 keeps edges that rode on that split's noise, and which those are changes from split to split;
 the edges most splits keep are the ones the data carry. Measured against one split on the same
 data and seeds (``benchmarks/discover/interventional`` and ``benchmarks/discover/counts``,
-RESULTS.md, session 23).
+RESULTS.md).
 """
 
 from __future__ import annotations

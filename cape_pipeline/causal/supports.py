@@ -40,7 +40,7 @@ ORDER_ROUNDS = 2
 #: n_splits of support "regression" (the default): random splits of the cells the whole fit is
 #: repeated on, an edge kept where at least half of them keep it (split_vote.vote). Measured
 #: against one split on the same data and seeds (benchmarks/discover/interventional and
-#: benchmarks/discover/counts, RESULTS.md, session 23); the time is n_splits times one fit's
+#: benchmarks/discover/counts, RESULTS.md); the time is n_splits times one fit's
 N_SPLITS = 8
 #: support="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)

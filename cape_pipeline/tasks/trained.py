@@ -338,8 +338,8 @@ class TrainedModel:
                     f"data with cape_pipeline.pp.preprocess(adata, target_sum={mine.get('target_sum')}) or pass raw counts"
                 )
             return adata
-        from cape_pipeline.pp._preprocess import PreprocessConfig, detect_input_state
-        from cape_pipeline.pp._preprocess import preprocess as run_pp
+        from cape_pipeline.pp import PreprocessConfig, detect_input_state
+        from cape_pipeline.pp import preprocess as run_pp
 
         if detect_input_state(adata.X) == "scaled" and (adata.raw is None or detect_input_state(adata.raw.X) == "scaled"):
             raise CapeDataError(
