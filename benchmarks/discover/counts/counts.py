@@ -8,7 +8,10 @@ so the truth is the whole graph), N ∈ {1,000, 3,000, 10,000, 30,000} cells, se
 ``simulated_grn_counts`` (ours: TF-like hubs, tanh mechanisms on log activities, cell types on
 the roots, negative-binomial counts) and ``simulated_hill_counts`` (after SERGIO's description:
 Hill kinetics on the linear scale, intrinsic noise that propagates, outlier genes, library size,
-dropout, Poisson).
+dropout, Poisson); and a third that is not ours, ``sergio``: SERGIO itself (Dibaeinia & Sinha
+2020, the authors' PyPI release in its own virtual environment, ``_sergio.py``): 400 genes drawn
+from its E. coli reference network (about 355 in the graph), 9 cell types, its steady-state
+simulation and technical noise at the authors' notebook settings, N ∈ {3,000, 10,000}.
 
 Methods, side by side on the same files:
 - ``cape``: ``cape run FILE --until discover`` with every default (support "regression" for
@@ -41,14 +44,14 @@ without an edge; wall seconds of the whole run and peak RSS.
 
 Usage::
 
-    python benchmarks/discover/counts/counts.py setup          # the baselines' virtual environments
+    python benchmarks/discover/counts/counts.py setup          # the baselines' and SERGIO's environments
     python benchmarks/discover/counts/counts.py run [--generators grn hill] [--cells ...]
         [--seeds 0 1 2] [--methods cape learned pearson regdiffusion grnboost2] [--ablations]
         [--data-dir DIR]                                        # appends to counts.jsonl (resumes)
     python benchmarks/discover/counts/counts.py report         # RESULTS.md tables and counts.png
 
-The baselines' environments live in ``_cache/`` (not tracked); ``_regdiffusion.py`` and
-``_grnboost2.py`` are the two-line runners that this script starts inside them.
+The baselines' and SERGIO's environments live in ``_cache/`` (not tracked); ``_regdiffusion.py``,
+``_grnboost2.py`` and ``_sergio.py`` are the runners that this script starts inside them.
 """
 
 from __future__ import annotations
@@ -102,14 +105,23 @@ CAPE_SETS = {
 }
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
-#: GRNBoost2 runs on a random subsample of at most this many cells (8.8 min per 1,000 cells at
-#: 2,000 genes on the 2-core machine: the full 30,000-cell sets would take hours per run)
+#: GRNBoost2 runs on a random subsample of at most this many cells at 2,000 genes (8.8 min per
+#: 1,000 cells there on the 2-core machine: the full 30,000-cell sets would take hours per run);
+#: its cost grows as cells × genes², so a panel of M genes gets TREE_MAX_CELLS · (2,000 / M)²
 TREE_MAX_CELLS = 1000
 EXTERNAL = {
     "regdiffusion": ("regdiffusion", ["torch==2.13.0", "regdiffusion==0.2.3"]),
     "grnboost2": ("arboreto", ["arboreto==0.1.6", "dask[distributed]<2024", "distributed<2024", "numpy<2",
                                "pandas<2.2", "scikit-learn"]),
 }
+#: simulators that are not ours, each in its own virtual environment (SERGIO 1.9.3 needs pandas < 2.2)
+SIMULATORS = {"sergio": ("sergio", ["sergio-scsim==1.9.3", "numpy<2", "pandas<2.2"])}
+#: SERGIO: genes drawn from its E. coli reference network, and cell types (as its DS sets)
+SERGIO_GENES, SERGIO_TYPES = 400, 9
+#: options every cape run on a generator's files takes: SERGIO's 355-gene panel has about one
+#: count per gene and cell, so scanpy's whole-transcriptome QC (200 genes per cell) would drop
+#: every cell; only empty cells are dropped
+GENERATOR_SETS = {"sergio": ["preprocess.min_genes=1"]}
 
 
 # ----------------------------------------------------------------------------- data
@@ -123,10 +135,12 @@ def simulate(gen: str, n: int, seed: int, data_dir: Path) -> Path:
     """
     from cape_pipeline.datasets import TRUE_DAG_KEY, simulated_grn_counts, simulated_hill_counts
 
-    path = data_dir / f"{gen}_{n}x{GENES}_s{seed}.h5ad"
+    path = data_dir / f"{gen}_{n}x{SERGIO_GENES if gen == 'sergio' else GENES}_s{seed}.h5ad"
     if path.exists():
         return path
-    if gen.endswith("-hidden"):
+    if gen == "sergio":
+        a = _sergio(n, seed)
+    elif gen.endswith("-hidden"):
         import anndata as ad
 
         a = ad.read_h5ad(simulate(gen.removesuffix("-hidden"), n, seed, data_dir))
@@ -139,6 +153,31 @@ def simulate(gen: str, n: int, seed: int, data_dir: Path) -> Path:
     a.write_h5ad(tmp)
     tmp.rename(path)
     return path
+
+
+def _sergio(n: int, seed: int):
+    """SERGIO's counts (``_sergio.py`` in its own environment) as AnnData with the true DAG."""
+    import anndata as ad
+    import pandas as pd
+    import scipy.sparse as sp
+
+    py = venv_python("sergio")
+    if not py.exists():
+        raise SystemExit(f"sergio: run `python {Path(__file__).name} setup` first ({py} missing)")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([str(py), str(HERE / "_sergio.py"), str(SERGIO_GENES), str(n), str(SERGIO_TYPES), str(seed),
+                        f"{tmp}/s.npz"], check=True)
+        z = np.load(f"{tmp}/s.npz")
+        genes, edges, counts, types = z["genes"], z["edges"], z["counts"], z["cell_type"]
+    index = {g: i for i, g in enumerate(genes)}
+    m = len(genes)
+    truth = sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
+                          shape=(m, m))
+    a = ad.AnnData(sp.csr_matrix(counts.astype(np.float32)), obs=pd.DataFrame(
+        {"cell_type": pd.Categorical(types.astype(str))}, index=[f"cell{i}" for i in range(len(types))]),
+        var=pd.DataFrame(index=genes))
+    a.varp["true_dag"] = truth
+    return a
 
 
 def lognorm(path: Path) -> tuple[np.ndarray, np.ndarray, object]:
@@ -201,13 +240,13 @@ def run_measured(cmd: list[str], **kw) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- methods
-def run_cape(method: str, path: Path, names: np.ndarray, truth) -> dict:
+def run_cape(method: str, path: Path, names: np.ndarray, truth, extra: list[str] | tuple = ()) -> dict:
     from cape_pipeline.causal.graph import CausalGraph
 
     with tempfile.TemporaryDirectory() as tmp:
         cape = Path(sys.executable).with_name("cape")
         cmd = [str(cape), "run", str(path), "--until", "discover", "--workdir", f"{tmp}/w", "--out", f"{tmp}/o"]
-        for s in CAPE_SETS[method]:
+        for s in [*CAPE_SETS[method], *extra]:
             cmd += ["--set", s]
         sec, rss = run_measured(cmd, stdout=subprocess.DEVNULL)
         g = CausalGraph.read_parquet(Path(tmp) / "o" / "dag.parquet")
@@ -243,7 +282,7 @@ def run_pearson(x: np.ndarray, truth) -> dict:
 
 
 def venv_python(name: str) -> Path:
-    return VENVS / f"venv-{EXTERNAL[name][0]}" / "bin" / "python"
+    return VENVS / f"venv-{EXTERNAL.get(name, SIMULATORS.get(name))[0]}" / "bin" / "python"
 
 
 def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
@@ -251,10 +290,11 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
     if not py.exists():
         raise SystemExit(f"{method}: run `python {Path(__file__).name} setup` first ({py} missing)")
     extra = {}
-    if method == "grnboost2" and x.shape[0] > TREE_MAX_CELLS:
-        rows = np.sort(np.random.default_rng(seed).choice(x.shape[0], TREE_MAX_CELLS, replace=False))
+    max_cells = int(TREE_MAX_CELLS * (GENES / x.shape[1]) ** 2)
+    if method == "grnboost2" and x.shape[0] > max_cells:
+        rows = np.sort(np.random.default_rng(seed).choice(x.shape[0], max_cells, replace=False))
         x = x[rows]
-        extra["cells_used"] = TREE_MAX_CELLS
+        extra["cells_used"] = max_cells
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
         script = HERE / f"_{method}.py"
@@ -288,7 +328,8 @@ LABELS = {
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
-             "hill-hidden": "simulated_hill_counts, half of the regulators hidden"}
+             "hill-hidden": "simulated_hill_counts, half of the regulators hidden",
+             "sergio": "SERGIO 1.9.3 (the authors' code)"}
 GENERATORS = tuple(GEN_NAMES)
 
 
@@ -391,10 +432,13 @@ def _figure(summ: dict, gens: list[str], cells: list[int]) -> None:
 
 
 # ----------------------------------------------------------------------------- commands
-def setup() -> None:
-    """Create each baseline's virtual environment under ``_cache/`` from its PyPI release."""
+def setup(only: list[str] | None = None) -> None:
+    """Create each baseline's and simulator's virtual environment under ``_cache/`` from its PyPI
+    release (``only``: those named)."""
     VENVS.mkdir(exist_ok=True)
-    for _, (name, reqs) in EXTERNAL.items():
+    for key, (name, reqs) in {**EXTERNAL, **SIMULATORS}.items():
+        if only and key not in only:
+            continue
         venv = VENVS / f"venv-{name}"
         if not (venv / "bin" / "python").exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -429,7 +473,7 @@ def run(a: argparse.Namespace) -> None:
                 for method in todo:
                     load = os.getloadavg()[0]
                     if method in CAPE_SETS:
-                        rec = run_cape(method, path, names, truth)
+                        rec = run_cape(method, path, names, truth, GENERATOR_SETS.get(gen, ()))
                     elif method == "pearson":
                         rec = run_pearson(x, truth)
                     else:
@@ -447,7 +491,8 @@ def run(a: argparse.Namespace) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("setup")
+    st = sub.add_parser("setup")
+    st.add_argument("only", nargs="*", choices=[*EXTERNAL, *SIMULATORS], help="only these (default: all)")
     r = sub.add_parser("run")
     r.add_argument("--generators", nargs="+", default=["grn", "hill"], choices=GENERATORS)
     r.add_argument("--cells", type=int, nargs="+", default=[1000, 3000, 10000, 30000])
@@ -459,7 +504,7 @@ if __name__ == "__main__":
     sub.add_parser("report")
     args = ap.parse_args()
     if args.cmd == "setup":
-        setup()
+        setup(args.only)
     elif args.cmd == "run":
         run(args)
     else:
