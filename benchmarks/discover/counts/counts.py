@@ -181,11 +181,14 @@ def _sergio(n: int, seed: int):
 
 
 def lognorm(path: Path) -> tuple[np.ndarray, np.ndarray, object]:
-    """(log-normalized dense float32 X, gene names, true DAG csr) of a generator file."""
+    """(log-normalized dense float32 X, gene names, true DAG csr) of a generator file, without its
+    empty cells (as cape's QC drops them: RegDiffusion's per-cell scaling divides by zero there
+    and its loss turns NaN)."""
     import anndata as ad
     import scanpy as sc
 
     a = ad.read_h5ad(path)
+    a = a[np.asarray(a.X.sum(axis=1)).ravel() > 0].copy()
     truth = a.varp["true_dag"].tocsr()
     sc.pp.normalize_total(a, target_sum=1e4)
     sc.pp.log1p(a)
