@@ -162,8 +162,6 @@ def _sergio(n: int, seed: int):
     import scipy.sparse as sp
 
     py = venv_python("sergio")
-    if not py.exists():
-        raise SystemExit(f"sergio: run `python {Path(__file__).name} setup` first ({py} missing)")
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([str(py), str(HERE / "_sergio.py"), str(SERGIO_GENES), str(n), str(SERGIO_TYPES), str(seed),
                         f"{tmp}/s.npz"], check=True)
@@ -285,13 +283,15 @@ def run_pearson(x: np.ndarray, truth) -> dict:
 
 
 def venv_python(name: str) -> Path:
-    return VENVS / f"venv-{EXTERNAL.get(name, SIMULATORS.get(name))[0]}" / "bin" / "python"
+    """The Python of a baseline's or simulator's own environment; exits when ``setup`` has not made it."""
+    py = VENVS / f"venv-{EXTERNAL.get(name, SIMULATORS.get(name))[0]}" / "bin" / "python"
+    if not py.exists():
+        raise SystemExit(f"{name}: run `python {Path(__file__).name} setup {name}` first ({py} missing)")
+    return py
 
 
 def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
     py = venv_python(method)
-    if not py.exists():
-        raise SystemExit(f"{method}: run `python {Path(__file__).name} setup` first ({py} missing)")
     extra = {}
     max_cells = int(TREE_MAX_CELLS * (GENES / x.shape[1]) ** 2)
     if method == "grnboost2" and x.shape[0] > max_cells:
