@@ -275,8 +275,8 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
 #: the regression support's estimate per split of the cells (:func:`discover_estimate`): seconds,
 #: and seconds per N·M (the newest step1.jsonl row of each simulated set, library size as
 #: covariate, counting-noise correction from 3,000 cells, all with 8 splits: 11.5 s at 1,000 cells,
-#: 36 s at 3,000, 2.5 min at 10,000, 5.3 min at 20,000 and 14.2 min at 50,000; within a factor of 1.6 of
-#: each)
+#: 36 s at 3,000, 2.5 min at 10,000, 5.3 min at 20,000 and 14.2 min at 50,000; the estimate is
+#: within a factor of 1.6 of each)
 REGRESSION_FIXED_S = 0.25
 REGRESSION_PER_ENTRY = 1.0e-6
 
