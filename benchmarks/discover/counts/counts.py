@@ -51,7 +51,7 @@ Usage::
     python benchmarks/discover/counts/counts.py report         # RESULTS.md tables and counts.png
 
 The baselines' and SERGIO's environments live in ``_cache/`` (not tracked); ``_regdiffusion.py``,
-``_grnboost2.py`` and ``_sergio.py`` are the runners that this script starts inside them.
+``_arboreto.py`` and ``_sergio.py`` are the runners that this script starts inside them.
 """
 
 from __future__ import annotations
@@ -241,20 +241,23 @@ def run_measured(cmd: list[str], **kw) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- methods
-def run_cape(method: str, path: Path, names: np.ndarray, truth, extra: list[str] | tuple = ()) -> dict:
+def cape_graph(sets: list[str] | tuple, path: Path, names: np.ndarray) -> tuple:
+    """``cape run FILE --until discover`` with ``--set`` options ``sets``: (kept DAG as a csr matrix
+    and every scored pair's score as a dense ``(M, M)`` array, both indexed as ``names``; Step I's
+    params; wall seconds; peak RSS in GiB). Pairs that Step I did not score are 0."""
+    import scipy.sparse as sp
+
     from cape_pipeline.causal.graph import CausalGraph
 
     with tempfile.TemporaryDirectory() as tmp:
         cape = Path(sys.executable).with_name("cape")
         cmd = [str(cape), "run", str(path), "--until", "discover", "--workdir", f"{tmp}/w", "--out", f"{tmp}/o"]
-        for s in [*CAPE_SETS[method], *extra]:
+        for s in sets:
             cmd += ["--set", s]
         sec, rss = run_measured(cmd, stdout=subprocess.DEVNULL)
         g = CausalGraph.read_parquet(Path(tmp) / "o" / "dag.parquet")
     index = {nm: i for i, nm in enumerate(names)}
     pos = np.array([index[f] for f in g.feature_names.astype(str)])
-    import scipy.sparse as sp
-
     m = len(names)
     coo = g.adjacency.tocoo()
     adj = sp.csr_matrix((coo.data, (pos[coo.row], pos[coo.col])), shape=(m, m))
@@ -266,7 +269,11 @@ def run_cape(method: str, path: Path, names: np.ndarray, truth, extra: list[str]
         np.maximum.at(score, (si, ti), es["score"].to_numpy(dtype=float))
     else:  # the learned support exports its kept DAG's strengths only
         score[pos[coo.row], pos[coo.col]] = np.abs(coo.data)
-    p = g.params
+    return adj, score, g.params, sec, rss
+
+
+def run_cape(method: str, path: Path, names: np.ndarray, truth, extra: list[str] | tuple = ()) -> dict:
+    adj, score, p, sec, rss = cape_graph([*CAPE_SETS[method], *extra], path, names)
     return {
         **ranking_metrics(score, truth), **graph_metrics(adj, truth), "seconds": sec, "peak_rss_gb": rss,
         "step1_seconds": float(p.get("seconds", float("nan"))), "support": p.get("support"),
@@ -300,7 +307,7 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
         extra["cells_used"] = max_cells
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
-        script = HERE / f"_{method}.py"
+        script = HERE / ("_arboreto.py" if method == "grnboost2" else f"_{method}.py")
         sec, rss = run_measured([str(py), str(script), f"{tmp}/x.npy", f"{tmp}/adj.npy", str(seed)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         adj = np.load(f"{tmp}/adj.npy").astype(np.float64)
