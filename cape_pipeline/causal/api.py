@@ -67,7 +67,7 @@ SPARSE_ABOVE = 5000
 #: set (a cape solver option, ``max_edges_per_row``, a baseline's option) is recorded as given
 _OWN_PARAMS = frozenset(
     {"method", "rank", "lambda_sparse", "threshold", "epochs", "batch_size", "lr", "acyclicity", "device",
-     "seed", "max_outer", "support", "n_candidates", "min_steps", "method_options"}
+     "seed", "max_outer", "support", "n_candidates", "min_steps", "method_options", "regulators"}
 )
 
 
@@ -138,6 +138,11 @@ def discover_scored(
     n, m = x_std.shape
     single_cell, library = cell_context(data)
     support = cfg.support_for(m, n, single_cell=single_cell) if method == "cape" else None
+    if cfg.regulators is not None and support is not None and support != "regression":
+        raise CapeConfigError(
+            f"regulators: supported by support='regression' only; support={cfg.support!r} chose {support!r} for "
+            "these data; set support='regression' or leave regulators out"
+        )
     ignored: list[str] = []
     if support != cfg.support and support is not None:
         # "auto" resolved: a low-rank-only option that was set is refused as for support="learned";
@@ -192,6 +197,13 @@ def discover_scored(
         if support == "screened":
             params["n_candidates"] = int(cfg.n_candidates)
             params["posterior"] = "mean"
+    regulators = None
+    if method == "cape" and cfg.regulators is not None:
+        from cape_pipeline.causal.regulators import resolve_regulators
+
+        reg = resolve_regulators(cfg.regulators, names, data)
+        regulators = reg.index
+        params["regulators"] = reg.summary()
     t0 = time.perf_counter()
     reliability = None
     if method == "cape":
@@ -226,7 +238,7 @@ def discover_scored(
         fit = fit_support(support, x_std, cfg, SupportInputs(
             names=names, rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row, dense_scores=m <= SPARSE_ABOVE,
             progress=progress, reliability=reliability, intervened=intervened, label_targets=label_targets,
-            unused=ignored,
+            regulators=regulators, unused=ignored,
         ))
         adj, history, scores, n_dropped, edge_scores = (
             fit.adjacency, fit.history, fit.scores, fit.n_cycle_edges_dropped, fit.edge_scores
@@ -335,10 +347,15 @@ def discover(
     Raises
     ------
     CapeDataError
-        N < 2, M < 2, NaN/inf or all-missing features, constant features (all named).
+        N < 2, M < 2, NaN/inf or all-missing features, constant features (all named);
+        ``regulators="var:COLUMN"`` without that boolean column.
     CapeConfigError
-        An unknown method/acyclicity/option or an out-of-range parameter (named), or method
-        ``"true-dag"`` (use :meth:`CausalGraph.from_adjacency` for a known graph).
+        An unknown method/acyclicity/option or an out-of-range parameter (named), method
+        ``"true-dag"`` (use :meth:`CausalGraph.from_adjacency` for a known graph), or
+        ``regulators`` none of whose names is a feature, or with a support other than
+        ``"regression"``.
+    CapeFileError
+        A ``regulators`` file that is missing, unreadable or lists no names.
 
     Examples
     --------

@@ -19,6 +19,7 @@ import numpy as np
 from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
 from cape_pipeline.causal.model import POSTERIORS
+from cape_pipeline.causal.regulators import check_regulators
 from cape_pipeline.causal.supports import (
     AUTO_LOW_RANK_MAX,
     COVARIATES,
@@ -60,14 +61,13 @@ DEFAULT_EPOCHS = 100
 DEFAULT_MIN_STEPS = 5000
 #: options of method "cape" only (the others apply to every method, or to several)
 CAPE_FIELDS = (
-    "posterior", "min_steps", "support", "n_candidates", "h_tol", "rho_max", "rho_init", "hidden",
-    "power_iters", "weight_decay", "init_scale", "l1", "l1_exact_max", "l1_pairs", "dag_threshold",
-    "covariates", "n_states", "min_effect", "fdr", "measurement_error", "interventions", "order_rounds",
-    "n_splits",
+    "posterior", "min_steps", "support", "n_candidates", "h_tol", "rho_max", "rho_init", "hidden", "power_iters",
+    "weight_decay", "init_scale", "l1", "l1_exact_max", "l1_pairs", "dag_threshold", "covariates", "n_states",
+    "min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits", "regulators",
 )
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
-#: (e.g. ``hidden`` of "dagma-mlp"); these four are refused for a baseline instead
-_CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates")
+#: (e.g. ``hidden`` of "dagma-mlp"); these are refused for a baseline instead
+_CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates", "regulators")
 #: the method_options a baseline takes, where checked here (gcastle and dagma check their own)
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
@@ -261,6 +261,10 @@ class DiscoverConfig:
         Default :data:`~.supports.N_SPLITS` (8); 1 gives one fit without the re-test, in 1/8 of
         the time. Recorded as
         ``params["n_splits_used"]`` (1 below 20 cells).
+    regulators
+        ``"cape"``, support ``"regression"``: the only features that may be parents (None: all), as
+        GRNBoost2's ``tf_names``: ``"human"``/``"mouse"`` (bundled TF lists), ``"var:COLUMN"`` (a
+        bool var column), a file (a name per line, ``#`` comments) or a list (:mod:`~.causal.regulators`).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -314,9 +318,11 @@ class DiscoverConfig:
     interventions: str = "auto"
     order_rounds: int | str = "auto"
     n_splits: int = N_SPLITS
+    regulators: str | tuple[str, ...] | None = None
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "regulators", check_regulators(self.regulators))
         method = self.method
         if method not in (*METHODS, TRUE_DAG):
             raise CapeConfigError(f"method: expected one of {', '.join((*METHODS, TRUE_DAG))}, got {method!r}")
@@ -378,7 +384,7 @@ class DiscoverConfig:
             if self.acyclicity != "spectral" and self.support != "low-rank":
                 bad.append("acyclicity")
             if bad:
-                other = "support='regression'" if self.support == "low-rank" else "support='low-rank'"
+                other = "support='regression'" if set(bad) <= set(UNUSED_BY_SUPPORT["low-rank"][0]) else "support='low-rank'"
                 raise CapeConfigError(
                     f"{', '.join(bad)}: not used with support={self.support!r} ({what}); drop them or use {other}"
                 )

@@ -25,7 +25,8 @@ def _pair_covariances(z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.n
 
 
 def greedy_likelihood_dag(
-    z: np.ndarray, a: np.ndarray, b: np.ndarray, *, keep: np.ndarray | None = None
+    z: np.ndarray, a: np.ndarray, b: np.ndarray, *, keep: np.ndarray | None = None,
+    may_parent: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Orient an undirected skeleton by greedy likelihood insertion (CAM's IncEdge), acyclic.
 
@@ -51,12 +52,18 @@ def greedy_likelihood_dag(
         ``(E,)`` int64 endpoints of the skeleton's pairs (each unordered pair once).
     keep
         ``(N, M)`` bool, the rows that count in each feature's conditional, or None (all).
+    may_parent
+        ``(M,)`` bool, the features that may be parents (the listed regulators,
+        ``DiscoverConfig.regulators``), or None (all). A pair with one such endpoint can only
+        point from it; between two, the gains decide as above.
 
     Returns
     -------
     parent, child
         ``(E',)`` int64 oriented edges, E' ≤ E (a pair is left out only when both orientations
-        would close a cycle, which cannot happen for a pair that is not yet connected).
+        would close a cycle, which cannot happen for a pair that is not yet connected, or, with
+        ``may_parent``, when neither endpoint may be a parent). With ``may_parent``, a
+        regulator → non-regulator edge closes no cycle (a non-regulator has no children).
     """
     n = z.shape[0]
     a = np.asarray(a, dtype=np.int64)
@@ -117,8 +124,11 @@ def greedy_likelihood_dag(
         return -0.5 * (own[c][1] if c in own else n) * math.log(rss(c, [*parents[c], p]) / current[c])
 
     heap: list[tuple[float, int, int, int, int]] = []
+    ok = None if may_parent is None else np.asarray(may_parent, dtype=bool)[nodes]
     for c in range(nodes.size):
         for p in nbrs[c]:
+            if ok is not None and not ok[p]:
+                continue
             heapq.heappush(heap, (-round(gain(c, p), 9), int(deg[c] - deg[p]), c, p, 0))
     children: list[list[int]] = [[] for _ in range(nodes.size)]
     placed: set[tuple[int, int]] = set()

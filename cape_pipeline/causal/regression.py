@@ -72,6 +72,11 @@ one on quantities the model cannot trade away:
    On counts without perturbation labels it trades recall for precision at a loss of F1, so it
    runs only where the labels are read.
 
+**Regulators** (``regulators``, :mod:`~cape_pipeline.causal.regulators`: transcription factors,
+as GRNBoost2's ``tf_names``). Step 1 picks candidates among the R listed features only, in
+O(N·M·R), so steps 2–8 see regulator → feature pairs only; step 4 orients a regulator–other pair
+from the regulator, a pair of regulators by its rule.
+
 What each step gains, measured on the count generators and the perturbation screens, is in
 ``benchmarks/discover/counts/RESULTS.md`` and ``benchmarks/discover/interventional/RESULTS.md``.
 
@@ -102,6 +107,7 @@ from cape_pipeline.causal.ordering import (
     shift_tests,
 )
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
+from cape_pipeline.causal.regulators import parent_mask
 from cape_pipeline.causal.screen import candidate_parents, parent_table
 from cape_pipeline.causal.split_vote import SPLIT_VOTE, vote
 
@@ -211,6 +217,7 @@ def fit_regression(
     intervened: sp.csr_array | np.ndarray | None = None,
     order_rounds: int = 0,
     label_targets: np.ndarray | None = None,
+    regulators: np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> RegressionFit:
@@ -266,6 +273,11 @@ def fit_regression(
         ``(N,)`` int, how many targets each row's label names, features or not (0: a control),
         for the shift tests of step 6
         (:func:`~cape_pipeline.causal.ordering.shift_tests`), or None.
+    regulators
+        ``(R,)`` int indices of the features that may be parents (prior knowledge: a list of
+        transcription factors; :func:`~cape_pipeline.causal.regulators.resolve_regulators`), or
+        None (every feature, the fit without the option). Given, every candidate, tested pair
+        and edge has a listed parent (module docstring, "Regulators").
     seed
         Seeds the splits of the rows: split 0 from ``seed`` alone (the one split of
         ``n_splits=1``), split b from ``(seed, b)``.
@@ -282,7 +294,8 @@ def fit_regression(
     CapeDataError
         Fewer than 10 rows or 2 features.
     CapeConfigError
-        ``reliability`` is not ``(M,)`` with values in (0, 1], or ``n_splits`` is not an integer ≥ 1.
+        ``reliability`` is not ``(M,)`` with values in (0, 1], ``n_splits`` is not an integer ≥ 1,
+        or ``regulators`` is empty or holds an index outside ``[0, M)``.
     """
     from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -305,11 +318,12 @@ def fit_regression(
             raise CapeConfigError(f"intervened: expected an ({n}, {m}) bool matrix, got {keep.shape}")
         if keep.all():
             keep = None
+    may_parent = None if regulators is None else parent_mask(regulators, m)
     zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
     splits = int(n_splits) if crossfit and n // 2 >= 10 else 1
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
-            "label_targets": label_targets, "progress": progress}
+            "label_targets": label_targets, "progress": progress, "may_parent": may_parent}
     fits = []
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
                        show=progress and splits > 1) as bar:
@@ -332,10 +346,11 @@ def fit_regression(
 def _fit_split(
     z: np.ndarray, zt: torch.Tensor, rows: np.ndarray, *, n_candidates: int, min_effect: float, fdr: float,
     ridge: float, crossfit: bool, noise: torch.Tensor | None, keep: np.ndarray | None, order_rounds: int,
-    label_targets: np.ndarray | None, progress: bool,
+    label_targets: np.ndarray | None, progress: bool, may_parent: np.ndarray | None = None,
 ) -> RegressionFit:
     """Steps 1–6 of the module docstring on one random split of the rows (``rows``, a permutation
-    of ``range(N)``: its first half and the rest are the cross-fitting halves)."""
+    of ``range(N)``: its first half and the rest are the cross-fitting halves); ``may_parent``
+    ``(M,)`` bool marks the regulators (None: every feature may be a parent)."""
     n, m = z.shape
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -347,9 +362,13 @@ def _fit_split(
         halves = [(za, zb, kb), (zb, za, ka)]
     else:
         halves = [(z, z, keep)]
-    cands = [candidate_parents(torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32)), int(n_candidates))
+    reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent))
+    cands = [candidate_parents(torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32)), int(n_candidates),
+                               regulators=reg)
              for zs, _, _ in halves]
     lives = [_live_mask(c) for c in cands]
+    if reg is not None:  # a lone regulator's row holds itself as padding
+        lives = [lv & (c != torch.arange(m)[:, None]) for c, lv in zip(cands, lives, strict=True)]
 
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
@@ -373,7 +392,7 @@ def _fit_split(
     # the skeleton: each accepted unordered pair once
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
     pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
-    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep)
+    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep, may_parent=may_parent)
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
@@ -441,7 +460,8 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), reliability=inputs.reliability, intervened=inputs.intervened,
-        order_rounds=rounds, label_targets=inputs.label_targets, seed=int(cfg.seed), progress=inputs.progress,
+        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(cfg.seed),
+        progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)
     names = inputs.names
@@ -465,6 +485,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
                if fit.n_splits > 1 else "")
             + ("; re-tested given the DAG parents with a delete-half jackknife variance"
                if any(r["stage"] == "jackknife re-test" for r in fit.history) else "")
+            + (f"; parents among {inputs.regulators.size:,} listed regulators" if inputs.regulators is not None else "")
         ),
         "n_candidate_pairs": int(fit.parent.size),
         "n_accepted_pairs": int(fit.accepted.sum()),

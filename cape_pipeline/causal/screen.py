@@ -15,25 +15,38 @@ __all__ = ["candidate_parents", "parent_table", "screen_parents"]
 _BLOCK_ENTRIES = 1 << 22
 
 
-def _top_abs_corr(x: torch.Tensor, y: torch.Tensor, k: int, *, exclude_self: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _top_abs_corr(
+    x: torch.Tensor, y: torch.Tensor, k: int, *, exclude_self: bool, pool: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k ``|corr(y_c, x_p)|`` over p for every column c of y, in row blocks.
 
-    ``x`` ``(N, M)`` standardized; ``y`` ``(N, M)`` with columns of any scale. Returns values
-    and indices, each ``(M, k)``. Cost O(N·M²) time, O(b·M) memory per block.
+    ``x`` ``(N, M)`` standardized — or with ``pool``, ``(N, R)``: the columns ``pool`` (``(R,)``
+    int64 indices into y's columns) only; ``y`` ``(N, M)`` with columns of any scale. Returns
+    values and indices into y's columns, each ``(M, k)``, ``k ≤ R``. Cost O(N·M·R) time, O(b·R)
+    memory per block.
     """
-    n, m = x.shape
+    n, r = x.shape
+    m = y.shape[1]
     ysd = y.std(dim=0, unbiased=False).clamp_min(1e-12)
-    block = max(1, _BLOCK_ENTRIES // max(m, 1))
+    block = max(1, _BLOCK_ENTRIES // max(r, 1))
+    where = None
+    if pool is not None and exclude_self:
+        where = torch.full((m,), -1, dtype=torch.int64, device=x.device)  # column of y → its place in pool
+        where[pool] = torch.arange(pool.numel(), device=x.device)
     vals, idxs = [], []
     for start in range(0, m, block):
         stop = min(m, start + block)
-        c = (y[:, start:stop].T @ x).abs_() / (n * ysd[start:stop, None])  # (b, M)
-        if exclude_self:
+        c = (y[:, start:stop].T @ x).abs_() / (n * ysd[start:stop, None])  # (b, R)
+        if exclude_self and where is None:
             i = torch.arange(stop - start, device=x.device)
             c[i, i + start] = -1.0
+        elif where is not None:
+            pos = where[start:stop]
+            i = torch.nonzero(pos >= 0).squeeze(1)
+            c[i, pos[i]] = -1.0
         v, ix = torch.topk(c, k, dim=1)
         vals.append(v)
-        idxs.append(ix)
+        idxs.append(ix if pool is None else pool[ix])
     return torch.cat(vals), torch.cat(idxs)
 
 
@@ -58,7 +71,9 @@ def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> to
     return out
 
 
-def screen_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Tensor:
+def screen_parents(
+    x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Candidate parents of every feature in two correlation rounds, without an M × M matrix.
 
     Round 1 takes, for each feature c, the k features of largest ``|corr(x_c, x_p)|`` and
@@ -78,27 +93,47 @@ def screen_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Ten
         Candidates per feature and round, ``1 ≤ k``; capped so the table fits in M − 1.
     ridge
         Ridge of the round-2 regressions (on the correlation scale).
+    regulators
+        ``(R,)`` int64 sorted column indices of the features that may be parents (prior
+        knowledge, ``DiscoverConfig.regulators``), or None (every feature). Given, both rounds
+        pick among these columns only, k is capped at ``R − 1`` (at least 1) and round 1's
+        symmetrisation adds ``c`` as a candidate of p only where c is one of them.
 
     Returns
     -------
     torch.Tensor
         ``(M, 3k)`` int64 (fewer columns when M is small) candidate parents; row c never holds
-        c. A row with fewer distinct candidates than columns repeats its strongest one
-        (:class:`ScreenedSEMVAE` masks repeats out).
+        c — except with ``regulators`` where c is the only one listed, whose row then holds
+        nothing else (callers mask ``table == c`` out). A row with fewer distinct candidates
+        than columns repeats its strongest one (:class:`ScreenedSEMVAE` masks repeats out).
 
-    Cost O(N·M²) time in row blocks (two passes), O(N·M·k² + M·k) for the ridge fits.
+    Cost O(N·M²) time in row blocks (two passes; O(N·M·R) with ``regulators``),
+    O(N·M·k² + M·k) for the ridge fits.
     """
     n, m = x.shape
     k = int(min(max(int(k), 1), max(1, (m - 1) // 3)))
+    xp = x
+    if regulators is not None:
+        k = min(k, max(1, regulators.numel() - 1))
+        xp = x[:, regulators]  # (N, R)
     width = 2 * k
     with torch.no_grad():
-        tv, ti = _top_abs_corr(x, x, k, exclude_self=True)
+        tv, ti = _top_abs_corr(xp, x, k, exclude_self=True, pool=regulators)
         rows = torch.arange(m, device=x.device).repeat_interleave(k)
         cols = ti.reshape(-1)
         vals = tv.reshape(-1)
         # every (c, p, |r|) pair from both directions, each pair once
-        pair = torch.cat([rows * m + cols, cols * m + rows])
-        v_all = torch.cat([vals, vals])
+        if regulators is None:
+            pair = torch.cat([rows * m + cols, cols * m + rows])
+            v_all = torch.cat([vals, vals])
+        else:
+            # c → p only where c may be a parent; a regulator's own column fills its row only when R = 1
+            may = torch.zeros(m, dtype=torch.bool, device=x.device)
+            may[regulators] = True
+            fwd = cols != rows
+            back = fwd & may[rows]
+            pair = torch.cat([(rows * m + cols)[fwd], (cols * m + rows)[back]])
+            v_all = torch.cat([vals[fwd], vals[back]])
         uniq, inv = torch.unique(pair, return_inverse=True)
         v_u = torch.zeros(uniq.numel(), dtype=v_all.dtype, device=x.device)
         v_u.scatter_reduce_(0, inv, v_all, reduce="amax", include_self=False)
@@ -113,11 +148,13 @@ def screen_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Ten
         first = ti[:, :1].repeat(1, width)  # pad with the strongest candidate
         first[c_all[keep], rank[keep]] = p_all[keep]
         resid = _ridge_residuals(x, first, ridge)
-        _, second = _top_abs_corr(x, resid, k, exclude_self=True)
+        _, second = _top_abs_corr(xp, resid, k, exclude_self=True, pool=regulators)
     return torch.cat([first, second], dim=1)
 
 
-def candidate_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.Tensor:
+def candidate_parents(
+    x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``(M, 4k)`` candidate parents: three linear rounds and one nonlinear round of screening.
 
     Rounds 1–2 are :func:`~cape_pipeline.causal.screen.screen_parents` (3k columns). Round 3
@@ -136,22 +173,29 @@ def candidate_parents(x: torch.Tensor, k: int, *, ridge: float = 1e-2) -> torch.
         Candidates per round (``n_candidates``), capped so the table fits in M − 1.
     ridge
         Ridge of the residual regressions.
+    regulators
+        ``(R,)`` int64 sorted column indices of the features that may be parents, or None
+        (every feature): every round picks among these columns only
+        (:func:`screen_parents`), so a feature that is not listed is nobody's candidate.
 
     Returns
     -------
     torch.Tensor
-        ``(M, K)`` int64, K ≤ 4k; row c never holds c; repeats are possible (masked later).
+        ``(M, K)`` int64, K ≤ 4k; row c never holds c (with ``regulators``: except where c is
+        the only regulator, see :func:`screen_parents`); repeats are possible (masked later).
     """
     n, m = x.shape
-    first = screen_parents(x, k, ridge=ridge)
+    first = screen_parents(x, k, ridge=ridge, regulators=regulators)
     k3 = int(min(max(int(k), 1), max(1, (m - 1) // 4)))
+    if regulators is not None:
+        k3 = min(k3, max(1, regulators.numel() - 1))
     if first.shape[1] + k3 > m - 1:
         return first
     with torch.no_grad():
         resid = _ridge_residuals(x, first, ridge)
-        t = torch.tanh(x)
+        t = torch.tanh(x if regulators is None else x[:, regulators])
         t = (t - t.mean(0)) / t.std(0, unbiased=False).clamp_min(1e-12)
-        _, third = _top_abs_corr(t, resid, k3, exclude_self=True)
+        _, third = _top_abs_corr(t, resid, k3, exclude_self=True, pool=regulators)
     return torch.cat([first, third], dim=1)
 
 

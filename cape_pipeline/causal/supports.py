@@ -53,7 +53,8 @@ _NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
 _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
                 "lambda_sparse", "dag_threshold")
 #: options of support "regression" only
-_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits")
+_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits",
+                    "regulators")
 #: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
 _NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 #: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
@@ -114,6 +115,9 @@ class SupportInputs:
         Regression support: each feature's reliability on counts, the ``(N, M)`` perturbation
         mask and the ``(N,)`` number of targets each cell's label names
         (:mod:`cape_pipeline.causal.interventions`), or None.
+    regulators
+        Regression support: ``(R,)`` int64 sorted indices of the features that may be parents
+        (:func:`~cape_pipeline.causal.regulators.resolve_regulators`), or None (every feature).
     unused
         Options of the config that the support leaves unused (recorded).
     """
@@ -127,6 +131,7 @@ class SupportInputs:
     reliability: Any = None
     intervened: Any = None
     label_targets: Any = None
+    regulators: Any = None
     unused: list[str] = field(default_factory=list)
 
 

@@ -82,7 +82,8 @@ def discover(
         Show progress (a bar in a terminal or notebook, else a line every 30 s); ``None``
         (default): in a terminal or notebook, or when ``scanpy.settings.verbosity >= 2``.
     **kwargs
-        Passed to :func:`cape_pipeline.causal.api.discover` (``method``, ``rank``, ``epochs``, …).
+        Passed to :func:`cape_pipeline.causal.api.discover` (``method``, ``rank``, ``epochs``,
+        ``regulators``, …).
 
     Returns
     -------

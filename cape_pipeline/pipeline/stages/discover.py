@@ -243,6 +243,15 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
     return graph
 
 
+def _discover_fingerprint(cfg: DiscoverConfig, ctx: StageContext) -> str:
+    """The content of a regulator list read from a file or a bundled list
+    (:func:`~cape_pipeline.causal.regulators.regulators_fingerprint`): the config holds only its
+    path or name, and an edited file must not be served the graph of the old one."""
+    from cape_pipeline.causal.regulators import regulators_fingerprint
+
+    return regulators_fingerprint(cfg.regulators)
+
+
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
     for key in ("support", "n_isolated", "isolated_share", "covariates_used", "edge_rule", "intervention_column",
@@ -265,5 +274,6 @@ STAGE = Stage(
     export_files=("dag.parquet", "history.json"),
     summary=_discover_summary,
     derive=_discover_derive,
+    fingerprint=_discover_fingerprint,
     doc_from=("cape_pipeline.causal.config:DiscoverConfig", "cape_pipeline.causal.api:discover"),
 )
