@@ -33,8 +33,10 @@ scores are taken in absolute value, rounded to 6 decimals, and only its non-zero
 predictions. Early precision: the share of true edges among the predictions whose score is at
 least the k-th largest (k = the number of true edges; ties at the k-th score are all taken); EPR:
 early precision over the random predictor's (the density: true edges over candidate pairs).
-AUPRC (``sklearn.metrics.precision_recall_curve`` and the trapezoidal ``auc``, as BEELINE's
-``computePRROC``) over the candidate pairs, unscored pairs at 0; AUPRC ratio: over the density.
+AUPRC as BEELINE's ``computePRROC`` (directed, no self-loops): over every ordered pair of the
+truth's genes (not only TF → gene), unscored pairs at 0, ``sklearn.metrics.precision_recall_curve``
+integrated by the trapezoidal ``auc``; AUPRC ratio: over the random predictor's (the truth's
+density over those pairs).
 For a method that keeps a graph (Step I): its edges among the candidate pairs, their precision,
 recall and F1, and the share of the set's genes without any kept edge; and beside it every
 ranking method's precision at the same number of its own top candidate pairs.
@@ -55,6 +57,7 @@ Usage::
     python benchmarks/discover/real/real.py fetch [--mirror DIR]   # the sources, then _cache/data/
     python benchmarks/discover/counts/counts.py setup regdiffusion grnboost2   # baselines' environments
     python benchmarks/discover/real/real.py run [--datasets hHEP-500 ...] [--methods ...] [--force]
+    python benchmarks/discover/real/real.py rescore                # metrics again from the kept scores
     python benchmarks/discover/real/real.py report                 # RESULTS.md and real.png
 
 ``fetch`` clones each source (``git clone --filter=blob:none``) into ``_cache/src/``, or reads
@@ -202,6 +205,10 @@ class Universe:
     """BEELINE's candidate pairs for one truth: (source of a true edge) → (gene of the truth),
     no self-loops, as boolean masks over the set's ``(M, M)`` gene pairs."""
 
+    #: the fields :meth:`ranking` and :meth:`graph` write
+    METRIC_KEYS = ("early_precision", "epr", "auprc", "auprc_ratio", "scored_true_share", "edges", "edges_scored",
+               "precision", "recall", "f1", "genes_without_edge")
+
     def __init__(self, truth_csv: Path, genes: np.ndarray):
         import pandas as pd
 
@@ -218,8 +225,11 @@ class Universe:
         node[src] = node[dst] = True
         self.pairs = tf[:, None] & node[None, :]
         np.fill_diagonal(self.pairs, False)
+        self.node_pairs = node[:, None] & node[None, :]
+        np.fill_diagonal(self.node_pairs, False)
         self.n_true = int(self.true.sum())
         self.density = self.n_true / int(self.pairs.sum())
+        self.node_density = self.n_true / int(self.node_pairs.sum())
 
     def ranking(self, score: np.ndarray) -> dict[str, float]:
         """BEELINE's early precision, EPR, AUPRC and AUPRC ratio of a score matrix."""
@@ -235,9 +245,9 @@ class Universe:
             kth = np.sort(s[pred])[::-1][k - 1]
             top = s >= max(kth, s[pred].min())
             ep = float(y[top].mean())
-        prec, rec, _ = precision_recall_curve(y, s)
+        prec, rec, _ = precision_recall_curve(self.true[self.node_pairs], np.abs(np.nan_to_num(score[self.node_pairs])))
         ap = float(auc(rec, prec))
-        return {"early_precision": ep, "epr": ep / self.density, "auprc": ap, "auprc_ratio": ap / self.density,
+        return {"early_precision": ep, "epr": ep / self.density, "auprc": ap, "auprc_ratio": ap / self.node_density,
                 "scored_true_share": float(pred[y].mean())}
 
     def graph(self, adj: np.ndarray) -> dict[str, float]:
@@ -300,10 +310,18 @@ def _rows() -> list[dict]:
     return [json.loads(ln) for ln in OUT.read_text().splitlines() if ln.strip()] if OUT.exists() else []
 
 
-def _write_rows(rows: list[dict]) -> None:
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(OUT)
+def _update_rows(drop, new: list[dict]) -> None:
+    """Replace the rows for which ``drop(row)`` is true by ``new``: read, filter and write under an
+    exclusive lock (runs side by side keep each other's rows), atomically (a temporary file,
+    then a rename)."""
+    import fcntl
+
+    with open(OUT.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = [r for r in _rows() if not drop(r)] + new
+        tmp = OUT.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(OUT)
 
 
 def _score_file(ds: str, method: str) -> Path:
@@ -311,8 +329,6 @@ def _score_file(ds: str, method: str) -> Path:
 
 
 def run(a: argparse.Namespace) -> None:
-    import anndata as ad
-
     print("command:", common.command())
     print("machine:", common.machine())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -320,8 +336,7 @@ def run(a: argparse.Namespace) -> None:
     for ds in a.datasets:
         if not (DATA / ds / "expression.h5ad").exists():
             raise SystemExit(f"{ds}: run `python {Path(__file__).name} fetch` first")
-        genes = np.asarray(ad.read_h5ad(DATA / ds / "expression.h5ad", backed="r").var_names).astype(str)
-        universes = {t: Universe(DATA / ds / "truth" / f"{_slug(t)}.csv", genes) for t in DATASETS[ds]}
+        universes = _universes(ds)
         done = {(r["dataset"], r["method"]) for r in _rows() if r.get("kind") == "method"}
         for method in a.methods:
             if (ds, method) in done and not a.force:
@@ -331,19 +346,52 @@ def run(a: argparse.Namespace) -> None:
             _score_file(ds, method).parent.mkdir(parents=True, exist_ok=True)
             np.savez_compressed(_score_file(ds, method), score=score.astype(np.float32),
                                 **({"adj": adj.astype(np.float32)} if adj is not None else {}))
-            new = []
-            for truth, u in universes.items():
-                row = {"kind": "method", "dataset": ds, "truth": truth, "method": method, "seed": a.seed,
-                       "n_true": u.n_true, "density": u.density, **u.ranking(score),
-                       **(u.graph(adj) if adj is not None else {}), **rec, "load_before": round(load, 2),
-                       "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": common.machine(),
-                       "command": common.command()}
-                new.append(row)
-                print(f"{ds} {truth} {method}: EPR {row['epr']:.2f} AUPRC ratio {row['auprc_ratio']:.2f}"
+            base = {"seed": a.seed, **rec, "load_before": round(load, 2), "commit": commit,
+                    "date": time.strftime("%Y-%m-%d"), "machine": common.machine(), "command": common.command()}
+            new = _method_rows(ds, method, universes, score, adj, base)
+            for row in new:
+                print(f"{ds} {row['truth']} {method}: EPR {row['epr']:.2f} AUPRC ratio {row['auprc_ratio']:.2f}"
                       + (f" edges {row['edges_scored']} P {row['precision']:.3f} R {row['recall']:.4f}"
                          if adj is not None else "") + f" {rec['seconds']:.0f}s", flush=True)
-            _write_rows([r for r in _rows() if not (r["dataset"] == ds and r["method"] == method)] + new)
+            _update_rows(lambda r, ds=ds, method=method: r["dataset"] == ds and r["method"] == method, new)
         _topk(ds, universes)
+
+
+def _universes(ds: str) -> dict:
+    import anndata as ad
+
+    genes = np.asarray(ad.read_h5ad(DATA / ds / "expression.h5ad", backed="r").var_names).astype(str)
+    return {t: Universe(DATA / ds / "truth" / f"{_slug(t)}.csv", genes) for t in DATASETS[ds]}
+
+
+def _method_rows(ds: str, method: str, universes: dict, score: np.ndarray, adj: np.ndarray | None,
+                 base: dict) -> list[dict]:
+    """One row per truth: ``base`` (the run's own fields) with the ranking and graph metrics."""
+    return [{"kind": "method", "dataset": ds, "truth": truth, "method": method, "n_true": u.n_true,
+             "density": u.density, **u.ranking(score), **(u.graph(adj) if adj is not None else {}), **base}
+            for truth, u in universes.items()]
+
+
+def rescore() -> None:
+    """Recompute every row's metrics from the kept scores (``_cache/scores/``), keeping each row's
+    own fields (seconds, commit, command, ...): for a change of the scoring, not of a method."""
+    rows, out = _rows(), []
+    metric_keys = {"n_true", "density", *Universe.METRIC_KEYS}
+    for ds in DATASETS:
+        universes = _universes(ds)
+        for method in METHODS:
+            old = [r for r in rows if r["kind"] == "method" and r["dataset"] == ds and r["method"] == method]
+            if not old or not _score_file(ds, method).exists():
+                out += old
+                continue
+            z = np.load(_score_file(ds, method))
+            base = {k: v for k, v in old[0].items() if k not in metric_keys and k not in ("kind", "dataset", "truth",
+                                                                                          "method")}
+            out += _method_rows(ds, method, universes, z["score"], z["adj"] if "adj" in z else None, base)
+    _update_rows(lambda r: True, out)
+    for ds in DATASETS:
+        if any(_score_file(ds, m).exists() for m in METHODS):
+            _topk(ds, _universes(ds))
 
 
 def _topk(ds: str, universes: dict) -> None:
@@ -359,7 +407,7 @@ def _topk(ds: str, universes: dict) -> None:
             for m in methods:
                 new.append({"kind": "topk", "dataset": ds, "truth": truth, "graph": gm, "method": m, "k": k,
                             "precision": u.precision_at(loaded[m]["score"], k)})
-    _write_rows([r for r in _rows() if not (r["kind"] == "topk" and r["dataset"] == ds)] + new)
+    _update_rows(lambda r: r["kind"] == "topk" and r["dataset"] == ds, new)
 
 
 # ----------------------------------------------------------------------------- report
@@ -444,6 +492,7 @@ if __name__ == "__main__":
     r.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--force", action="store_true", help="rerun methods that have rows")
+    sub.add_parser("rescore", help="recompute the rows' metrics from the kept scores")
     sub.add_parser("report")
     args = ap.parse_args()
-    {"fetch": lambda: fetch(args.mirror), "run": lambda: run(args), "report": report}[args.cmd]()
+    {"fetch": lambda: fetch(args.mirror), "run": lambda: run(args), "rescore": rescore, "report": report}[args.cmd]()
