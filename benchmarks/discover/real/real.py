@@ -45,7 +45,8 @@ Methods, on the same matrix (cells × genes, the distributed values):
 
 - ``cape``: ``cape run FILE --until discover``, every default;
 - ``cape-regulators``: the same with the set's TFs as regulators (``discover.regulators``);
-- ``pearson``: |Pearson r| over every pair;
+- ``pearson``: |Pearson r| over every pair; ``pearson-tfs``: the same from the set's TFs only
+  (the TF list the other methods take);
 - ``grnboost2`` / ``genie3``: arboreto 0.1.6 (in its own environment, ``../counts/_arboreto.py``)
   with the set's TFs as ``tf_names``;
 - ``regdiffusion``: RegDiffusion 0.2.3 (Zhu & Slonim 2024), its defaults, CPU
@@ -114,7 +115,7 @@ DATASETS = {
     for c in CELLS for n in (500, 1000) if (c, n) != ("mESC", 1000)
 }
 CAPE_SETS = {"cape": [], "cape-regulators": ["discover.regulators={regulators}"]}
-RANKERS = ("pearson", "grnboost2", "genie3", "regdiffusion", "random")
+RANKERS = ("pearson", "pearson-tfs", "grnboost2", "genie3", "regdiffusion", "random")
 METHODS = (*CAPE_SETS, *RANKERS)
 
 
@@ -284,11 +285,13 @@ def _scores(ds: str, method: str, seed: int) -> tuple[np.ndarray, np.ndarray | N
                                       "step1_seconds": float(p.get("seconds", float("nan"))),
                                       "support": p.get("support"), "edge_rule": p.get("edge_rule")}
     x = np.asarray(a.X, dtype=np.float32)
-    if method == "pearson":
+    if method in ("pearson", "pearson-tfs"):
         t0 = time.perf_counter()
         z = (x - x.mean(0)) / np.maximum(x.std(0), 1e-12)
         c = np.abs(z.T @ z / z.shape[0])
         np.fill_diagonal(c, 0.0)
+        if method == "pearson-tfs":
+            c[~a.var["is_tf"].to_numpy()] = 0.0
         return c, None, {"seconds": time.perf_counter() - t0}
     if method == "random":
         return np.random.default_rng(seed).uniform(size=(x.shape[1],) * 2), None, {"seconds": 0.0}
@@ -418,10 +421,8 @@ def report() -> None:
     cells = sorted({(r["dataset"], r["truth"]) for r in meth}, key=lambda c: (c[1], c[0]))
     methods = [m for m in METHODS if any(r["method"] == m for r in meth)]
     baselines = [m for m in methods if m not in CAPE_SETS and m != "random"]
-    out = ["# Step I on BEELINE's real datasets", "",
-           "Made by `python benchmarks/discover/real/real.py report` from `real.jsonl`; the rows were made by "
-           "`real.py run` (each row records its command, commit, date, machine and the load before it). "
-           "Scoring and data: the docstring of `real.py`.", ""]
+    out = ["Tables made by `python benchmarks/discover/real/real.py report` from `real.jsonl`; each row there "
+           "records its command, commit, date, machine and the load before it.", ""]
     for metric, label in (("epr", "Early precision ratio (EPR)"), ("auprc_ratio", "AUPRC ratio")):
         out += [f"## {label}", "", "| dataset | truth | " + " | ".join(methods) + " | best baseline |",
                 "|---|---|" + "---|" * (len(methods) + 1)]
@@ -455,9 +456,51 @@ def report() -> None:
             "| dataset | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
     for ds in sorted({d for d, _ in secs}):
         out.append(f"| {ds} | " + " | ".join(f"{secs[(ds, m)]:.0f}" if (ds, m) in secs else "–" for m in methods) + " |")
-    RESULTS.write_text("\n".join(out) + "\n")
+    out += _targets(by, topk, cells, baselines)
+    start, end = "<!-- real: begin -->", "<!-- real: end -->"
+    text = RESULTS.read_text() if RESULTS.exists() else f"# Step I on BEELINE's real datasets\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    tmp = RESULTS.with_suffix(".md.tmp")
+    tmp.write_text(f"{head}{start}\n" + "\n".join(out) + f"\n{end}{tail}")
+    tmp.replace(RESULTS)
     _figure(by, cells, methods)
     print(f"wrote {RESULTS} and {FIGURE}")
+
+
+#: the truths the targets are judged on (cell-type-specific ChIP-seq: every method ≈ random, as in BEELINE)
+TARGET_TRUTHS = ("STRING", "non-specific ChIP-seq", "LOF/GOF")
+
+
+def _targets(by: dict, topk: dict, cells: list, baselines: list) -> list[str]:
+    """The targets of Step I on real data, each Step I variant against the best baseline per cell."""
+    judged = [(d, t) for d, t in cells if t in TARGET_TRUTHS]
+    out = ["", "## Targets", "",
+           f"Judged on {', '.join(TARGET_TRUTHS)} ({len(judged)} dataset × truth cells); \"best baseline\" is the "
+           f"best of {', '.join(baselines)} in each cell.", "",
+           "| Step I | EPR ≥ best in every cell | median EPR / best | AUPRC ratio ≥ best in every cell | "
+           "median AUPRC ratio / best | hHEP-1000 STRING EPR (≥ 3.97) | kept-graph precision / best top-k "
+           "(median; ≥ 1.5) | genes with an edge (min over sets; ≥ 0.30) | Step I seconds (max; ≤ 120) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for gm in CAPE_SETS:
+        if not any((d, t, gm) in by for d, t in judged):
+            continue
+        cols = []
+        for metric in ("epr", "auprc_ratio"):
+            ratios = [by[(d, t, gm)][metric] / max(by[(d, t, b)][metric] for b in baselines if (d, t, b) in by)
+                      for d, t in judged if (d, t, gm) in by and any((d, t, b) in by for b in baselines)]
+            cols += [f"{sum(r >= 1 for r in ratios)} of {len(ratios)}", f"{np.median(ratios):.2f}"]
+        h = by.get(("hHEP-1000", "STRING", gm))
+        best_topk = {(d, t): max(topk[(d, t, gm, b)]["precision"] for b in baselines if (d, t, gm, b) in topk)
+                     for d, t in judged if any((d, t, gm, b) in topk for b in baselines)}
+        prec = [by[(d, t, gm)]["precision"] / best_topk[(d, t)] for d, t in judged
+                if (d, t, gm) in by and best_topk.get((d, t), 0) > 0]
+        cover = [1 - r["genes_without_edge"] for (d, t, m), r in by.items() if m == gm]
+        secs = [r.get("step1_seconds", float("nan")) for (d, t, m), r in by.items() if m == gm]
+        cols += [f"{h['epr']:.2f}" if h else "–", f"{np.median(prec):.2f}" if prec else "–",
+                 f"{min(cover):.2f}", f"{np.nanmax(secs):.0f}"]
+        out.append(f"| {gm} | " + " | ".join(cols) + " |")
+    return out
 
 
 def _figure(by: dict, cells: list, methods: list) -> None:
