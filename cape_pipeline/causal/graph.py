@@ -17,11 +17,26 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cape_pipeline._utils import atomic_path
-from cape_pipeline.errors import CapeDataError, CapeFileError
+from cape_pipeline._utils import atomic_path, hash_array, hash_bytes
+from cape_pipeline.errors import CapeDataError, CapeFileError, CapeWarning
 
 EDGE_COLUMNS = ("source", "target", "weight")
+#: columns of :attr:`CausalGraph.edge_scores` that ``dag.parquet`` repeats for each DAG edge
+EDGE_STAT_COLUMNS = ("score", "qvalue")
+DAG_FILE = "dag.parquet"
+EDGE_SCORES_FILE = "edge_scores.parquet"
 _META_KEY = b"cape.feature_names"
+_SCORES_KEY = b"cape.edge_scores"  # in dag.parquet: {"file", "n_rows", "dag_digest"} of its scores file
+_DIGEST_KEY = b"cape.dag_digest"  # in edge_scores.parquet: the digest of the DAG it scores
+
+
+def edge_scores_path(dag_path: str | Path) -> Path:
+    """Where :meth:`CausalGraph.write_parquet` puts the scores of the DAG written to ``dag_path``:
+    ``edge_scores.parquet`` beside ``dag.parquet``; ``<stem>_edge_scores.parquet`` beside any
+    other name (``learned_dag.parquet`` → ``learned_dag_edge_scores.parquet``), so two graphs
+    written into one folder under their own names keep their own scores."""
+    p = Path(dag_path)
+    return p.with_name(EDGE_SCORES_FILE if p.name == DAG_FILE else f"{p.stem}_{EDGE_SCORES_FILE}")
 
 
 def degree(adjacency: Any) -> np.ndarray:
@@ -66,8 +81,9 @@ class CausalGraph:
         a DataFrame with columns ``source``, ``target`` (str) and ``score`` (float64, larger =
         more confident; for ``support="regression"`` the partial R² of ``source`` in the
         regression of ``target`` on its screened candidates), plus method-specific columns
-        (``f_stat``, ``qvalue``, ``accepted``). Written into ``dag.parquet`` beside the DAG
-        (:meth:`write_parquet`), so precision–recall curves can be drawn from it.
+        (``f_stat``, ``qvalue``, ``accepted``, ``n_tests``). Written to ``edge_scores.parquet``
+        beside ``dag.parquet`` (:meth:`write_parquet`), so precision–recall curves can be drawn
+        from it.
 
     Raises
     ------
@@ -258,53 +274,94 @@ class CausalGraph:
                 raise CapeFileError(f"{hist}: not valid JSON ({exc})") from exc
         return graph
 
-    def scored_frame(self) -> pd.DataFrame:
-        """The DAG's edges and every scored pair in one table (what :meth:`write_parquet` writes).
+    def _digest(self) -> str:
+        """Content hash of the DAG (feature names and adjacency) that links ``dag.parquet`` to
+        its ``edge_scores.parquet``."""
+        return hash_bytes(json.dumps(self.feature_names.astype(str).tolist()), hash_array(self.adjacency))
 
-        Columns ``source``, ``target``, ``weight`` (the DAG weight; 0 off the DAG) and, when
-        :attr:`edge_scores` is set, ``in_dag`` (bool) and the score columns; the DAG's edges come
-        first. Without scores this is :meth:`to_frame`.
+    def edge_frame(self) -> pd.DataFrame:
+        """The table of ``dag.parquet`` (:meth:`write_parquet`): one row per DAG edge.
+
+        Columns ``source``, ``target`` (str) and ``weight`` (float64, the edge's weight); when
+        :attr:`edge_scores` is set, also those of :data:`EDGE_STAT_COLUMNS` it has: ``score``
+        (float64, the pair's score, larger = more confident) and ``qvalue`` (float64, the pair's
+        Benjamini–Hochberg q-value), NaN for an edge the method did not score.
         """
         edges = self.to_frame()
         if self.edge_scores is None:
             return edges
-        sc = self.edge_scores.copy()
-        sc["source"] = sc["source"].astype(str)
-        sc["target"] = sc["target"].astype(str)
-        edges["in_dag"] = True
-        both = edges.merge(sc, on=["source", "target"], how="left")
-        rest = sc.merge(edges[["source", "target"]], on=["source", "target"], how="left", indicator=True)
-        rest = rest[rest["_merge"] == "left_only"].drop(columns="_merge")
-        rest.insert(2, "weight", 0.0)
-        rest.insert(3, "in_dag", False)
-        out = pd.concat([both, rest], ignore_index=True)
-        if "accepted" in out.columns:  # a DAG edge the method did not score was not accepted by its test
-            out["accepted"] = out["accepted"].astype("boolean").fillna(False).astype(bool)
-        return out
+        stats = [c for c in EDGE_STAT_COLUMNS if c in self.edge_scores.columns]
+        if not stats:
+            return edges
+        sc = self.edge_scores[["source", "target", *stats]].astype({"source": str, "target": str})
+        sc = sc.drop_duplicates(["source", "target"], keep="first")
+        return edges.merge(sc, on=["source", "target"], how="left")
+
+    def edge_scores_frame(self) -> pd.DataFrame | None:
+        """The table of ``edge_scores.parquet`` (:meth:`write_parquet`), or None without
+        :attr:`edge_scores`: every scored pair, its columns as in :attr:`edge_scores` and
+        ``in_dag`` (bool, the pair is an edge of the DAG) last."""
+        if self.edge_scores is None:
+            return None
+        sc = self.edge_scores.reset_index(drop=True)
+        edges = self.to_frame()
+        key = pd.MultiIndex.from_arrays([sc["source"].astype(str), sc["target"].astype(str)])
+        in_dag = key.isin(pd.MultiIndex.from_arrays([edges["source"], edges["target"]]))
+        return sc.assign(in_dag=np.asarray(in_dag, dtype=bool))
 
     def write_parquet(self, path: str | Path) -> None:
-        """Write the edge list (source, target, weight) to Parquet, atomically.
+        """Write the DAG to ``path`` (``dag.parquet``) and its scored pairs beside it, atomically.
 
-        With :attr:`edge_scores`, the file also holds every scored pair: column ``in_dag`` marks
-        the DAG's edges (``pd.read_parquet(p).query("in_dag")`` is the DAG) and ``score`` ranks
-        all pairs (:meth:`scored_frame`). The full node list (isolated nodes included),
-        ``params`` and ``n_cycle_edges_dropped`` are kept in the file's schema metadata.
+        ``dag.parquet`` holds one row per DAG edge (:meth:`edge_frame`): ``source``, ``target``,
+        ``weight`` and, when the method scored pairs, the edge's ``score`` and ``qvalue``. Its
+        row count is :attr:`n_edges`; ``networkx.from_pandas_edgelist(pd.read_parquet(path),
+        edge_attr="weight", create_using=networkx.DiGraph)`` is the DAG. The full node list
+        (isolated nodes included), ``params`` and ``n_cycle_edges_dropped`` are kept in the
+        file's schema metadata.
+
+        With :attr:`edge_scores`, every scored pair goes to :func:`edge_scores_path` (
+        ``edge_scores.parquet`` beside ``dag.parquet``; :meth:`edge_scores_frame`): ``source``,
+        ``target``, ``score`` and the method's statistics, and ``in_dag`` (bool) marking the
+        DAG's edges, for precision–recall curves over every pair. Without it, a scores file left
+        there by an earlier graph is removed, so the folder never pairs a DAG with another DAG's
+        scores. Each file is written to a temporary name and renamed; the scores file first.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(self.scored_frame(), preserve_index=False)
-        meta = dict(table.schema.metadata or {})
-        meta[_META_KEY] = json.dumps(self.feature_names.astype(str).tolist()).encode()
-        meta[b"cape.params"] = json.dumps(self.params, default=str).encode()
-        meta[b"cape.n_cycle_edges_dropped"] = str(self.n_cycle_edges_dropped).encode()
-        table = table.replace_schema_metadata(meta)
+        path = Path(path)
+        scores_path = edge_scores_path(path)
+        digest = self._digest()
+        scores = self.edge_scores_frame()
+        meta: dict[bytes, bytes] = {
+            _META_KEY: json.dumps(self.feature_names.astype(str).tolist()).encode(),
+            b"cape.params": json.dumps(self.params, default=str).encode(),
+            b"cape.n_cycle_edges_dropped": str(self.n_cycle_edges_dropped).encode(),
+        }
+        if scores is not None:
+            st = pa.Table.from_pandas(scores, preserve_index=False)
+            st = st.replace_schema_metadata({**(st.schema.metadata or {}), _DIGEST_KEY: digest.encode()})
+            with atomic_path(scores_path) as tmp:
+                pq.write_table(st, tmp)
+            meta[_SCORES_KEY] = json.dumps(
+                {"file": scores_path.name, "n_rows": len(scores), "dag_digest": digest}
+            ).encode()
+        table = pa.Table.from_pandas(self.edge_frame(), preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
+        if scores is None:
+            scores_path.unlink(missing_ok=True)
 
     @classmethod
     def read_parquet(cls, path: str | Path) -> CausalGraph:
         """Read a graph written by :meth:`write_parquet` (or any source/target[/weight] Parquet).
+
+        :attr:`edge_scores` comes from the scores file beside ``path`` (:func:`edge_scores_path`)
+        when ``path`` names one and the file is there and scores this DAG (otherwise it is None,
+        with a :class:`~cape_pipeline.errors.CapeWarning`). A ``dag.parquet`` of the earlier
+        layout, which held every scored pair with an ``in_dag`` column, reads as before: the
+        DAG is its ``in_dag`` rows and :attr:`edge_scores` every pair the method scored.
 
         Raises
         ------
@@ -313,30 +370,55 @@ class CausalGraph:
         CapeDataError
             If the columns are wrong.
         """
-        import pyarrow.parquet as pq
-
         path = Path(path)
         if not path.is_file():
             raise CapeFileError(f"{path}: no such file (expected a dag.parquet edge list)")
-        try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several types for corrupt files
-            raise CapeFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+        table = _read_table(path)
         meta = table.schema.metadata or {}
         names = json.loads(meta[_META_KEY]) if _META_KEY in meta else None
         params = json.loads(meta[b"cape.params"]) if b"cape.params" in meta else {}
         dropped = int(meta.get(b"cape.n_cycle_edges_dropped", b"0"))
         df = table.to_pandas()
         scores = None
-        if "in_dag" in df.columns:  # the DAG's edges and every scored pair (scored_frame)
+        if "in_dag" in df.columns:  # earlier layout: the DAG's edges and every scored pair in one file
             scores = df.drop(columns=["weight", "in_dag"])
             if "score" in scores.columns:  # a DAG edge the method did not score has no score
                 scores = scores[scores["score"].notna()]
             scores = scores.reset_index(drop=True)
             df = df[df["in_dag"].astype(bool)]
+        elif _SCORES_KEY in meta:
+            scores = _read_edge_scores(path, json.loads(meta[_SCORES_KEY]))
         try:
             return cls.from_edges(
                 df, feature_names=names, params=params, n_cycle_edges_dropped=dropped, edge_scores=scores
             )
         except CapeDataError as exc:
             raise CapeDataError(f"{path}: {exc}") from exc
+
+
+def _read_table(path: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise CapeFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def _read_edge_scores(dag_path: Path, entry: dict[str, Any]) -> pd.DataFrame | None:
+    """The scores that ``dag_path``'s metadata ``entry`` names, without ``in_dag``; None with a
+    warning when the file is absent or scores another DAG."""
+    import warnings
+
+    scores_path = dag_path.with_name(str(entry.get("file", edge_scores_path(dag_path).name)))
+    if not scores_path.is_file():
+        warnings.warn(f"{dag_path}: its scored pairs ({scores_path.name}) are not beside it; edge_scores is None",
+                      CapeWarning, stacklevel=3)
+        return None
+    table = _read_table(scores_path)
+    digest = (table.schema.metadata or {}).get(_DIGEST_KEY, b"").decode()
+    if digest != entry.get("dag_digest"):
+        warnings.warn(f"{scores_path}: scores another DAG than {dag_path.name} (left from another run?); "
+                      "edge_scores is None", CapeWarning, stacklevel=3)
+        return None
+    return table.to_pandas().drop(columns="in_dag", errors="ignore")

@@ -5,8 +5,11 @@ pandas/pyarrow alone)::
 
     encodings.parquet   one row per feature: feature, pagerank, angle_0..angle_{d-1},
                         poincare_0..poincare_{d-1}, hyperboloid_0..hyperboloid_d (float64)
-    dag.parquet         the causal DAG as an edge list source, target, weight
-                        (CausalGraph.write_parquet; absent when no graph was given)
+    dag.parquet         the causal DAG, one row per edge: source, target, weight, and score,
+                        qvalue where Step I scored pairs (CausalGraph.write_parquet; absent
+                        when no graph was given)
+    edge_scores.parquet every pair Step I scored: source, target, score, the support's
+                        statistics, in_dag (CausalGraph.write_parquet; only when it scored pairs)
     manifest.json       format, package version, d, scale, frequencies, parameters, data fingerprint
                         (manifest_extra), BLAKE2b checksum and size of each file
 """
@@ -30,7 +33,7 @@ from cape_pipeline._utils import (
     hash_file,
     write_json_atomic,
 )
-from cape_pipeline.causal.graph import CausalGraph
+from cape_pipeline.causal.graph import EDGE_SCORES_FILE, CausalGraph
 from cape_pipeline.encodings._checks import _validate_arrays
 from cape_pipeline.encodings.config import DEFAULT_SCALE
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
@@ -40,6 +43,7 @@ __all__ = [
     "load_encodings",
     "ENCODINGS_FILE",
     "DAG_FILE",
+    "EDGE_SCORES_FILE",
     "MANIFEST_FILE",
     "FORMAT_NAME",
     "FORMAT_VERSION",
@@ -237,7 +241,9 @@ class CapeEncodings:
         manifest_extra: dict[str, Any] | None = None,
         overwrite: bool = False,
     ) -> Path:
-        """Write ``encodings.parquet``, ``dag.parquet`` and ``manifest.json`` into ``dir``, atomically.
+        """Write ``encodings.parquet``, ``dag.parquet`` (with ``edge_scores.parquet`` when the
+        graph has :attr:`~cape_pipeline.causal.CausalGraph.edge_scores`) and ``manifest.json``
+        into ``dir``, atomically (the module docstring lists each file's columns).
 
         The files are written into a temporary sibling directory that is renamed onto ``dir``
         at the end, so readers see either the old directory or the complete new one.
@@ -292,6 +298,8 @@ class CapeEncodings:
             if self.graph is not None:
                 self.graph.write_parquet(tmp / DAG_FILE)
                 files.append(DAG_FILE)
+                if (tmp / EDGE_SCORES_FILE).is_file():
+                    files.append(EDGE_SCORES_FILE)
             manifest: dict[str, Any] = {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
@@ -360,6 +368,7 @@ def load_encodings(dir: str | os.PathLike[str]) -> CapeEncodings:
         )
     files = manifest.get("files", {})
     required = [ENCODINGS_FILE] + ([DAG_FILE] if manifest.get("has_dag") else [])
+    required += [EDGE_SCORES_FILE] if EDGE_SCORES_FILE in files and manifest.get("has_dag") else []
     for fname in required:
         fpath = root / fname
         if not fpath.is_file():

@@ -5,7 +5,8 @@ Directory layout written by :meth:`HyperbolicEmbedding.save` (the pipeline's ``e
     embedding.npz    hyperboloid (M, d+1), poincare (M, d), pagerank (M,), feature_names (M,) str
                      [, euclidean (M, d) for geometry="euclidean"], float64
     embedding.json   params, geometry, loss_history
-    dag.parquet      the embedded CausalGraph (CausalGraph.write_parquet)
+    dag.parquet      the embedded CausalGraph, one row per edge (CausalGraph.write_parquet)
+    edge_scores.parquet  every pair Step I scored, with in_dag (only when it scored pairs)
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ class HyperbolicEmbedding:
     def save(self, dir: str | os.PathLike[str]) -> Path:
         """Write ``embedding.npz``, ``embedding.json`` and ``dag.parquet`` into ``dir``.
 
-        Each file is written atomically (``dir`` is created if needed); ``dag.parquet`` is
-        written only when :attr:`graph` is set.
+        Each file is written atomically (``dir`` is created if needed); ``dag.parquet`` (and
+        ``edge_scores.parquet`` beside it, :meth:`CausalGraph.write_parquet`) only when
+        :attr:`graph` is set.
 
         Parameters
         ----------

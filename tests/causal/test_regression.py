@@ -127,7 +127,7 @@ def test_fewer_cells_than_genes_give_a_small_graph_that_is_mostly_right():
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_scores_of_every_screened_pair_travel_in_dag_parquet(tmp_path):
+def test_scores_of_every_screened_pair_travel_beside_dag_parquet(tmp_path):
     a, _ = _hill(800)
     g = discover(a)
     es = g.edge_scores
@@ -141,8 +141,9 @@ def test_scores_of_every_screened_pair_travel_in_dag_parquet(tmp_path):
     np.testing.assert_allclose(merged["score"], merged["score_back"])
     import pandas as pd
 
-    raw = pd.read_parquet(tmp_path / "dag.parquet")
-    assert int(raw["in_dag"].sum()) == g.n_edges
+    assert len(pd.read_parquet(tmp_path / "dag.parquet")) == g.n_edges
+    raw = pd.read_parquet(tmp_path / "edge_scores.parquet")
+    assert len(raw) == len(es) and int(raw["in_dag"].sum()) == g.n_edges
 
 
 def test_support_auto_by_data_kind_and_learned_options_left_unused():

@@ -66,6 +66,23 @@ def test_files_readable_by_pandas_alone(emb, tmp_path):
     assert "cape_pipeline_version" in manifest and manifest["embed_params"]["dim"] == 4
 
 
+def test_scored_pairs_travel_with_the_encodings(emb, tmp_path):
+    g = emb.graph
+    scores = g.to_frame()[["source", "target"]].assign(score=np.linspace(1, 0.5, g.n_edges))
+    scores.loc[len(scores)] = ["e", "a", 0.01]  # a pair not kept
+    graph = CausalGraph(g.feature_names, g.adjacency, edge_scores=scores)
+    encode(emb, graph=graph).save(tmp_path / "enc")
+    manifest = json.loads((tmp_path / "enc" / "manifest.json").read_text())
+    assert set(manifest["files"]) == {"encodings.parquet", "dag.parquet", "edge_scores.parquet"}
+    assert len(pd.read_parquet(tmp_path / "enc" / "dag.parquet")) == g.n_edges
+    es = pd.read_parquet(tmp_path / "enc" / "edge_scores.parquet")
+    assert len(es) == g.n_edges + 1 and int(es["in_dag"].sum()) == g.n_edges
+    pd.testing.assert_frame_equal(load_encodings(tmp_path / "enc").graph.edge_scores, scores)
+    (tmp_path / "enc" / "edge_scores.parquet").write_bytes(b"x")
+    with pytest.raises(CapeFileError, match="checksum"):
+        load_encodings(tmp_path / "enc")
+
+
 def test_save_refuses_overwrite_then_overwrites(emb, tmp_path):
     enc = encode(emb)
     enc.save(tmp_path / "enc")

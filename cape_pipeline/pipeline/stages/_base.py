@@ -172,23 +172,37 @@ def export_artifact(stage: Stage, artifact: Path, out: Path) -> list[Path]:
     """Copy the stage's exported files and its manifest from ``artifact`` into ``out``.
 
     Each file is copied to a temporary name and renamed, so ``out`` never holds a half-copied
-    file. Existing files of the same names are replaced. A stage with an ``export`` hook
-    decides itself what to write.
+    file. Existing files of the same names are replaced, and a file of ``export_files`` that
+    this artifact lacks (``edge_scores.parquet`` of a graph without scores) is removed from
+    ``out``, so an earlier run's file is never left beside this run's. A stage with an
+    ``export`` hook decides itself what to write.
     """
     out.mkdir(parents=True, exist_ok=True)
     if stage.export is not None:
         return stage.export(artifact, out)
+    for name in stage.export_files:
+        if not (artifact / name).is_file():
+            (out / name).unlink(missing_ok=True)
     names = {name: name for name in stage.export_files if (artifact / name).is_file()}
     written = [_copy_atomic(artifact / name, out / name) for name in names]
     return [*written, _write_export_manifest(stage.name, artifact, out, names)]
 
 
 def _write_export_manifest(stage: str, artifact: Path, out: Path, names: Mapping[str, str]) -> Path:
-    """Write ``<stage>_manifest.json`` into ``out``: the artifact's cache manifest (parameters,
-    upstream keys, versions, timings) whose ``files`` lists the exported files by their names in
-    ``out`` (``names``: name in ``out`` → path inside the artifact) with their sizes and
-    checksums, plus ``cache_artifact``, the cache directory they came from. Every path it lists
-    exists in ``out``."""
+    """Write ``<stage>_manifest.json`` (``discover_manifest.json``, ``encode_manifest.json``, …)
+    into ``out``: the artifact's cache manifest with ``files`` rewritten for ``out`` (``names``:
+    name in ``out`` → path inside the artifact). Every path it lists exists in ``out``.
+
+    Fields: ``stage`` (str) and ``key`` (32 hex, the cache key: hash of the parameters, the
+    upstream keys, the input data, the code and the thread count); ``params`` (the stage's
+    config, every field); ``source`` (the data source as given to ``cape run``); ``upstream``
+    (upstream stage → its cache key); ``timings`` (``seconds``, the stage's wall time when it
+    ran); ``summary`` (the few numbers printed after the stage, e.g. ``n_edges``; encode:
+    ``d``, ``scale``, ``max_norm_e``, ``max_abs_angle``, ``median_abs_angle``); ``files``
+    (exported file name → ``size`` in bytes and ``blake2b``, its BLAKE2b-128 hex checksum);
+    ``versions`` (Python and library versions); ``code_fingerprint`` (hash of the package's
+    files); ``created`` (UTC time the artifact was stored, ISO 8601); ``cache_artifact`` (the
+    cache directory the files came from)."""
     cache_manifest = json.loads((artifact / "manifest.json").read_text())
     files = {dst: cache_manifest["files"][src] for dst, src in names.items()}
     path = out / f"{stage}_manifest.json"

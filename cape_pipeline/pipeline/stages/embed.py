@@ -53,7 +53,7 @@ STAGE = Stage(
     run=_embed_run,
     save=lambda emb, d: emb.save(d),
     load=HyperbolicEmbedding.load,
-    export_files=("embedding.npz", "embedding.json", "dag.parquet"),
+    export_files=("embedding.npz", "embedding.json", "edge_scores.parquet", "dag.parquet"),
     summary=_embed_summary,
     check=_embed_check,
 )

@@ -89,11 +89,20 @@ def _encode_load(d: Path) -> EncodeOutput:
 
 
 def _encode_export(artifact: Path, out: Path) -> list[Path]:
-    """Write the encodings directory's files (encodings.parquet, dag.parquet, manifest.json)
-    and the figures into ``out``, each copied under a temporary name and renamed, and
-    ``encode_manifest.json``: the stage's cache manifest with ``files`` listing the exported
-    files by their names in ``out`` (checksums and sizes) and ``cache_artifact`` the cache
-    directory they came from."""
+    """Write the encodings directory's files (encodings.parquet, dag.parquet,
+    edge_scores.parquet when Step I scored pairs, manifest.json;
+    :mod:`cape_pipeline.encodings.export` lists their columns) and the figures into ``out``,
+    each copied under a temporary name and renamed, and ``encode_manifest.json``: the stage's
+    cache manifest with ``files`` listing the exported files by their names in ``out``
+    (checksums and sizes) and ``cache_artifact`` the cache directory they came from
+    (:func:`~cape_pipeline.pipeline.stages._base._write_export_manifest` lists its fields).
+    A ``dag.parquet`` or ``edge_scores.parquet`` in ``out`` that this export does not replace
+    is removed: it would be an earlier run's."""
+    from cape_pipeline.causal.graph import DAG_FILE, EDGE_SCORES_FILE
+
+    for name in (EDGE_SCORES_FILE, DAG_FILE):
+        if not (artifact / "encodings" / name).is_file():
+            (out / name).unlink(missing_ok=True)
     written = []
     names: dict[str, str] = {}
     for sub in ("encodings", "figures"):  # histories.json stays in the cache
