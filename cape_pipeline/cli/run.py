@@ -77,6 +77,23 @@ SetOpt = Annotated[
         autocompletion=complete_set,
     ),
 ]
+LabelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--labels",
+        help="The obs column (.h5ad) or table column (Parquet/CSV) with the cell labels, e.g. cell_type; "
+        "comma-separated for several (the first is the one annotation and clustering predict). "
+        "Checked against the file before any stage runs.",
+    ),
+]
+CountsLayerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--counts-layer",
+        help="The .h5ad layer with the raw counts, e.g. counts (when X holds log values): preprocess "
+        "normalizes it and Step I takes the library sizes and its counting-noise correction from it.",
+    ),
+]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
 ThreadsOpt = Annotated[
@@ -162,8 +179,10 @@ def _run(
     compare: str | None = None,
     threads: int | None = None,
     dry_run: bool = False,
+    labels: str | None = None,
+    counts_layer: str | None = None,
 ) -> None:
-    from cape_pipeline.pipeline.config import merge, parse_assignments, read_config_file
+    from cape_pipeline.pipeline.config import data_keys, merge, parse_assignments, read_config_file
     from cape_pipeline.pipeline.runner import plan_pipeline, run_pipeline
 
     setup_logging(verbose)
@@ -184,7 +203,8 @@ def _run(
         import torch
 
         torch.set_num_threads(threads)
-    overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []))
+    overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []),
+                      data_keys(labels, counts_layer))
     if compare:
         key, eq, values = compare.partition("=")
         names = [v.strip() for v in values.split(",") if v.strip()]
@@ -243,6 +263,8 @@ def datasets_cmd(debug: DebugOpt = False) -> None:
 
 def run_cmd(
     source: SourceArg,
+    labels: LabelsOpt = None,
+    counts_layer: CountsLayerOpt = None,
     workdir: WorkdirOpt = Path("cape_work"),
     out: OutOpt = None,
     config: ConfigOpt = None,
@@ -262,8 +284,12 @@ def run_cmd(
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Run every stage (or up to --until) on SOURCE, reusing cached results."""
-    _run(source, until, workdir, out, config, set_, device, seed, verbose, compare, threads, dry_run)
+    """Run every stage (or up to --until) on SOURCE, reusing cached results.
+
+    Your own file: cape run my.h5ad --labels cell_type --counts-layer counts
+    """
+    _run(source, until, workdir, out, config, set_, device, seed, verbose, compare, threads, dry_run,
+         labels, counts_layer)
 
 
 def stage_command(stage: str) -> Any:
@@ -271,6 +297,8 @@ def stage_command(stage: str) -> Any:
 
     def cmd(
         source: SourceArg,
+        labels: LabelsOpt = None,
+        counts_layer: CountsLayerOpt = None,
         workdir: WorkdirOpt = Path("cape_work"),
         out: OutOpt = None,
         config: ConfigOpt = None,
@@ -282,7 +310,8 @@ def stage_command(stage: str) -> Any:
         verbose: VerboseOpt = False,
         debug: DebugOpt = False,
     ) -> None:
-        _run(source, stage, workdir, out, config, set_, device, seed, verbose, compare, threads)
+        _run(source, stage, workdir, out, config, set_, device, seed, verbose, compare, threads, labels=labels,
+             counts_layer=counts_layer)
 
     cmd.__doc__ = (
         f"Run the stages up to {stage} on SOURCE, reusing cached upstream results.\n\n"

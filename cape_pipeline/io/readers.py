@@ -29,6 +29,7 @@ from cape_pipeline.io._lazy import (
     parquet_decoded_bytes,
 )
 from cape_pipeline.io.catalog import MODALITIES, get_entry
+from cape_pipeline.io.layout import check_obs_labels, non_numeric_advice, orientation_hint
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,9 @@ def read(
         their own; files default to ``scrna``. Missing values (NaN) are allowed only for
         ``proteomics`` and ``methylation``.
     label_columns
-        Parquet/CSV only: columns that hold labels (cell type, age, ...) rather than features;
-        they go to ``obs``. All other columns must be numeric.
+        Columns that hold labels (cell type, age, ...) rather than features (CLI: ``--labels``).
+        Parquet/CSV: they go to ``obs`` and all other columns must be numeric; ``.h5ad`` and
+        catalog data: ``obs`` columns, checked to be there. Recorded in ``uns["cape_ingest"]``.
     index_column
         Parquet/CSV only: column holding observation names (``obs_names``).
     backed
@@ -105,6 +107,7 @@ def read(
         adata = entry.load(**loader_kwargs)
         if not adata.isbacked:
             adata.X = _as_float32(adata.X, where=src)
+        check_obs_labels(adata.obs.columns, label_columns, src)
         label_columns = list(label_columns or entry.labels)
     else:
         if loader_kwargs:
@@ -119,6 +122,7 @@ def read(
             )
         if suffix == ".h5ad":
             adata = read_h5ad(path, backed=backed)
+            check_obs_labels(adata.obs.columns, label_columns, src)
         elif suffix in (".parquet", ".pq") and (backed if backed is not None else parquet_decoded_bytes(path) > _available_memory() // 2):
             adata = read_parquet_lazy(path, label_columns=label_columns, index_column=index_column)
         else:
@@ -249,22 +253,20 @@ def _frame_to_anndata(
         df = df.set_index(index_column)
     obs = df[label_columns].copy() if label_columns else pd.DataFrame(index=df.index)
     feats = df.drop(columns=label_columns)
-    _check_numeric(
-        [c for c in feats.columns if not (pd.api.types.is_numeric_dtype(feats[c]) or pd.api.types.is_bool_dtype(feats[c]))],
-        where,
-    )
+    bad = [c for c in feats.columns if not (pd.api.types.is_numeric_dtype(feats[c]) or pd.api.types.is_bool_dtype(feats[c]))]
+    _check_numeric(bad, where, list(feats.columns), feats[bad[0]].tolist() if bad else None)
+    if index_column or not isinstance(feats.index, pd.RangeIndex):
+        if (hint := orientation_hint(list(feats.index), list(feats.columns), header=index_column)) is not None:
+            log.warning("%s: %s", where, hint)
     obs.index = _obs_index(feats.index)
     x = feats.to_numpy(dtype=np.float32, na_value=np.nan)
     return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(feats.columns.astype(str))))
 
 
-def _check_numeric(non_numeric: list[str], where: str) -> None:
+def _check_numeric(non_numeric: list[str], where: str, columns: list[str], first: list | None = None) -> None:
     if non_numeric:
-        raise CapeDataError(
-            f"{where}: non-numeric feature column(s) {non_numeric[:10]} "
-            f"({len(non_numeric)} in all); name label columns with label_columns=[...] "
-            "(CLI: --set ingest.label_columns=[...]) or remove them"
-        )
+        raise CapeDataError(f"{where}: non-numeric feature column(s) {non_numeric[:10]} ({len(non_numeric)} in all); "
+                            + non_numeric_advice(non_numeric, columns, first))
 
 
 def _obs_index(ids: Any) -> pd.Index:
@@ -364,7 +366,7 @@ def read_parquet_lazy(
     index_cols = [index_column] if index_column else stored
     feats = [c for c in names if c not in labels and c not in index_cols and c not in stored]
     numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)
-    _check_numeric([c for c in feats if not any(f(schema.field(c).type) for f in numeric)], str(path))
+    _check_numeric([c for c in feats if not any(f(schema.field(c).type) for f in numeric)], str(path), feats)
     side = pq.ParquetFile(path, metadata=meta).read(columns=[*labels, *index_cols]).to_pandas(ignore_metadata=True)
     obs = side[labels].copy() if labels else pd.DataFrame(index=side.index)
     ids = side[index_cols[0]] if index_cols else pd.RangeIndex(len(side))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,45 @@ def parse_assignments(items: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+DATA_KEYS: dict[str, tuple[str, str]] = {
+    "labels": ("ingest", "label_columns"),
+    "counts_layer": ("preprocess", "counts_layer"),
+}
+"""Where things are in the data, said once (``cape run --labels/--counts-layer``, the YAML
+config's top-level ``labels:``/``counts_layer:``, :func:`~cape_pipeline.pipeline.run_pipeline`'s
+``labels=``/``counts_layer=``): each key and the stage parameter it sets."""
+
+
+def data_keys(labels: str | Sequence[str] | None = None, counts_layer: str | None = None) -> dict[str, dict[str, Any]]:
+    """The stage parameters that ``labels`` and ``counts_layer`` stand for (:data:`DATA_KEYS`).
+
+    Parameters
+    ----------
+    labels
+        The ``obs`` columns (``.h5ad``) or table columns (Parquet/CSV) that hold labels: a name,
+        comma-separated names or a list; the first is the label of annotation and clustering
+        (unless ``train.label_key`` names another). Sets ``ingest.label_columns``.
+    counts_layer
+        The ``.h5ad`` layer of raw counts. Sets ``preprocess.counts_layer``.
+
+    Returns
+    -------
+    dict
+        ``{stage: {param: value}}``, empty for ``None``s.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if labels is not None:
+        items = labels.split(",") if isinstance(labels, str) else [str(v) for v in labels]
+        out["ingest"] = {"label_columns": [n.strip() for n in items if n.strip()]}
+    if counts_layer is not None:
+        out["preprocess"] = {"counts_layer": str(counts_layer)}
+    return out
+
+
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Read a YAML file of the form ``{stage: {param: value}}``.
+    """Read a YAML file of the form ``{stage: {param: value}}``; the top-level keys ``labels``
+    and ``counts_layer`` (:data:`DATA_KEYS`) say where things are in the data, as the CLI's
+    ``--labels`` and ``--counts-layer`` do.
 
     Raises
     ------
@@ -62,9 +99,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         raise CapeFileError(f"{p}: cannot read config file ({exc.strerror or exc})") from exc
     except yaml.YAMLError as exc:
         raise CapeFileError(yaml_error_message(p, exc)) from exc
-    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+    if not isinstance(doc, dict):
         raise CapeFileError(f"{p}: expected a mapping of stage name to a mapping of parameters")
-    return {str(k): dict(v) for k, v in doc.items()}
+    keys = {k: doc.pop(k) for k in list(doc) if k in DATA_KEYS}
+    if not all(isinstance(v, dict) for v in doc.values()):
+        raise CapeFileError(f"{p}: expected a mapping of stage name to a mapping of parameters "
+                            f"(and the top-level keys {', '.join(DATA_KEYS)})")
+    if keys.get("labels") is not None and not isinstance(keys["labels"], str | list):
+        raise CapeFileError(f"{p}: labels: expected a column name or a list of them, got {keys['labels']!r}")
+    return merge({str(k): dict(v) for k, v in doc.items()}, data_keys(keys.get("labels"), keys.get("counts_layer")))
+
 
 
 def merge(*layers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cape_pipeline._utils import resolve_device
-from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.io.layout import check_data_keys
 from cape_pipeline.pipeline.cache import ArtifactCache, stage_key
-from cape_pipeline.pipeline.config import build_config
+from cape_pipeline.pipeline.config import build_config, data_keys, merge
 from cape_pipeline.pipeline.stages import (
     STAGE_ORDER,
     STAGES,
@@ -145,6 +146,8 @@ def run_pipeline(
     out: str | os.PathLike[str] | None = None,
     progress: bool = False,
     report: Callable[[str, StageRecord | None, str], None] | None = None,
+    labels: str | Sequence[str] | None = None,
+    counts_layer: str | None = None,
 ) -> RunResult:
     """Run the stages up to ``until`` on ``source``, reusing valid cached artifacts.
 
@@ -152,6 +155,14 @@ def run_pipeline(
     ----------
     source
         A file path or catalog name (see :func:`cape_pipeline.read`).
+    labels
+        The ``obs`` columns (``.h5ad``) or table columns (Parquet/CSV) holding labels, e.g.
+        ``"cell_type"``; the first is the label annotation and clustering predict
+        (``ingest.label_columns``; CLI ``--labels``).
+    counts_layer
+        The ``.h5ad`` layer of raw counts, e.g. ``"counts"``: preprocess normalizes it, and Step I
+        takes the library sizes and its counting-noise correction from it
+        (``preprocess.counts_layer``; CLI ``--counts-layer``).
     until
         Last stage to run (default: every implemented stage).
     workdir
@@ -175,11 +186,16 @@ def run_pipeline(
     Raises
     ------
     CapeInputError
-        Bad input or parameters (subclasses name the problem). A stage that fails leaves the
-        artifacts of earlier stages intact and stores nothing for itself.
+        Bad input or parameters (subclasses name the problem); a label column, ``train.label_key``
+        or counts layer that the file lacks, before any stage runs (the message lists what it
+        has). A stage that fails leaves the artifacts of earlier stages intact and stores
+        nothing for itself.
     """
     stages = resolve_stages(until)
-    configs = build_stage_configs(stages, overrides or {}, seed=seed, device=device, source=source)
+    overrides = merge(overrides or {}, data_keys(labels, counts_layer))
+    configs = build_stage_configs(stages, overrides, seed=seed, device=device, source=source)
+    check_data_keys(source, labels=configs["ingest"].label_columns, label_key=overrides.get("train", {}).get("label_key"),
+                    counts_layer=overrides.get("preprocess", {}).get("counts_layer"))
     ctx = StageContext(source=source, progress=progress)
     cache = ArtifactCache(workdir)
 
@@ -281,8 +297,13 @@ def plan_pipeline(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int | None = None,
     device: str | None = None,
+    labels: str | Sequence[str] | None = None,
+    counts_layer: str | None = None,
 ) -> list[str]:
     """What ``cape run`` would do on ``source``, and how long it should take (``--dry-run``).
+
+    ``labels`` and ``counts_layer`` as in :func:`run_pipeline`; the names the run reads from the
+    data (those and ``train.label_key``) are checked against it first.
 
     Runs the cheap stages (ingest, preprocess; cached like any run), then counts the train
     stage's work and times a few training steps of its model on this machine
@@ -302,10 +323,16 @@ def plan_pipeline(
     from cape_pipeline.pipeline.plan import discover_estimate, format_clock, plan_lines, train_plan
     from cape_pipeline.tasks.compare import resolve_tasks, task_settings
 
-    configs = build_stage_configs(resolve_stages(None), overrides or {}, seed=seed, device=device, source=source)
+    overrides = merge(overrides or {}, data_keys(labels, counts_layer))
+    configs = build_stage_configs(resolve_stages(None), overrides, seed=seed, device=device, source=source)
     res = run_pipeline(source, until="preprocess", workdir=workdir, overrides=overrides, seed=seed, device=device)
     adata = _resolve(res.outputs, "preprocess")
     cfg = configs["train"]
+    if cfg.label_key is not None and cfg.label_key not in adata.obs.columns:  # a catalog dataset's obs
+        from cape_pipeline.io.layout import _listing
+
+        raise CapeDataError(f"{source}: train.label_key {cfg.label_key!r}: no such obs column; "
+                            f"{_listing([str(c) for c in adata.obs.columns], cfg.label_key, 'obs columns')}")
     ctx = StageContext(source=source)
     tasks = resolve_tasks(cfg, ctx.source, adata)
     arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))

@@ -47,6 +47,15 @@ class PreprocessConfig:
     use_raw
         ``auto`` uses ``adata.raw`` when ``X`` holds scaled values (negatives) and ``.raw`` holds
         counts or log-normalized values; ``always``/``never`` force it.
+    counts_layer
+        scRNA: the layer holding the raw counts (``adata.layers[counts_layer]``, e.g. ``"counts"``
+        of a scanpy-processed file whose ``X`` holds log values; CLI ``--counts-layer``). The
+        output is computed from it as from counts in ``X``: ``normalize_total`` and ``log1p``
+        give the new ``X`` (the file's ``X`` is not used), its row sums are the library sizes
+        (``obs["cape_library_size"]``, Step I's covariate) and Step I's counting-noise
+        correction reads the counts back from it. The cells are taken as given (``min_genes``
+        defaults to 0: QC happened upstream). ``None``: counts are found where ``X`` (or
+        ``.raw``) holds them.
     """
 
     modality: str | None = None
@@ -56,6 +65,7 @@ class PreprocessConfig:
     n_top_features: int = 2000
     transform: Literal["log1p", "arcsinh", "none"] = "log1p"
     use_raw: Literal["auto", "always", "never"] = "auto"
+    counts_layer: str | None = None
 
     def __post_init__(self) -> None:
         if self.min_genes is not None and self.min_genes < 0:
@@ -70,6 +80,8 @@ class PreprocessConfig:
             raise CapeConfigError(f"preprocess.transform: expected log1p, arcsinh or none, got {self.transform!r}")
         if self.use_raw not in ("auto", "always", "never"):
             raise CapeConfigError(f"preprocess.use_raw: expected auto, always or never, got {self.use_raw!r}")
+        if self.counts_layer is not None and self.use_raw == "always":
+            raise CapeConfigError("preprocess.counts_layer: the counts come from that layer; leave use_raw='always' out")
 
 
 def _sample_values(x: Any, max_rows: int = 2000) -> np.ndarray:
@@ -214,8 +226,9 @@ def preprocess(
         follows the kept cells and features: ``obs`` and ``var`` columns (plus scanpy's QC and
         highly-variable columns), ``obsm``/``obsp`` (e.g. ``X_pca``, ``X_umap``), ``varm``/
         ``varp`` (e.g. ``varp["true_dag"]``), ``layers``, ``raw`` and ``uns``.
-        ``uns["cape_preprocess"]`` records the input state, whether ``.raw`` was used, each
-        step and the shapes before and after. When ``X`` held scaled values and ``.raw`` is
+        ``uns["cape_preprocess"]`` records the input state, whether ``.raw`` was used, where the
+        counts came from (``counts_source``: ``"X"``, ``".raw"``, ``"layers['NAME']"`` or None),
+        each step and the shapes before and after. When ``X`` held scaled values and ``.raw`` is
         used, the features come from ``.raw``; features of ``.raw`` absent from ``X`` have no
         ``varm``/``varp``/``layers`` rows, so those are dropped then (logged), and the switch
         to ``.raw`` is logged at INFO.
@@ -224,9 +237,11 @@ def preprocess(
     ------
     CapeDataError
         Methylation values outside [0, 1]; negative values with ``transform="log1p"``;
-        constant or entirely missing features; fewer than 2 cells or no features left after QC.
+        constant or entirely missing features; fewer than 2 cells or no features left after QC;
+        a ``counts_layer`` that is missing (the message lists the layers) or holds no counts.
     CapeConfigError
-        Invalid parameters; ``copy=False`` on a backed or lazy AnnData.
+        Invalid parameters; ``copy=False`` on a backed or lazy AnnData; ``counts_layer`` on
+        data that is not scRNA or is backed.
     """
     import scanpy as sc
 
@@ -244,6 +259,8 @@ def preprocess(
     shape_in = [int(adata.n_obs), int(adata.n_vars)]
     record: dict[str, Any] = {"modality": modality, "config": asdict(cfg), "used_raw": False}
 
+    if cfg.counts_layer is not None:
+        _check_counts_layer(adata, cfg.counts_layer, modality)
     if (adata.isbacked or is_lazy(adata.X)) and modality != "scrna":  # small N x M tables
         adata = adata.to_memory() if adata.isbacked else _computed(adata)
     if adata.isbacked or is_lazy(adata.X):  # scRNA larger than memory: dask passes, X never loaded
@@ -264,7 +281,7 @@ def preprocess(
         record["input_state"] = state
     elif modality == "scrna":
         state = detect_input_state(adata.X)
-        use_raw = adata.raw is not None and (
+        use_raw = cfg.counts_layer is None and adata.raw is not None and (
             cfg.use_raw == "always"
             or (cfg.use_raw == "auto" and state == "scaled" and detect_input_state(adata.raw.X) != "scaled")
         )
@@ -277,10 +294,16 @@ def preprocess(
             record["used_raw"] = True
             steps.append("use .raw (X holds scaled values)")
             log.info("preprocess: X holds scaled values (negatives); using .raw (%s) instead", state)
+        elif cfg.counts_layer is not None:
+            work = _work(adata.layers[cfg.counts_layer], adata.obs, adata.var)
+            state = "counts"
+            steps.append(f"input: layers[{cfg.counts_layer!r}] (counts)")
         else:
             work = _work(adata.X, adata.obs, adata.var)
         record["input_state"] = state
-        min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
+        record["counts_source"] = _counts_source(state, use_raw, cfg.counts_layer)
+        upstream_qc = state != "counts" or cfg.counts_layer is not None
+        min_genes = cfg.min_genes if cfg.min_genes is not None else (0 if upstream_qc else 200)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if min_genes > 0:
@@ -358,6 +381,29 @@ def preprocess(
         varp=out.varp, layers=out.layers, raw=out.raw,
     )
     return None
+
+
+def _counts_source(state: str, used_raw: bool, layer: str | None) -> str | None:
+    """Where the scRNA counts came from: ``"layers['NAME']"``, ``"X"``, ``".raw"`` or None (no counts)."""
+    if state != "counts":
+        return None
+    return f"layers[{layer!r}]" if layer is not None else ".raw" if used_raw else "X"
+
+
+def _check_counts_layer(adata: ad.AnnData, layer: str, modality: str) -> None:
+    """Raise unless ``adata.layers[layer]`` exists and holds counts (scRNA, in memory)."""
+    if modality != "scrna":
+        raise CapeConfigError(f"preprocess.counts_layer={layer!r}: counts apply to scRNA data, this is {modality!r}")
+    if adata.isbacked or is_lazy(adata.X):
+        raise CapeConfigError(f"preprocess.counts_layer={layer!r}: not read from a file opened backed (larger than "
+                              "half the memory); read it into memory (--set ingest.backed=false) or put the counts in X")
+    if layer not in adata.layers:
+        have = ", ".join(map(str, adata.layers)) or "none"
+        raise CapeDataError(f"preprocess.counts_layer={layer!r}: no such layer (layers: {have})")
+    state = detect_input_state(adata.layers[layer])
+    if state != "counts":
+        raise CapeDataError(f"preprocess.counts_layer={layer!r}: the layer holds {state} values, not counts "
+                            "(whole numbers >= 0); name the layer of raw counts")
 
 
 _POS = "_cape_pos"

@@ -168,6 +168,31 @@ def held_out_conditions(adata: Any, split: Mapping[str, Any]) -> tuple[list[str]
     return held, len(targets), np.isin(labels, held)
 
 
+COUNTS_NOT_FOUND = "counts not found: Step I ran without the counting-noise correction"
+"""The start of Step I's warning (logged, and in the report's Step I section) on scRNA data without counts."""
+
+
+def record_counts(params: dict[str, Any], adata: Any) -> None:
+    """Record in Step I's ``params["counts"]`` where its counts came from (preprocess's
+    ``counts_source``: ``"X"``, ``".raw"``, ``"layers['NAME']"``), or None; on scRNA data
+    without counts (no library sizes), add the :data:`COUNTS_NOT_FOUND` warning to
+    ``params["warnings"]``: Step I ran without the counting-noise correction and without the
+    library-size covariate."""
+    from cape_pipeline.causal.covariates import cell_context
+
+    single_cell, library = cell_context(adata)
+    found = None
+    if library is not None:
+        found = (adata.uns.get("cape_preprocess") or {}).get("counts_source") or "X"
+    params["counts"] = found
+    if single_cell and found is None:
+        state = (adata.uns.get("cape_preprocess") or {}).get("input_state", "not counts")
+        params.setdefault("warnings", []).append(
+            f"{COUNTS_NOT_FOUND} or the library-size covariate (X holds {state} values and no counts layer was "
+            "named); name the layer of raw counts: --counts-layer NAME (Python: counts_layer=NAME)"
+        )
+
+
 def _discover_derive(configs: Mapping[str, Any], source: str | None) -> DiscoverStageConfig:
     """``held_out_split`` from the train stage's config (:func:`blind_split`), unless set."""
     cfg = configs["discover"]
@@ -220,6 +245,7 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
             # the stage logs it once, so a batch log carries it
             warnings.simplefilter("ignore", CapeWarning)
             graph, scores = discover_scored(adata, cfg, progress=ctx.progress)
+        record_counts(graph.params, adata)
         if graph.n_edges == 0:
             top = float(np.abs(scores).max()) if scores is not None else float("nan")
             graph.params["empty_graph_max_abs_weight"] = top
@@ -254,8 +280,8 @@ def _discover_fingerprint(cfg: DiscoverConfig, ctx: StageContext) -> str:
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
-    for key in ("support", "n_isolated", "isolated_share", "covariates_used", "edge_rule", "intervention_column",
-                "n_perturbed_features"):
+    for key in ("support", "n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule",
+                "intervention_column", "n_perturbed_features"):
         if key in graph.params:
             out[key] = graph.params[key]
     m = graph.params.get("metrics_vs_truth")
