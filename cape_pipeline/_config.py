@@ -2,12 +2,49 @@
 
 from __future__ import annotations
 
+import difflib
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from cape_pipeline.errors import CapeConfigError
 
 C = TypeVar("C")
+
+
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """``" (did you mean 'PREFIXx'?)"`` for the closest of ``known`` to a misspelled
+    ``name`` (:func:`difflib.get_close_matches`), or ``""`` when none is close.
+
+    Examples
+    --------
+    >>> did_you_mean("min_efect", ["min_effect", "fdr"], prefix="discover.")
+    " (did you mean 'discover.min_effect'?)"
+    """
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+
+
+def renamed_options(cls: type, options: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``options`` with the earlier names of ``cls``'s fields (its ``renamed`` class attribute,
+    ``{old: new}``) replaced by the current ones, each with a :class:`FutureWarning`.
+
+    Raises
+    ------
+    CapeConfigError
+        Both the earlier and the current name are given.
+    """
+    renamed: Mapping[str, str] = getattr(cls, "renamed", {})
+    out = dict(options)
+    for old, new in renamed.items():
+        if old in out:
+            if new in out:
+                raise CapeConfigError(f"{what}.{old} is the earlier name of {what}.{new}; give only {new}")
+            warnings.warn(f"{what}.{old} is now called {what}.{new}; the earlier name will be removed",
+                          FutureWarning, stacklevel=3)
+            out[new] = out.pop(old)
+    return out
 
 
 def with_options(cls: type[C], config: C | None, options: dict[str, Any], what: str) -> C:
@@ -21,7 +58,8 @@ def with_options(cls: type[C], config: C | None, options: dict[str, Any], what: 
     config
         An instance of ``cls`` or None.
     options
-        Field name → value.
+        Field name → value; an earlier name of a field (``cls.renamed``) is taken with a
+        :class:`FutureWarning`.
     what
         The method's name, for the error message (``embed``, ``encode``).
 
@@ -30,15 +68,18 @@ def with_options(cls: type[C], config: C | None, options: dict[str, Any], what: 
     TypeError
         ``config`` is not a ``cls``.
     CapeConfigError
-        An option is not a field (naming it and the known ones), or a value is invalid.
+        An option is not a field (naming it, the closest field and the known ones), or a value
+        is invalid.
     """
     if config is not None and not isinstance(config, cls):
         raise TypeError(f"config: expected an {cls.__name__}, got {type(config).__name__}")
     known = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    options = renamed_options(cls, options, what)
     unknown = sorted(set(options) - set(known))
     if unknown:
+        hint = "".join(did_you_mean(u, known) for u in unknown)
         raise CapeConfigError(
-            f"{what}: unknown option(s) {', '.join(map(repr, unknown))}; known options: {', '.join(known)}"
+            f"{what}: unknown option(s) {', '.join(map(repr, unknown))}{hint}; known options: {', '.join(known)}"
         )
     base = config if config is not None else cls()
     return replace(base, **options) if options else base  # type: ignore[type-var]

@@ -36,6 +36,9 @@ def test_run_set_and_config(tmp_path, capsys):
         (["preprocess", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
         (["preprocess", "/nonexistent/file.h5ad"], "/nonexistent/file.h5ad: no such file"),
         (["run", "sachs", "--set", "preprocess.nope=1"], "unknown parameter(s) ['nope']"),
+        (["run", "sachs", "--set", "discover.min_efect=0.01"], "did you mean 'discover.min_effect'?"),
+        (["run", "sachs", "--set", "discovr.fdr=0.1"], "did you mean 'discover'?"),
+        (["run", "sachs", "--set", "ingest.label_colums=[cell_type]"], "did you mean 'ingest.label_columns'?"),
         (["run", "sachs", "--set", "badformat"], "expected stage.param=value"),
         (["run", "sachs", "--device", "tpu"], "--device 'tpu'"),
         (["preprocess", "sachs", "--seed", "-1"], "--seed -1: expected an integer >= 0"),
@@ -125,3 +128,69 @@ def test_every_stage_parameter_has_its_own_help_text():
         assert all(p.help for p in params), [p.name for p in params if not p.help]
         shared = [h for h, n in Counter(p.help for p in params).items() if n > 1]
         assert not shared, (stage, [p.name for p in params if p.help in shared])
+
+
+def _commands():
+    """Every ``cape`` command as (name, click command), the root group included."""
+    import typer
+
+    from cape_pipeline.cli import app
+
+    def walk(cmd, path):
+        yield " ".join(path), cmd
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    return list(walk(typer.main.get_command(app), ["cape"]))
+
+
+def test_every_option_shows_its_default():
+    """``--help`` shows a default for every option (issue 58: none for --device, --seed, --until)."""
+    from typer.core import TyperOption
+
+    missing = [
+        (name, p.opts[0]) for name, cmd in _commands() for p in cmd.params
+        if isinstance(p, TyperOption) and not p.required and not p.is_eager
+        and p.name not in ("help", "install_completion", "show_completion")  # typer's own
+        and (p.default is None or p.default is False or p.default == ()) and not isinstance(p.show_default, str)
+    ]
+    assert not missing, missing
+
+
+def test_every_help_ends_with_an_example(capsys):
+    commands = [(name, cmd) for name, cmd in _commands() if not getattr(cmd, "commands", None) or name == "cape"]
+    assert not [name for name, cmd in commands if "cape " not in (cmd.epilog or "")]
+    code, out, _ = _run(["run", "--help"], capsys)
+    assert code == 0 and "--labels cell_type --counts-layer counts --out results/" in " ".join(out.split())
+    for flag in ("--device", "--seed", "--until"):
+        line = next(i for i, text in enumerate(out.splitlines()) if text.lstrip("│ ").startswith(f"{flag} "))
+        assert "default:" in " ".join(out.splitlines()[line : line + 3]), flag
+
+
+def test_params_lists_user_options_first_then_advanced(capsys):
+    from cape_pipeline.pipeline.params import USER_OPTIONS
+    from cape_pipeline.pipeline.stages import STAGE_ORDER, STAGES
+
+    for stage in STAGE_ORDER:  # one list, of fields that exist
+        fields = set(STAGES[stage].config_cls.__dataclass_fields__)
+        assert set(USER_OPTIONS[stage]) <= fields, (stage, set(USER_OPTIONS[stage]) - fields)
+    code, out, _ = _run(["params", "discover"], capsys)
+    assert code == 0
+    head, _, advanced = out.partition("discover, advanced")
+    assert advanced, "no advanced heading"
+    for name in USER_OPTIONS["discover"]:
+        assert f"│ {name} " in head, name
+    for name in ("rank", "h_tol", "held_out_split"):
+        assert f"│ {name} " in advanced and f"│ {name} " not in head, name
+
+
+def test_params_meanings_name_no_constant_or_file():
+    import re
+
+    from cape_pipeline.pipeline.params import stage_params
+    from cape_pipeline.pipeline.stages import STAGE_ORDER
+
+    internal = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bCOVARIATES\b|\w/[\w./-]+\.(md|py)\b|\bbenchmarks/")
+    bad = [(s, p.name, internal.search(p.help).group(0)) for s in STAGE_ORDER for p in stage_params(s)
+           if internal.search(p.help)]
+    assert not bad, bad

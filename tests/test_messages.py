@@ -48,7 +48,7 @@ def test_parquet_duplicate_column_names(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text,needle",
     [
-        ("preprocess: {n_top_features: 5\n", "expected ',' or '}'"),
+        ("preprocess: {n_top_genes: 5\n", "expected ',' or '}'"),
         ("a: b: c\n", "at line 1, column 5: mapping values are not allowed here"),
     ],
 )

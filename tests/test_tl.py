@@ -56,3 +56,44 @@ def test_missing_prerequisites_are_clear():
         tl.embed(a)
     with pytest.raises(CapeDataError, match="run cape_pipeline.tl.embed"):
         tl.encode(a)
+
+
+@pytest.mark.parametrize("name", ["discover", "embed"])
+def test_tl_options_are_keywords_with_the_config_defaults(name):
+    """``help(tl.discover)`` shows the options a user sets, with defaults that cannot drift from
+    the config dataclass, and the docstring documents each."""
+    import dataclasses
+    import inspect
+
+    from cape_pipeline.causal.config import DiscoverConfig
+    from cape_pipeline.hyperbolic import EmbedConfig
+    from cape_pipeline.pipeline.params import USER_OPTIONS
+
+    func, cls = {"discover": (tl.discover, DiscoverConfig), "embed": (tl.embed, EmbedConfig)}[name]
+    sig = inspect.signature(func)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    options = [p for p in sig.parameters.values() if p.name in defaults]
+    assert [p.name for p in options] == list(USER_OPTIONS[name])
+    for p in options:
+        assert p.kind is inspect.Parameter.KEYWORD_ONLY
+        assert p.default == defaults[p.name], p.name
+        assert f"\n    {p.name}\n" in func.__doc__, p.name
+    assert {"config", "key_added", "copy"} <= set(sig.parameters)
+
+
+def test_tl_unknown_option_names_the_closest():
+    from cape_pipeline.errors import CapeConfigError
+
+    a = _data()
+    with pytest.raises(CapeConfigError, match=r"did you mean 'min_effect'\?"):
+        tl.discover(a, min_efect=0.01)
+    tl.discover(a, epochs=3, max_outer=2)
+    with pytest.raises(CapeConfigError, match=r"did you mean 'max_epochs'\?"):
+        tl.embed(a, max_epoch=5)
+
+
+def test_tl_keywords_left_at_their_default_keep_the_config():
+    from cape_pipeline.causal.config import DiscoverConfig
+    from cape_pipeline.tl._steps import _options
+
+    assert _options(DiscoverConfig, {"fdr": 0.05, "seed": 3}, {"rank": 5}) == {"seed": 3, "rank": 5}

@@ -27,7 +27,7 @@ def test_newcomer_walkthrough(tmp_path):
     new_cells = counts[300:].copy()  # arrives later, as raw counts
     adata = counts[:300].copy()
 
-    cape.pp.preprocess(adata, n_top_features=120)  # in place, as scanpy
+    cape.pp.preprocess(adata, n_top_genes=120)  # in place, as scanpy
     assert adata.n_vars == 120 and "cape_preprocess" in adata.uns
     cape.tl.discover(adata)
     cape.tl.embed(adata)

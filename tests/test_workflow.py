@@ -83,7 +83,7 @@ def test_per_dataset_override_reaches_the_command(tmp_path):
     cfg.write_text(yaml.safe_dump({
         "datasets": ["krumsiek11", "sachs"],
         "set": ["train.n_seeds=1"],
-        "per_dataset": {"krumsiek11": {"set": ["discover.threshold=0.3", "preprocess.n_top_features=8"]}},
+        "per_dataset": {"krumsiek11": {"set": ["discover.threshold=0.3", "preprocess.n_top_genes=8"]}},
         "device": "cpu",
     }))
     out = _dry_run(tmp_path, "--configfile", str(cfg))
@@ -93,7 +93,7 @@ def test_per_dataset_override_reaches_the_command(tmp_path):
         k = _command(out, "krumsiek11", stage)
         s = _command(out, "sachs", stage)
         # global --set first, then the dataset's own (they win)
-        assert ("--set train.n_seeds=1 --set discover.threshold=0.3 --set preprocess.n_top_features=8"
+        assert ("--set train.n_seeds=1 --set discover.threshold=0.3 --set preprocess.n_top_genes=8"
                 " --device cpu") in k
         assert "discover.threshold" not in s and "--set train.n_seeds=1 --device cpu" in s
         assert "sachs.yaml" in s

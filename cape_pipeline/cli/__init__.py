@@ -35,9 +35,31 @@ from cape_pipeline.errors import CapeFitError, CapeInputError
 
 __all__ = ["app", "entrypoint", "main"]
 
+OWN_FILE = "cape run my.h5ad --labels cell_type --counts-layer counts --out results/"
+"""The own-file example every ``--help`` ends with (or its stage's variant, :data:`EXAMPLES`)."""
+
+EXAMPLES: dict[str, str] = {
+    "run": f"Example, your own file: {OWN_FILE} (add --dry-run first for the plan and a time estimate)",
+    "ingest": "Example, your own file: cape ingest my.h5ad --labels cell_type --out results/",
+    "preprocess": "Example, your own file: cape preprocess my.h5ad --counts-layer counts "
+    "--set preprocess.n_top_genes=1000 --out results/",
+    "discover": "Example, your own file: cape discover my.h5ad --counts-layer counts --set discover.regulators=human "
+    "--out results/",
+    "embed": "Example, your own file: cape embed my.h5ad --counts-layer counts --set embed.dim=16 --out results/",
+    "encode": "Example, your own file: cape encode my.h5ad --counts-layer counts --out results/",
+    "train": "Example, your own file: cape train my.h5ad --labels cell_type --counts-layer counts --out results/",
+    "evaluate": "Example, your own file: cape evaluate my.h5ad --labels cell_type --counts-layer counts "
+    "--out results/",
+    "datasets": f"Example: cape run pbmc68k_reduced --out results/ (a listed dataset); your own file: {OWN_FILE}",
+    "params": "Example: cape params discover, then cape run my.h5ad --set discover.min_effect=0.01 --out results/",
+}
+"""One example per command, shown at the end of its ``--help``."""
+
 app = typer.Typer(
     name="cape",
     help="CAPE: causal DAG -> hyperboloid -> rotary encodings -> transformers, for tabular omics.",
+    epilog=f"Your own file: {OWN_FILE}\n\nThe demo: cape run pbmc68k_reduced --out results/\n\n"
+    "Every parameter: cape params",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -61,13 +83,13 @@ def _root(
     pass
 
 
-app.command("datasets")(datasets_cmd)
-app.command("run")(run_cmd)
+app.command("datasets", epilog=EXAMPLES["datasets"])(datasets_cmd)
+app.command("run", epilog=EXAMPLES["run"])(run_cmd)
 for _stage in STAGE_NAMES:
-    app.command(_stage)(stage_command(_stage))
+    app.command(_stage, epilog=EXAMPLES[_stage])(stage_command(_stage))
 app.add_typer(cache_app, name="cache")
 app.add_typer(reproduce_app, name="reproduce")
-app.command("params")(params_cmd)
+app.command("params", epilog=EXAMPLES["params"])(params_cmd)
 
 
 class _Stopped(BaseException):

@@ -16,8 +16,8 @@ out_console = Console(soft_wrap=True)
 """Results a user may pipe on (stdout)."""
 
 WorkdirOpt = Annotated[Path, typer.Option("--workdir", help="Cache directory for stage artifacts.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.", show_default="off")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log INFO messages.", show_default="off: warnings only")]
 
 
 def setup_logging(verbose: bool) -> None:

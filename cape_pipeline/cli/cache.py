@@ -50,7 +50,7 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} d"
 
 
-@cache_app.command("list")
+@cache_app.command("list", epilog="Example: cape cache list --workdir cape_work")
 def cache_list_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = False) -> None:
     """Every artifact: stage, key, dataset, size, age, last used, whether this code can still use it."""
     import time
@@ -75,7 +75,7 @@ def cache_list_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = Fa
         out_console.print(f"{len(stale)} stale temporary file(s) from killed runs: `cape cache prune --yes` removes them")
 
 
-@cache_app.command("verify")
+@cache_app.command("verify", epilog="Example: cape cache verify --workdir cape_work")
 def cache_verify_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = False) -> None:
     """Check every artifact's checksums; exit 1 if any is corrupt (one line each)."""
     cache = _open(workdir)
@@ -92,23 +92,28 @@ def cache_verify_cmd(workdir: WorkdirOpt = Path("cape_work"), debug: DebugOpt = 
         raise typer.Exit(1)
 
 
-@cache_app.command("prune")
+@cache_app.command("prune", epilog="Example: cape cache prune --older-than 30 --max-size 20G (lists what would go; add --yes to remove)")
 def cache_prune_cmd(
     workdir: WorkdirOpt = Path("cape_work"),
     older_than: Annotated[
-        float | None, typer.Option("--older-than", help="Remove artifacts not used for this many days.")
+        float | None, typer.Option("--older-than", help="Remove artifacts not used for this many days.", show_default="none")
     ] = None,
     max_size: Annotated[
-        str | None, typer.Option("--max-size", help="Then remove the least recently used until the cache fits, e.g. 20G.")
+        str | None, typer.Option("--max-size", help="Then remove the least recently used until the cache fits, e.g. 20G.",
+                                  show_default="none")
     ] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Remove the artifacts of this dataset (source).")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Remove the artifacts of this dataset (source).",
+                                                             show_default="none")] = None,
     stale_code: Annotated[
-        bool, typer.Option("--stale-code", help="Remove artifacts made by other code (no run can use them).")
+        bool, typer.Option("--stale-code", help="Remove artifacts made by other code (no run can use them).",
+                           show_default="off")
     ] = False,
     out: Annotated[
-        list[Path] | None, typer.Option("--out", help="Also sweep stale temporary files from this output directory.")
+        list[Path] | None, typer.Option("--out", help="Also sweep stale temporary files from this output directory.",
+                                         show_default="none")
     ] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list what would go (dry run).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Remove; without it, only list what would go (dry run).",
+                                                show_default="off")] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Remove artifacts by age, size budget, dataset or code; sweep temporary files of killed runs

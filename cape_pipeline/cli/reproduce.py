@@ -19,13 +19,13 @@ def _show(table: Any, rec: dict[str, Any]) -> None:
         out_console.print(f"wrote {path}", highlight=False)
 
 
-@reproduce_app.command("fig3")
+@reproduce_app.command("fig3", epilog="Example: cape reproduce fig3 --out figures/")
 def reproduce_fig3_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for the figures, fig3_coordinates.csv and fig3.json.")],
     seed: Annotated[int, typer.Option("--seed", help="Seed of the graph, the data and Steps I-II.")] = 0,
     n_samples: Annotated[int, typer.Option("--n-samples", help="N, simulated observations (paper: 5000).")] = 5000,
     epochs: Annotated[
-        int | None, typer.Option("--epochs", help="Step I epochs (default: the library's rule, >= 5000 steps).")
+        int | None, typer.Option("--epochs", help="Step I epochs.", show_default="the library's rule: >= 5000 steps")
     ] = None,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -54,7 +54,7 @@ def reproduce_fig3_cmd(
     _show(table, rec)
 
 
-@reproduce_app.command("figS2")
+@reproduce_app.command("figS2", epilog="Example: cape reproduce figS2 --out figures/")
 def reproduce_figs2_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for figS2_bound_surface.png, figS2_bound.csv and figS2.json.")],
     seed: Annotated[int, typer.Option("--seed", help="Seed of q, k ~ N(0, I_D) and the pair directions.")] = 0,
@@ -82,12 +82,12 @@ def reproduce_figs2_cmd(
     _show(table, rec)
 
 
-@reproduce_app.command("figS3")
+@reproduce_app.command("figS3", epilog="Example: cape reproduce figS3 --out figures/")
 def reproduce_figs3_cmd(
     out: Annotated[Path, typer.Option("--out", help="Directory for figS3_bias.png, figS3_xi.csv, figS3_stats.csv and figS3.json.")],
     seed: Annotated[int, typer.Option("--seed", help="Seed of q, k, the pair e_m, e_n and the noise.")] = 0,
     sigma: Annotated[
-        list[float] | None, typer.Option("--sigma", help="Noise sd, repeatable (default: 0.1 0.2 0.3).")
+        list[float] | None, typer.Option("--sigma", help="Noise sd, repeatable.", show_default="0.1 0.2 0.3")
     ] = None,
     n_max: Annotated[int, typer.Option("--n-max", help="Largest N, number of noise pairs (paper: 100).")] = 100,
     repeats: Annotated[int, typer.Option("--repeats", help="T, repetitions per N (paper: 100).")] = 100,

@@ -67,14 +67,21 @@ SourceArg = Annotated[
         help="A .h5ad/.parquet/.csv/.tsv file or a catalog name (`cape datasets`).", autocompletion=complete_source
     ),
 ]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Copy the exported products of the last stage here.")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file {stage: {param: value}}.")]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="Copy the exported products of the last stage here.",
+                 show_default="none: they stay in --workdir"),
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="YAML file {stage: {param: value}}.", show_default="none")
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
         help="Override a parameter: stage.param=value (repeatable); `cape params` lists them all.",
         autocompletion=complete_set,
+        show_default="none",
     ),
 ]
 LabelsOpt = Annotated[
@@ -84,6 +91,7 @@ LabelsOpt = Annotated[
         help="The obs column (.h5ad) or table column (Parquet/CSV) with the cell labels, e.g. cell_type; "
         "comma-separated for several (the first is the one annotation and clustering predict). "
         "Checked against the file before any stage runs.",
+        show_default="none",
     ),
 ]
 CountsLayerOpt = Annotated[
@@ -92,13 +100,21 @@ CountsLayerOpt = Annotated[
         "--counts-layer",
         help="The .h5ad layer with the raw counts, e.g. counts (when X holds log values): preprocess "
         "normalizes it and Step I takes the library sizes and its counting-noise correction from it.",
+        show_default="none: counts where X or .raw holds them",
     ),
 ]
-DeviceOpt = Annotated[str | None, typer.Option("--device", help="cpu, cuda or auto (stages that use torch).")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every stage that takes one.")]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option("--device", help="cpu, cuda or auto (stages that use torch).",
+                 show_default="each stage's own: auto; embed cpu"),
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Seed for every stage that takes one.", show_default="each stage's own: 0")
+]
 ThreadsOpt = Annotated[
     int | None,
-    typer.Option("--threads", min=1, help="CPU threads for torch (default: torch's own; 1 is faster on a busy machine)."),
+    typer.Option("--threads", min=1, help="CPU threads for torch (1 is faster on a busy machine).",
+                 show_default="torch's own"),
 ]
 CompareOpt = Annotated[
     str | None,
@@ -107,6 +123,7 @@ CompareOpt = Annotated[
         help="Train several arms side by side, same budget and seeds: pe=cape,default,none/no-id "
         "(a PE on top of the backbone's gene identity; NAME/no-id without the identity), or "
         "attention=dot,cone-penumbral,cone-umbral,riemann (the same PE under each attention)",
+        show_default="none: train.pe alone",
     ),
 ]
 
@@ -270,7 +287,9 @@ def run_cmd(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     until: Annotated[
-        str | None, typer.Option("--until", help="Last stage to run.", autocompletion=complete_stage)
+        str | None,
+        typer.Option("--until", help="Last stage to run.", autocompletion=complete_stage,
+                     show_default="evaluate: every stage"),
     ] = None,
     device: DeviceOpt = None,
     seed: SeedOpt = None,
@@ -279,7 +298,7 @@ def run_cmd(
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Print the plan (runs × tasks, cells, tokens, width) and a time estimate "
-                     "measured on this machine; run nothing but ingest and preprocess."),
+                     "measured on this machine; run nothing but ingest and preprocess.", show_default="off"),
     ] = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -327,22 +346,36 @@ def params_cmd(
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
-    """List every stage parameter with its default and meaning (set one with --set stage.NAME=VALUE)."""
+    """List every stage parameter with its default and meaning (set one with --set stage.NAME=VALUE):
+    per stage the options a user sets first, then the research settings under "advanced"."""
+    from rich.markup import escape
     from rich.table import Table
 
+    from cape_pipeline._config import did_you_mean
     from cape_pipeline.errors import CapeConfigError
-    from cape_pipeline.pipeline.params import stage_params
+    from cape_pipeline.pipeline.params import USER_OPTIONS, stage_params
 
     if stage is not None and stage not in STAGE_NAMES:
-        raise CapeConfigError(f"params: stage {stage!r} unknown; expected one of {', '.join(STAGE_NAMES)}")
+        raise CapeConfigError(
+            f"params: stage {stage!r} unknown{did_you_mean(stage, STAGE_NAMES)}; expected one of {', '.join(STAGE_NAMES)}"
+        )
     for name in [stage] if stage else STAGE_NAMES:
-        table = Table(title=f"{name}  (--set {name}.NAME=VALUE)", title_justify="left", show_lines=False)
-        table.add_column("parameter", style="bold cyan", no_wrap=True)
-        table.add_column("default", no_wrap=True)
-        table.add_column("type", style="dim")
-        table.add_column("meaning")
-        for p in stage_params(name):
-            table.add_row(p.name, repr(p.default) if isinstance(p.default, str) else str(p.default), p.type, p.help)
-        out_console.print(table)
+        params = stage_params(name)
+        order = {n: i for i, n in enumerate(USER_OPTIONS.get(name, ()))}
+        user = sorted((p for p in params if not p.advanced), key=lambda p: order[p.name])
+        advanced = [p for p in params if p.advanced]
+        for title, rows in ((f"{name}  (--set {name}.NAME=VALUE)", user),
+                            (f"{name}, advanced: research settings", advanced)):
+            if not rows:
+                continue
+            table = Table(title=title, title_justify="left", show_lines=False)
+            table.add_column("parameter", style="bold cyan", no_wrap=True)
+            table.add_column("default", no_wrap=True)
+            table.add_column("type", style="dim")
+            table.add_column("meaning")
+            for p in rows:
+                default = repr(p.default) if isinstance(p.default, str) else str(p.default)
+                table.add_row(p.name, escape(default), escape(p.type), escape(p.help))
+            out_console.print(table)
 
 

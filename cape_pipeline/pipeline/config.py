@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ def parse_assignments(items: Iterable[str]) -> dict[str, dict[str, Any]]:
         lhs, eq, rhs = item.partition("=")
         stage, dot, param = lhs.strip().partition(".")
         if not eq or not dot or not stage or not param:
-            raise CapeConfigError(f"--set {item!r}: expected stage.param=value, e.g. preprocess.n_top_features=500")
+            raise CapeConfigError(f"--set {item!r}: expected stage.param=value, e.g. preprocess.n_top_genes=500")
         try:
             value = yaml.safe_load(rhs) if rhs.strip() else ""
         except yaml.YAMLError:
@@ -110,7 +111,6 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     return merge({str(k): dict(v) for k, v in doc.items()}, data_keys(keys.get("labels"), keys.get("counts_layer")))
 
 
-
 def merge(*layers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Merge ``{stage: {param: value}}`` layers; later layers win per parameter."""
     out: dict[str, dict[str, Any]] = {}
@@ -156,15 +156,20 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
         Parameter values; strings are coerced to the type of each field's default.
     extra_field
         Name of a mapping field that collects unknown parameters (the ingest stage passes them
-        to the dataset loader); without it unknown parameters are an error.
+        to the dataset loader), except near misses of a field's name (``label_colums``), which
+        are an error; without it unknown parameters are an error.
 
     Raises
     ------
     CapeConfigError
-        Unknown parameter (the message lists the known ones), a value of the wrong type, or one
+        Unknown parameter (the message names the closest, "did you mean 'stage.name'?", and
+        lists the known ones), a value of the wrong type, or one
         the config's ``__post_init__`` rejects; the message starts with ``stage.param``.
     """
+    from cape_pipeline._config import did_you_mean, renamed_options
+
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    params = renamed_options(cls, params, stage)
     known = {k: v for k, v in params.items() if k in fields and k != extra_field}
     unknown = {k: v for k, v in params.items() if k not in fields or k == extra_field}
     kwargs: dict[str, Any] = {}
@@ -174,9 +179,15 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
         kwargs[name] = _coerce(value, default, f"{stage}.{name}")
     if unknown:
         if extra_field is None:
+            hint = "".join(did_you_mean(k, fields, prefix=f"{stage}.") for k in sorted(unknown))
             raise CapeConfigError(
-                f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}; known: {sorted(fields)}"
+                f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}{hint}; known: {sorted(fields)}"
             )
+        own = [f for f in fields if f != extra_field]
+        typos = {k: did_you_mean(k, own, prefix=f"{stage}.") for k in sorted(unknown) if k != extra_field}
+        typos = {k: hint for k, hint in typos.items() if hint and difflib.get_close_matches(k, own, n=1, cutoff=0.8)}
+        if typos:  # a near miss of a field, not a loader argument
+            raise CapeConfigError(f"unknown parameter(s) {sorted(typos)} for stage {stage!r}{''.join(typos.values())}")
         kwargs[extra_field] = dict(unknown)
     try:
         return cls(**kwargs)

@@ -10,19 +10,35 @@ the text of the API reference and is written once. A test checks that every fiel
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docstring_parser
 
 from cape_pipeline.errors import CapeConfigError
 
-__all__ = ["ParamDoc", "param_docs", "stage_params"]
+__all__ = ["USER_OPTIONS", "ParamDoc", "param_docs", "plain_meaning", "stage_params"]
 
 _ROLE = re.compile(r":\w+:`~?([^`]+)`")
+
+USER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "ingest": ("label_columns", "modality", "index_column"),
+    "preprocess": ("n_top_genes", "min_genes", "min_cells", "target_sum", "counts_layer", "transform"),
+    "discover": ("method", "regulators", "min_effect", "fdr", "n_splits", "covariates", "interventions", "device",
+                 "seed"),
+    "embed": ("dim", "max_epochs", "device", "seed"),
+    "encode": ("scale",),
+    "train": ("tasks", "label_key", "backbone", "pe", "n_seeds", "encodings", "device", "seed"),
+    "evaluate": ("umap",),
+}
+"""The options a user sets first, per stage, in the order ``cape params`` lists them; every other
+field is a research setting, listed after them under "advanced". :func:`cape_pipeline.tl.discover`
+and :func:`cape_pipeline.tl.embed` take these as keywords (a test keeps them in step)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +54,10 @@ class ParamDoc:
     default
         The default value (``None`` means "chosen by the method", see ``help``).
     help
-        One paragraph: what the parameter does, in the docstring's words.
+        One paragraph: what the parameter does, in the docstring's words without internal
+        constant names or file paths (:func:`plain_meaning`).
+    advanced
+        A research setting (not in :data:`USER_OPTIONS`).
     """
 
     stage: str
@@ -46,6 +65,7 @@ class ParamDoc:
     type: str
     default: Any
     help: str
+    advanced: bool = False
 
 
 def _plain(text: str) -> str:
@@ -67,6 +87,88 @@ def param_docs(*objects: Any) -> dict[str, str]:
                 if name and name not in out and p.description:
                     out[name] = _plain(p.description)
     return out
+
+
+_PATH = re.compile(r"(?:\b(?:benchmarks|docs|workflows|tests|cape_pipeline)/[\w./-]*\w)|\b[\w-]+\.(?:md|py|yaml|json)\b")
+_CONSTANT = re.compile(r"\b(?:[a-z_][\w]*\.)*([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z][A-Z0-9]{3,})\b")
+"""An upper-case name: ``N_SPLITS``, ``cape_pipeline.models.PE_NAMES``; one without ``_``
+(``COVARIATES``) counts only where a module of the package defines it (``DAG`` does not)."""
+
+
+def _clauses(text: str) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each clause of ``text``: the stretches between ``;``, the parentheses
+    and sentence ends (``. `` before a capital or the end)."""
+    cuts = [0]
+    for i, ch in enumerate(text):
+        if ch in ";()":
+            cuts += [i, i + 1]
+        elif ch == "." and (i + 1 == len(text) or (text[i + 1] == " " and text[i + 2 : i + 3].isupper())):
+            cuts += [i, i + 1]
+    cuts.append(len(text))
+    return [(cuts[k], cuts[k + 1]) for k in range(0, len(cuts) - 1, 2)]
+
+
+@functools.cache
+def _constant_value(name: str) -> str | None:
+    """The value of an upper-case module constant of the package, as a user reads it (a
+    number, or names joined by commas), or None when it is not a plain value."""
+    import sys
+
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("cape_pipeline") and m is not None]
+    if "_" in name and not any(hasattr(m, name) for m in modules):  # in a module not imported yet: find it
+        root = Path(__file__).resolve().parents[1]
+        pattern = re.compile(rf"^{name}\b[^=\n]*=", re.MULTILINE)
+        for path in sorted(root.rglob("*.py")):
+            if pattern.search(path.read_text(encoding="utf-8")):
+                parts = path.relative_to(root.parent).with_suffix("").parts
+                modules.append(importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts)))
+                break
+    for mod in modules:
+        value = getattr(mod, name, None)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            return f"{value:g}" if isinstance(value, float) else str(value)
+        if isinstance(value, (tuple, list, frozenset)) and all(isinstance(v, str) for v in value):
+            return ", ".join(value)
+        return None
+    return None
+
+
+def plain_meaning(text: str) -> str:
+    """A parameter's meaning as ``cape params`` shows it: module constants replaced by their
+    values (``N_SPLITS (8)`` → ``8``), clauses that cite a file path (``benchmarks/…``) left out.
+
+    Examples
+    --------
+    >>> plain_meaning("Partial R² (0.003; chosen on two generators, benchmarks/x/RESULTS.md).")
+    'Partial R² (0.003).'
+    """
+
+    def present(v: str) -> bool:
+        return re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", text) is not None
+
+    def constant(m: re.Match[str]) -> str:
+        value = _constant_value(m.group(1))
+        if value is None:
+            return "the default" if "_" in m.group(1) else m.group(0)
+        if value.isdigit():
+            return "" if present(value) or present(f"{int(value):,}") else value
+        return "" if present(value) or all(present(f'"{v}"') or present(v) for v in value.split(", ")) else value
+
+    for m in reversed(list(_CONSTANT.finditer(text))):  # "NAME (8)" → "8"
+        value = _constant_value(m.group(1))
+        if value is not None and text[m.end() :].startswith(f" ({value})"):
+            text = text[: m.start()] + value + text[m.end() + len(value) + 3 :]
+    text = _CONSTANT.sub(constant, text)
+    for start, stop in reversed(_clauses(text)):
+        if _PATH.search(text[start:stop]):
+            text = text[:start] + text[stop:]
+    for pattern, repl in ((r",\s*(?=[;.)])", ""), (r"\(\s*[;,]?\s*\)", ""), (r"\(\s*;\s*", "("), (r"\s*;\s*\)", ")"), (r";\s*;", ";"),
+                          (r"\s*;\s*\.", "."), (r"\.\s*\.", "."), (r"\s+([,;)]|\.(?!\w))", r"\1"), (r"\s{2,}", " "),
+                          (r"^\s*\.\s*", "")):
+        text = re.sub(pattern, repl, text)
+    return text.strip()
 
 
 def stage_params(stage: str) -> list[ParamDoc]:
@@ -95,5 +197,6 @@ def stage_params(stage: str) -> list[ParamDoc]:
             default = f.default_factory()
         else:  # pragma: no cover - every stage parameter has a default
             default = None
-        out.append(ParamDoc(stage, f.name, str(f.type), default, docs.get(f.name, "")))
+        out.append(ParamDoc(stage, f.name, str(f.type), default, plain_meaning(docs.get(f.name, "")),
+                            advanced=f.name not in USER_OPTIONS.get(stage, ())))
     return out

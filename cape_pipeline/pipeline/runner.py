@@ -89,7 +89,10 @@ def build_stage_configs(
     """
     unknown = sorted(set(overrides) - set(STAGE_ORDER))
     if unknown:
-        raise CapeConfigError(f"unknown stage(s) {unknown} in --set/--config; stages: {', '.join(STAGE_ORDER)}")
+        from cape_pipeline._config import did_you_mean
+
+        hint = "".join(did_you_mean(u, STAGE_ORDER) for u in unknown)
+        raise CapeConfigError(f"unknown stage(s) {unknown} in --set/--config{hint}; stages: {', '.join(STAGE_ORDER)}")
     def build(name: str) -> Any:
         st = STAGES[name]
         params = dict(overrides.get(name, {}))

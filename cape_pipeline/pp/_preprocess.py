@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anndata as ad
 import numpy as np
@@ -39,9 +39,11 @@ class PreprocessConfig:
         scRNA: drop features detected in fewer cells (removes empty features).
     target_sum
         scRNA library size after ``normalize_total`` (counts per cell).
-    n_top_features
-        Keep the top-n highly variable features (``seurat`` flavor for scRNA; variance for the
-        other modalities); all are kept when there are fewer.
+    n_top_genes
+        Keep the top-n highly variable genes (scanpy's ``n_top_genes``, ``seurat`` flavor) for
+        scRNA; for the other modalities the top-n features (proteins, CpGs) by variance. All
+        are kept when there are fewer. Earlier name: ``n_top_features`` (still accepted, with a
+        ``FutureWarning``).
     transform
         Proteomics only: ``log1p`` (default), ``arcsinh`` (cytometry, cofactor 5) or ``none``.
     use_raw
@@ -58,11 +60,14 @@ class PreprocessConfig:
         ``.raw``) holds them.
     """
 
+    renamed: ClassVar[dict[str, str]] = {"n_top_features": "n_top_genes"}
+    """Earlier field names still accepted by :func:`preprocess` and ``--set`` (old → new)."""
+
     modality: str | None = None
     min_genes: int | None = None
     min_cells: int = 3
     target_sum: float = 1e4
-    n_top_features: int = 2000
+    n_top_genes: int = 2000
     transform: Literal["log1p", "arcsinh", "none"] = "log1p"
     use_raw: Literal["auto", "always", "never"] = "auto"
     counts_layer: str | None = None
@@ -74,8 +79,8 @@ class PreprocessConfig:
             raise CapeConfigError(f"preprocess.min_cells: expected >= 0, got {self.min_cells}")
         if not self.target_sum > 0:
             raise CapeConfigError(f"preprocess.target_sum: expected > 0, got {self.target_sum}")
-        if self.n_top_features < 1:
-            raise CapeConfigError(f"preprocess.n_top_features: expected >= 1, got {self.n_top_features}")
+        if self.n_top_genes < 1:
+            raise CapeConfigError(f"preprocess.n_top_genes: expected >= 1, got {self.n_top_genes}")
         if self.transform not in ("log1p", "arcsinh", "none"):
             raise CapeConfigError(f"preprocess.transform: expected log1p, arcsinh or none, got {self.transform!r}")
         if self.use_raw not in ("auto", "always", "never"):
@@ -189,7 +194,7 @@ def _check_features(adata: ad.AnnData, where: str) -> None:
         bad = names[const].tolist()
         raise CapeDataError(
             f"{where}: feature(s) {bad[:10]} ({len(bad)} in all) are constant; remove them or select "
-            "fewer features (preprocess.n_top_features)"
+            "fewer features (preprocess.n_top_genes)"
         )
 
 
@@ -202,7 +207,7 @@ def preprocess(
     normalized / log-normalized / scaled input, then for counts: ``filter_cells(min_genes)``,
     ``filter_genes(min_cells)``, ``normalize_total(target_sum)``, ``log1p``; for normalized
     input: ``filter_genes`` and ``log1p`` only; for log-normalized or scaled input:
-    ``filter_genes`` only (never normalized twice). Then the top ``n_top_features``
+    ``filter_genes`` only (never normalized twice). Then the top ``n_top_genes``
     highly variable genes (scanpy ``seurat`` flavor).
     Proteomics: ``log1p``/``arcsinh``/no transform, no library-size normalization, NaN kept,
     top features by variance. Methylation: β values checked to lie in [0, 1], NaN kept, top
@@ -213,11 +218,15 @@ def preprocess(
     adata
         ``(N, M)`` AnnData, e.g. from :func:`cape_pipeline.read` or scanpy.
     config
-        A :class:`PreprocessConfig`; ``kwargs`` build one when it is omitted.
+        A :class:`PreprocessConfig` (default: every default); ``kwargs`` replace its fields.
     copy
         As in scanpy: ``False`` (default) changes ``adata`` in place and returns ``None``;
         ``True`` leaves it untouched and returns the result. A backed or lazy (dask) AnnData
         needs ``copy=True``.
+    **kwargs
+        Fields of :class:`PreprocessConfig`: ``n_top_genes`` (2000), ``min_genes`` (``None``: 200
+        for raw counts, else 0), ``min_cells`` (3), ``target_sum`` (1e4), ``transform``,
+        ``use_raw``, ``modality``, ….
 
     Returns
     -------
@@ -240,7 +249,9 @@ def preprocess(
         constant or entirely missing features; fewer than 2 cells or no features left after QC;
         a ``counts_layer`` that is missing (the message lists the layers) or holds no counts.
     CapeConfigError
-        Invalid parameters; ``copy=False`` on a backed or lazy AnnData; ``counts_layer`` on
+        Invalid parameters; a keyword that is not a field of :class:`PreprocessConfig` (naming
+        the closest, e.g. "did you mean 'n_top_genes'?"); ``copy=False`` on a backed or lazy
+        AnnData; ``counts_layer`` on
         data that is not scRNA or is backed.
     """
     import scanpy as sc
@@ -252,7 +263,7 @@ def preprocess(
         )
     source = adata
 
-    cfg = config if config is not None else PreprocessConfig(**kwargs)
+    cfg = _config(config, kwargs)
     modality = cfg.modality or adata.uns.get("cape_ingest", {}).get("modality", "scrna")
     where = f"preprocess ({modality})"
     steps: list[str] = []
@@ -275,7 +286,7 @@ def preprocess(
             min_genes=min_genes,
             min_cells=cfg.min_cells,
             target_sum=cfg.target_sum,
-            n_top=cfg.n_top_features,
+            n_top=cfg.n_top_genes,
             where=where,
         )
         record["input_state"] = state
@@ -328,10 +339,10 @@ def preprocess(
                 steps.append("log1p (input already normalized)")
             else:
                 steps.append(f"no normalization (input is {state})")
-            if cfg.n_top_features < work.n_vars:
-                sc.pp.highly_variable_genes(work, n_top_genes=cfg.n_top_features, flavor="seurat")
+            if cfg.n_top_genes < work.n_vars:
+                sc.pp.highly_variable_genes(work, n_top_genes=cfg.n_top_genes, flavor="seurat")
                 keep = work.var["highly_variable"].to_numpy()
-                steps.append(f"highly_variable_genes(n_top_genes={cfg.n_top_features}, flavor='seurat')")
+                steps.append(f"highly_variable_genes(n_top_genes={cfg.n_top_genes}, flavor='seurat')")
                 extra = _perturbed_genes(adata.obs, work.var_names) & ~keep
                 if extra.any():  # Step I needs the perturbed genes to use their interventions
                     keep = keep | extra
@@ -365,9 +376,9 @@ def preprocess(
                 work.X = np.arcsinh(x / 5.0).astype(np.float32)
             steps.append(cfg.transform)
         _check_features(work, where)
-        if cfg.n_top_features < work.n_vars:
-            work = _top_variance(work, cfg.n_top_features)
-            steps.append(f"top {cfg.n_top_features} features by variance")
+        if cfg.n_top_genes < work.n_vars:
+            work = _top_variance(work, cfg.n_top_genes)
+            steps.append(f"top {cfg.n_top_genes} features by variance")
     work.X = _as_dense_or_csr(work.X)
     record["steps"] = steps
     record["shape_in"] = shape_in
@@ -404,6 +415,14 @@ def _check_counts_layer(adata: ad.AnnData, layer: str, modality: str) -> None:
     if state != "counts":
         raise CapeDataError(f"preprocess.counts_layer={layer!r}: the layer holds {state} values, not counts "
                             "(whole numbers >= 0); name the layer of raw counts")
+
+
+def _config(config: PreprocessConfig | None, options: dict[str, Any]) -> PreprocessConfig:
+    """``config`` (default: every default) with ``options`` replacing its fields; an unknown
+    keyword is a :class:`CapeConfigError` naming the closest field."""
+    from cape_pipeline._config import with_options
+
+    return with_options(PreprocessConfig, config, options, "preprocess")
 
 
 _POS = "_cape_pos"

@@ -348,7 +348,7 @@ class TrainedModel:
                 "counts (or log1p(normalize_total)) instead"
             )
         keep = {k: v for k, v in mine.items() if k in ("target_sum", "use_raw")}
-        cfg = PreprocessConfig(modality="scrna", min_genes=0, min_cells=0, n_top_features=max(int(adata.n_vars), 1), **keep)
+        cfg = PreprocessConfig(modality="scrna", min_genes=0, min_cells=0, n_top_genes=max(int(adata.n_vars), 1), **keep)
         out = run_pp(adata, cfg, copy=True)
         log.info("predict: applied the model's preprocessing to the input: %s", "; ".join(out.uns["cape_preprocess"]["steps"]))
         return out

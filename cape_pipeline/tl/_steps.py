@@ -7,15 +7,21 @@ parameters), and returns ``None`` — or, with ``copy=True``, a new AnnData.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import anndata as ad
 import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline import _keys
-from cape_pipeline.errors import CapeDataError
+from cape_pipeline.errors import CapeConfigError, CapeDataError
+
+if TYPE_CHECKING:
+    from cape_pipeline.causal.config import DiscoverConfig
+    from cape_pipeline.hyperbolic.config import EmbedConfig
 
 __all__ = ["discover", "embed", "encode"]
 
@@ -59,21 +65,73 @@ def _show_progress(progress: bool | None) -> bool:
     return verbose or interactive()
 
 
+def _options(cls: type, given: dict[str, Any], advanced: dict[str, Any]) -> dict[str, Any]:
+    """The options to pass on: those of ``given`` that differ from the default of ``cls``'s field
+    of that name (so that a ``config`` keeps its value where the keyword is left alone), then
+    ``advanced``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    return {**{k: v for k, v in given.items() if v != defaults[k]}, **advanced}
+
+
 def discover(
-    adata: ad.AnnData, *, key_added: str = _keys.DAG, copy: bool = False, progress: bool | None = None, **kwargs: Any
+    adata: ad.AnnData,
+    *,
+    method: str = "cape",
+    regulators: str | Sequence[str] | None = None,
+    min_effect: float = 0.003,
+    fdr: float = 0.05,
+    n_splits: int = 8,
+    covariates: str = "auto",
+    interventions: str = "auto",
+    device: str = "auto",
+    seed: int = 0,
+    config: DiscoverConfig | None = None,
+    key_added: str = _keys.DAG,
+    copy: bool = False,
+    progress: bool | None = None,
+    **advanced: Any,
 ) -> ad.AnnData | None:
     """Learn the causal DAG among ``adata``'s features (Step I) and store it.
 
-    Cost: with the default (learned) support above 20 features, about 4 min for 1,000–3,000
-    cells × 2,000 genes and 5 min for 20,000 × 2,000 on 2 CPU cores
-    (``benchmarks/scale/RESULTS.md``);
-    the paper's low-rank model (``support="low-rank"``, the default up to 20 features) runs at
-    least 5,000 optimizer steps, about 1–2 min on small data.
+    The default ``support="auto"`` regresses every gene on its screened candidate parents for
+    single-cell data (an edge where its partial R² exceeds ``min_effect`` at false-discovery
+    rate ``fdr``), fits per-feature networks for other data above 20 features, and the paper's
+    low-rank model up to 20 features (``support="low-rank"`` asks for it by name).
 
     Parameters
     ----------
     adata
         ``(n_obs, n_vars)`` AnnData, preprocessed (see :func:`cape_pipeline.pp.preprocess`).
+    method
+        ``"cape"`` (CAPE's Step I), or a baseline: ``"correlation"``, ``"partial-correlation"``
+        (both undirected, not a DAG), ``"notears"``, ``"dag-gnn"``, ``"notears-low-rank"``,
+        ``"dagma"``, ``"dagma-mlp"``.
+    regulators
+        The only features that may be parents (``None``: every feature): ``"human"`` or
+        ``"mouse"`` (bundled transcription-factor lists), ``"var:COLUMN"`` (a boolean ``var``
+        column), a file with one name per line, or a list of names.
+    min_effect
+        The partial R² an edge must exceed: the share of its child's variance it explains
+        beyond the other candidate parents.
+    fdr
+        Benjamini–Hochberg false-discovery rate of the edge test.
+    n_splits
+        Random halvings of the cells the fit is repeated on; an edge is kept where at least
+        half of them keep it (1: one fit, in 1/8 of the time).
+    covariates
+        Cell-level covariates regressed out first: ``"auto"`` (the log library size where
+        preprocess recorded it), ``"none"``, ``"states"``, ``"library"`` or
+        ``"states+library"``.
+    interventions
+        The ``obs`` column of perturbation labels, ``"auto"`` (a condition column with
+        controls, when there is one) or ``"none"``.
+    device
+        ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
+    seed
+        Seed of the random splits and of the local torch generators.
+    config
+        A :class:`~cape_pipeline.causal.DiscoverConfig` holding every option (default: its
+        defaults); keywords given here with a value other than their default replace its fields.
     key_added
         ``varp`` key for the adjacency.
     copy
@@ -81,9 +139,10 @@ def discover(
     progress
         Show progress (a bar in a terminal or notebook, else a line every 30 s); ``None``
         (default): in a terminal or notebook, or when ``scanpy.settings.verbosity >= 2``.
-    **kwargs
-        Passed to :func:`cape_pipeline.causal.api.discover` (``method``, ``rank``, ``epochs``,
-        ``regulators``, …).
+    **advanced
+        Any other field of :class:`~cape_pipeline.causal.DiscoverConfig` (``support``,
+        ``threshold``, ``rank``, ``epochs``, …; ``cape params discover`` lists them), and a
+        baseline method's own options.
 
     Returns
     -------
@@ -95,12 +154,25 @@ def discover(
     Raises
     ------
     CapeDataError, CapeConfigError
-        As :func:`cape_pipeline.causal.api.discover`.
+        As :func:`cape_pipeline.causal.api.discover`; an unknown keyword names the closest option.
     """
     from cape_pipeline.causal.api import discover as _discover
+    from cape_pipeline.causal.config import DiscoverConfig
 
+    given = {"method": method, "regulators": regulators, "min_effect": min_effect, "fdr": fdr, "n_splits": n_splits,
+             "covariates": covariates, "interventions": interventions, "device": device, "seed": seed}
+    options = _options(DiscoverConfig, given, advanced)
+    if method == "cape":
+        from cape_pipeline._config import did_you_mean
+
+        fields = [f.name for f in dataclasses.fields(DiscoverConfig)]
+        unknown = sorted(set(advanced) - set(fields))
+        if unknown:
+            hint = "".join(did_you_mean(u, fields) for u in unknown)
+            raise CapeConfigError(f"tl.discover: unknown option(s) {', '.join(map(repr, unknown))}{hint}; "
+                                  "`cape params discover` lists them")
     adata = adata.copy() if copy else adata
-    graph = _discover(adata, progress=_show_progress(progress), **kwargs)
+    graph = _discover(adata, config, progress=_show_progress(progress), **options)
     adata.varp[key_added] = sp.csr_matrix(graph.adjacency)
     _uns(adata)["discover"] = _plain(
         {**graph.params, "n_edges": graph.n_edges, "n_cycle_edges_dropped": graph.n_cycle_edges_dropped, "key_added": key_added}
@@ -117,21 +189,39 @@ def _graph_from(adata: ad.AnnData, graph_key: str) -> Any:
 def embed(
     adata: ad.AnnData,
     *,
+    dim: int = 32,
+    max_epochs: int = 1000,
+    device: str = "cpu",
+    seed: int = 0,
+    config: EmbedConfig | None = None,
     graph_key: str = _keys.DAG,
     key_added: str = _keys.HYPERBOLOID,
     copy: bool = False,
     progress: bool | None = None,
-    **kwargs: Any,
+    **advanced: Any,
 ) -> ad.AnnData | None:
     """Embed the stored feature DAG on the hyperboloid (Step II) and store the points.
 
-    Cost: seconds for a few thousand features with edges (9 s for 2,000 genes of which 738
-    have an edge, ``benchmarks/scale``); 91 s at M = 5,000, d = 64 on one core.
+    Cost: seconds for a few thousand features with edges; about 1.5 min at 5,000 features
+    and ``dim=64`` on one core.
 
     Parameters
     ----------
     adata
         AnnData with a DAG in ``varp[graph_key]`` (from :func:`discover`).
+    dim
+        Dimension d of the hyperboloid (points in R^{d+1}); a transformer of width D takes
+        ``dim = D / 2``.
+    max_epochs
+        Most epochs; training stops earlier once the loss stops falling.
+    device
+        Torch device for the points (float64 on every device): ``"cpu"``, ``"cuda"``,
+        ``"cuda:0"``, … or ``"auto"``.
+    seed
+        Seed of the local torch generator (initial points, anchor order, negative samples).
+    config
+        A :class:`~cape_pipeline.hyperbolic.EmbedConfig` holding every option (default: its
+        defaults); keywords given here with a value other than their default replace its fields.
     graph_key
         ``varp`` key of the adjacency.
     key_added
@@ -140,8 +230,9 @@ def embed(
         Work on and return a copy.
     progress
         As in :func:`discover`.
-    **kwargs
-        Passed to :func:`cape_pipeline.hyperbolic.embed` (``dim``, ``max_epochs``, ``geometry``, …).
+    **advanced
+        Any other field of :class:`~cape_pipeline.hyperbolic.EmbedConfig` (``k_hop``,
+        ``lambda_g``, ``geometry``, ``tol``, …; ``cape params embed`` lists them).
 
     Returns
     -------
@@ -155,11 +246,20 @@ def embed(
     ------
     CapeDataError
         If ``varp[graph_key]`` is absent.
+    CapeConfigError
+        An unknown keyword (naming the closest option) or an invalid value.
     """
+    from cape_pipeline.hyperbolic import EmbedConfig
     from cape_pipeline.hyperbolic import embed as _embed
 
+    given = {"dim": dim, "max_epochs": max_epochs, "device": device, "seed": seed}
+    options = _options(EmbedConfig, given, advanced)
+    if options.get("device") == "auto":
+        from cape_pipeline._utils import resolve_device
+
+        options["device"] = str(resolve_device("auto"))
     adata = adata.copy() if copy else adata
-    emb = _embed(_graph_from(adata, graph_key), progress=_show_progress(progress), **kwargs)
+    emb = _embed(_graph_from(adata, graph_key), config, progress=_show_progress(progress), **options)
     adata.varm[key_added] = np.asarray(emb.hyperboloid, dtype=np.float64)
     adata.varm[_keys.POINCARE] = np.asarray(emb.poincare, dtype=np.float64)
     adata.var[_keys.PAGERANK] = np.asarray(emb.pagerank, dtype=np.float64)

@@ -17,7 +17,7 @@ TINY = {"pretrain_epochs": 1, "finetune_epochs": 3, "reference": False, "model":
 @pytest.fixture(scope="module")
 def data():
     a = simulated_counts(150, 200, n_types=3, seed=0, n_modules=10, module_share=0.6)
-    cp.pp.preprocess(a, min_genes=1, n_top_features=12)
+    cp.pp.preprocess(a, min_genes=1, n_top_genes=12)
     return a
 
 

@@ -140,8 +140,8 @@ def test_unknown_stage_or_param(tmp_path):
         run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"prep": {"x": 1}})
     with pytest.raises(CapeConfigError, match="--until 'later'"):
         run_pipeline("sachs", until="later", workdir=tmp_path)
-    with pytest.raises(CapeConfigError, match="preprocess.n_top_features: expected an integer"):
-        run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"preprocess": {"n_top_features": "many"}})
+    with pytest.raises(CapeConfigError, match="preprocess.n_top_genes: expected an integer"):
+        run_pipeline("sachs", until="preprocess", workdir=tmp_path, overrides={"preprocess": {"n_top_genes": "many"}})
 
 
 def test_krumsiek11_with_int_keys_in_uns_is_cached(tmp_path):

@@ -33,7 +33,7 @@ ROWS, M, N_HV = _ooc.ROWS, _ooc.M, _ooc.N_HV
 
 CAP_MB = 120
 """Extra peak RSS allowed to ``cape run big.parquet`` above the same run on a small file."""
-KW = {"min_genes": 200, "min_cells": 3, "n_top_features": N_HV}
+KW = {"min_genes": 200, "min_cells": 3, "n_top_genes": N_HV}
 SETS = [f"--set=preprocess.{k}={v}" for k, v in KW.items()] + ["--set=ingest.label_columns=[cell_type]"]
 
 _CHILD = textwrap.dedent(
@@ -108,7 +108,7 @@ def test_parquet_content_is_the_ingest_key_and_cached_ingest_reloads_lazily(tmp_
     p = tmp_path / "t.parquet"
     _ooc._write_parquet(p, 3, rows=128)
     sets = {"ingest": {"backed": True, "label_columns": ["cell_type"]},
-            "preprocess": {"min_genes": 10, "n_top_features": 30}}
+            "preprocess": {"min_genes": 10, "n_top_genes": 30}}
     first = run_pipeline(str(p), until="ingest", workdir=tmp_path / "w", overrides=sets)
     old = first.records[0]
     eager = cio.read(p, label_columns=["cell_type"])
@@ -119,7 +119,7 @@ def test_parquet_content_is_the_ingest_key_and_cached_ingest_reloads_lazily(tmp_
     assert [x.cached for x in r.records] == [True, False]
     assert is_lazy(r.output("ingest").X)
     assert r.output("preprocess").uns["cape_preprocess"]["steps"][0].startswith("backed: streamed")
-    mem = preprocess(eager, min_genes=10, n_top_features=30, copy=True)
+    mem = preprocess(eager, min_genes=10, n_top_genes=30, copy=True)
     assert list(r.output("preprocess").var_names) == list(mem.var_names)
 
     # other values, same size and mtime: another key; the old artifact refuses the new file

@@ -23,7 +23,7 @@ from cape_pipeline.pipeline.params import param_docs, stage_params
 # started, after ingest/preprocess (and for train, Steps I-III) had run
 BAD = [
     ("ingest.modality=rna", "ingest.modality"),
-    ("preprocess.n_top_features=0", "preprocess.n_top_features"),
+    ("preprocess.n_top_genes=0", "preprocess.n_top_genes"),
     ("discover.lr=-1", "discover.lr"),
     ("discover.lr=.inf", "discover.lr"),
     ("discover.support=dense", "discover.support"),

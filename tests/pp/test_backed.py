@@ -26,7 +26,7 @@ def test_backed_matches_in_memory(tmp_path, sparse):
     a = _counts(sparse=sparse)
     p = tmp_path / "c.h5ad"
     a.write_h5ad(p)
-    kw = dict(min_genes=10, min_cells=3, n_top_features=60)
+    kw = dict(min_genes=10, min_cells=3, n_top_genes=60)
     mem = preprocess(cio.read(p, backed=False), **kw, copy=True)
     backed_in = cio.read(p, backed=True)
     assert backed_in.isbacked
@@ -46,7 +46,7 @@ def test_backed_streams_in_several_chunks(monkeypatch, tmp_path):
     a = _counts(n=1000, m=100)
     p = tmp_path / "c.h5ad"
     a.write_h5ad(p)
-    kw = dict(min_genes=5, n_top_features=20)
+    kw = dict(min_genes=5, n_top_genes=20)
     mem = preprocess(cio.read(p), **kw, copy=True)
     streamed = preprocess(cio.read(p, backed=True), **kw, copy=True)
     assert list(streamed.var_names) == list(mem.var_names)
@@ -59,7 +59,7 @@ def test_pipeline_with_backed_ingest(tmp_path):
     p = tmp_path / "c.h5ad"
     a.write_h5ad(p)
     kw = dict(until="preprocess", workdir=tmp_path / "w",
-              overrides={"ingest": {"backed": True}, "preprocess": {"min_genes": 5, "n_top_features": 30}})
+              overrides={"ingest": {"backed": True}, "preprocess": {"min_genes": 5, "n_top_genes": 30}})
     r = run_pipeline(str(p), **kw)
     assert (r.records[0].path / "backed_source.json").is_file()  # not copied
     assert not (r.records[0].path / "adata.h5ad").exists()

@@ -71,7 +71,7 @@ _CHILD = textwrap.dedent(
                 return int(line.split()[1]) / 1024
 
     small, big, out = sys.argv[1:4]
-    kw = dict(min_genes=200, min_cells=3, n_top_features=100)
+    kw = dict(min_genes=200, min_cells=3, n_top_genes=100)
     preprocess(cio.read(small, backed=True, label_columns=["cell_type"]), **kw, copy=True)  # warm-up: code, not data
     base = hwm_mb()
     a = cio.read(big, backed=True, label_columns=["cell_type"])
@@ -151,7 +151,7 @@ def test_lazy_paths_never_load_x(tmp_path, monkeypatch, sparse):
     monkeypatch.setattr("cape_pipeline.io.readers.read_parquet", refuse)
     monkeypatch.setattr(da.Array, "__array__", refuse)
     monkeypatch.setattr(ad.AnnData, "to_memory", refuse)
-    kw = dict(min_genes=10, n_top_features=30)
+    kw = dict(min_genes=10, n_top_genes=30)
     if sparse:  # backed .h5ad with CSR X, through anndata's read_elem_lazy
         x = np.vstack([_group(g, 128) for g in range(3)])
         h5 = tmp_path / "t.h5ad"
@@ -170,7 +170,7 @@ def test_lazy_paths_never_load_x(tmp_path, monkeypatch, sparse):
 def test_lazy_parquet_equals_eager(tmp_path):
     p = tmp_path / "t.parquet"
     _write_parquet(p, 4, rows=300)
-    kw = dict(min_genes=100, min_cells=3, n_top_features=50)
+    kw = dict(min_genes=100, min_cells=3, n_top_genes=50)
     eager = preprocess(cio.read(p, label_columns=["cell_type"]), **kw, copy=True)
     lazy = cio.read(p, backed=True, label_columns=["cell_type"])
     assert not isinstance(cio.read(p, label_columns=["cell_type"]).X, type(lazy.X))
@@ -180,8 +180,8 @@ def test_lazy_parquet_equals_eager(tmp_path):
     # float32 per-cell sums in dask's chunk order vs one pass: ≤ n_genes·ε relative (see test_backed)
     np.testing.assert_allclose(res.X, eager.X, rtol=1e-5, atol=1e-6)
     prot = preprocess(cio.read(p, backed=True, label_columns=["cell_type"], modality="proteomics"),
-                      n_top_features=20, copy=True)
-    prot_eager = preprocess(cio.read(p, label_columns=["cell_type"], modality="proteomics"), n_top_features=20, copy=True)
+                      n_top_genes=20, copy=True)
+    prot_eager = preprocess(cio.read(p, label_columns=["cell_type"], modality="proteomics"), n_top_genes=20, copy=True)
     np.testing.assert_array_equal(prot.X, prot_eager.X)
 
 
@@ -216,4 +216,4 @@ def test_lazy_parquet_messages(tmp_path):
     df = pd.DataFrame({"c": np.ones(20), "v": np.arange(20.0)})
     df.to_parquet(p, index=False, row_group_size=6)
     with pytest.raises(CapeDataError, match=r"feature\(s\) \['c'\] \(1 in all\) are constant"):
-        preprocess(cio.read(p, backed=True, modality="proteomics"), n_top_features=5, copy=True)
+        preprocess(cio.read(p, backed=True, modality="proteomics"), n_top_genes=5, copy=True)

@@ -58,7 +58,7 @@ def test_pbmc68k_reduced_uses_raw_without_renormalizing():
 
 
 def test_hvg_selects_top_n(counts_adata):
-    out = preprocess(_with_modality(counts_adata, "scrna"), min_genes=1, n_top_features=10, copy=True)
+    out = preprocess(_with_modality(counts_adata, "scrna"), min_genes=1, n_top_genes=10, copy=True)
     assert out.n_vars == 10
 
 
@@ -98,8 +98,8 @@ def test_constant_and_all_missing_features_named():
 
 
 def test_bad_parameters():
-    with pytest.raises(CapeConfigError, match="preprocess.n_top_features"):
-        PreprocessConfig(n_top_features=0)
+    with pytest.raises(CapeConfigError, match="preprocess.n_top_genes"):
+        PreprocessConfig(n_top_genes=0)
     with pytest.raises(CapeConfigError, match="preprocess.transform"):
         PreprocessConfig(transform="sqrt")
 
@@ -128,7 +128,7 @@ def test_in_place_by_default_keeps_what_the_user_had():
     """Issue 29 item 6: preprocess is in place (scanpy), keeps obsm/obsp/uns/var columns/layers."""
     a = _scanpy_like()
     umap_before = a.obsm["X_umap"].copy()
-    result = preprocess(a, min_genes=10, n_top_features=100)
+    result = preprocess(a, min_genes=10, n_top_genes=100)
     assert result is None  # scanpy's convention for in-place functions
     assert a.n_vars == 100 and a.n_obs == 299 and "c0" not in a.obs_names
     rec = a.uns["cape_preprocess"]
@@ -150,7 +150,7 @@ def test_in_place_by_default_keeps_what_the_user_had():
 
 def test_copy_true_leaves_the_input_untouched():
     a = _scanpy_like()
-    out = preprocess(a, min_genes=10, n_top_features=100, copy=True)
+    out = preprocess(a, min_genes=10, n_top_genes=100, copy=True)
     assert a.shape == (300, 400) and "cape_preprocess" not in a.uns
     assert out.shape == (299, 100) and "X_umap" in out.obsm and out.uns["my_notes"] == {"lab": "x"}
 
@@ -173,3 +173,22 @@ def test_in_place_refuses_a_backed_anndata(tmp_path):
     backed = ad.read_h5ad(p, backed="r")
     with pytest.raises(CapeConfigError, match="copy=True"):
         preprocess(backed, min_genes=10)
+
+
+def test_n_top_genes_is_scanpys_name_and_the_earlier_one_still_works(counts_adata):
+    a = _with_modality(counts_adata, "scrna")
+    out = preprocess(a, min_genes=1, n_top_genes=10, copy=True)
+    assert out.n_vars == 10 and out.uns["cape_preprocess"]["config"]["n_top_genes"] == 10
+    with pytest.warns(FutureWarning, match="now called preprocess.n_top_genes"):
+        old = preprocess(a, min_genes=1, n_top_features=10, copy=True)
+    assert list(old.var_names) == list(out.var_names)
+    # keywords replace the fields of a config that is given too
+    given = preprocess(a, PreprocessConfig(min_genes=1, n_top_genes=50), n_top_genes=10, copy=True)
+    assert given.n_vars == 10
+
+
+def test_unknown_keyword_names_the_closest(counts_adata):
+    with pytest.raises(CapeConfigError, match=r"'n_top_gene'.*did you mean 'n_top_genes'\?"):
+        preprocess(_with_modality(counts_adata, "scrna"), n_top_gene=10, copy=True)
+    with pytest.raises(CapeConfigError, match="give only n_top_genes"):
+        preprocess(counts_adata, n_top_genes=10, n_top_features=10, copy=True)
