@@ -295,7 +295,7 @@ def section_counts20k(out: Path, dry: bool) -> None:
     from cape_pipeline.datasets import simulated_grn_counts
 
     n_cells, n_genes = (300, 300) if dry else (5000, 20_000)
-    data = pp.preprocess(simulated_grn_counts(n_cells, n_genes, seed=0), n_top_features=n_genes, min_cells=1,
+    data = pp.preprocess(simulated_grn_counts(n_cells, n_genes, seed=0), n_top_genes=n_genes, min_cells=1,
                          copy=True)
     truth = data.varp["true_dag"]  # sparse, subset with the genes preprocess kept
     for label, kw in (("default", {}), (f"learned, {_device()}", {"support": "learned", "device": _device()})):

@@ -21,7 +21,7 @@ def processed(counts_adata):
 
 def test_counts_layer_gives_the_library_size_and_normalizes_the_counts(processed):
     counts = processed.layers["counts"].copy()
-    out = preprocess(processed, counts_layer="counts", n_top_features=50, copy=True)
+    out = preprocess(processed, counts_layer="counts", n_top_genes=50, copy=True)
     rec = out.uns["cape_preprocess"]
     assert rec["input_state"] == "counts" and rec["counts_source"] == "layers['counts']"
     assert out.n_obs == processed.n_obs  # cells taken as given (QC happened upstream)
