@@ -17,6 +17,13 @@ Data (``cape_pipeline.datasets.simulate_perturbation_data``: a scale-free DAG, M
   (CRISPRi, 90 % of production removed) in 80 cells each; the counts go through ``pp.preprocess``
   as a user's would (so the default regresses out the library size and, from 3,000 cells,
   corrects for counting noise).
+- ``avici``: a generator that is not ours, AVICI's SERGIO simulator (Lorch et al. 2022; the
+  authors' PyPI release ``avici==1.0.7``, MIT, in its own virtual environment made by ``setup``;
+  ``_avici.py``), whose knockouts set the gene's production to zero: a 400-gene module of the
+  E. coli RegulonDB network, the authors' E. coli mechanism (10 cell types) and their 10x
+  technical noise (library, dropout, Poisson UMI counts); every regulator of the module (38–39,
+  the genes with a child; at most 40, the most children first) knocked out in 100 cells each
+  beside 2,000 controls; the counts go through ``pp.preprocess`` as ``hill``'s do.
 
 Half of each condition's cells are held out (seeded); the graph is fitted on the other half.
 
@@ -73,6 +80,7 @@ Usage::
     python benchmarks/discover/interventional/interventional.py run [--sizes norman replogle]
         [--seeds 0 1 2] [--methods cape-obs cape-int sdcd-int]     # appends to results.jsonl
     python benchmarks/discover/interventional/interventional.py report   # RESULTS.md's table
+    python benchmarks/discover/interventional/interventional.py setup    # AVICI's environment (_cache/)
 """
 
 from __future__ import annotations
@@ -95,6 +103,12 @@ import common  # noqa: E402
 OUT = HERE / "results.jsonl"
 RESULTS = HERE / "RESULTS.md"
 SDCD_PY = HERE.parent / "sdcd" / ".venv" / "bin" / "python"
+#: simulators that are not ours, each in its own virtual environment under _cache/ (git-ignored), made
+#: by ``setup``: AVICI without the dependencies of its pretrained model (JAX, Haiku, TensorFlow), which
+#: its simulator does not import (``_avici.py``); its E. coli loader needs pandas < 3
+CACHE = HERE / "_cache"
+SIMULATORS = {"avici": [["avici==1.0.7", "--no-deps"],
+                        ["numpy==1.26.4", "pandas==2.0.3", "igraph==1.0.0", "pyyaml==6.0.4"]]}
 SIZES = {
     "norman": {"n_genes": 200, "n_single": 105, "n_double": 131, "n_ctrl": 1000, "cells_per_condition": 20,
                "do_value": 3.0},
@@ -102,10 +116,48 @@ SIZES = {
                  "do_value": -3.0},
     # the second generator: SERGIO-like Hill kinetics with technical noise, CRISPRi knockdowns of TFs
     "hill": {"n_cells": 4000, "n_genes": 400, "n_types": 6, "knockdowns": 40, "knockdown_cells": 80},
+    # another group's simulator: AVICI's SERGIO with knockouts (full loss of production) of the hubs
+    "avici": {"n_genes": 400, "knockouts": 40, "n_ctrl": 2000, "ko_cells": 100},
 }
 #: methods that need the first generator's uncorrected log1p counts (the hill screen goes through
 #: preprocess, where the default already corrects for counting noise) or SDCD's venv (Norman only)
-_NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int")}
+_NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
+           "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int")}
+
+
+def simulator_python(name: str) -> Path:
+    """The Python of a simulator's own environment; exits when ``setup`` has not made it."""
+    py = CACHE / f"venv-{name}" / "bin" / "python"
+    if not py.exists():
+        raise SystemExit(f"{name}: run `python {Path(__file__).name} setup` first ({py} missing)")
+    return py
+
+
+def avici_screen(seed: int):
+    """AVICI's knockout screen (``_avici.py`` in its own environment, cached under ``_cache/``) as
+    AnnData: UMI counts, ``obs["condition"]`` ("ctrl" or the knocked-out gene), ``obs["cell_type"]``,
+    ``varp["true_dag"]``, ``uns["avici"]`` (the generator's record)."""
+    import anndata as ad
+    import pandas as pd
+    import scipy.sparse as sp
+
+    p = SIZES["avici"]
+    path = CACHE / f"avici_{p['n_genes']}g_s{seed}.npz"
+    if not path.exists():
+        subprocess.run([str(simulator_python("avici")), str(HERE / "_avici.py"), str(p["n_genes"]), str(p["knockouts"]),
+                        str(p["n_ctrl"]), str(p["ko_cells"]), str(seed), str(path)], check=True)
+    z = np.load(path)
+    genes, edges = z["genes"], z["edges"]
+    index = {g: i for i, g in enumerate(genes)}
+    m = len(genes)
+    truth = sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
+                          shape=(m, m))
+    obs = pd.DataFrame({"condition": pd.Categorical(z["condition"]), "cell_type": pd.Categorical(z["cell_type"].astype(str))},
+                       index=[f"cell{i}" for i in range(len(z["condition"]))])
+    a = ad.AnnData(sp.csr_matrix(z["counts"].astype(np.float32)), obs=obs, var=pd.DataFrame(index=genes))
+    a.varp["true_dag"] = truth
+    a.uns["avici"] = json.loads(str(z["info"]))
+    return a
 
 
 def make(size: str, seed: int):
@@ -114,10 +166,10 @@ def make(size: str, seed: int):
     kept), as a user's would."""
     from cape_pipeline.datasets import simulate_perturbation_data, simulated_hill_counts
 
-    if size == "hill":
+    if size in ("hill", "avici"):
         from cape_pipeline import pp
 
-        a = simulated_hill_counts(**SIZES[size], seed=seed)
+        a = simulated_hill_counts(**SIZES[size], seed=seed) if size == "hill" else avici_screen(seed)
         pp.preprocess(a, min_genes=0, n_top_features=a.n_vars)  # in place; varp["true_dag"] follows the genes
     else:
         a = simulate_perturbation_data(**SIZES[size], seed=seed)
@@ -127,7 +179,7 @@ def make(size: str, seed: int):
     for c in np.unique(cond):
         idx = np.flatnonzero(cond == c)
         held[rng.choice(idx, idx.size // 2, replace=False)] = True
-    if size == "hill":  # a rare gene can be all zeros in one half: Step I refuses constant features
+    if size in ("hill", "avici"):  # a rare gene can be all zeros in one half: Step I refuses constant features
         x = a.X[~held]
         var = np.asarray(x.power(2).mean(0)).ravel() - np.asarray(x.mean(0)).ravel() ** 2
         a = a[:, var > 0].copy()
@@ -257,6 +309,18 @@ def _records() -> list[dict]:
     return [json.loads(line) for line in OUT.read_text().splitlines() if line.strip()] if OUT.exists() else []
 
 
+def setup() -> None:
+    """Create each simulator's virtual environment under ``_cache/`` from its PyPI release."""
+    CACHE.mkdir(exist_ok=True)
+    for name, steps in SIMULATORS.items():
+        venv = CACHE / f"venv-{name}"
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        for reqs in steps:
+            subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *reqs], check=True)
+        print(name, "ready:", venv / "bin" / "python")
+
+
 def report() -> None:
     """The table between RESULTS.md's markers: mean ± sd over seeds."""
     recs = _records()
@@ -294,5 +358,6 @@ if __name__ == "__main__":
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--methods", nargs="+", default=["cape-obs", "cape-int"], choices=METHODS)
     sub.add_parser("report")
+    sub.add_parser("setup")
     args = ap.parse_args()
-    run(args) if args.cmd == "run" else report()
+    {"run": lambda: run(args), "report": report, "setup": setup}[args.cmd]()
