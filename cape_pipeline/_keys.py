@@ -31,6 +31,14 @@ one Snakemake rule each)."""
 CONTROL_LABELS = ("ctrl", "control", "non-targeting", "nontargeting", "non_targeting", "unperturbed")
 """Labels of control cells in a perturbation column (compared case-insensitively): GEARS' ``ctrl``
 and the spellings of other screens."""
+UNASSIGNED_LABELS = (
+    "", "nan", "none", "na", "n/a", "null", "unassigned", "multiple", "multiplet", "unknown", "doublet",
+    "ambiguous", "undetermined", "no_guide", "no guide",
+)
+"""Labels of cells with no assigned perturbation (compared case-insensitively after stripping;
+missing values count as ``""``): no guide detected, several guides (a multiplet), or a call the
+guide assignment could not make. Step I leaves these cells out; they are neither controls nor
+perturbed cells."""
 CONDITION_COLUMNS = ("condition", "perturbation", "guide_target", "target_gene", "gene")
 """``obs`` columns looked at, in order, for perturbation labels when none is named."""
 

@@ -155,6 +155,24 @@ def discover_scored(
                 logger.info("support 'auto' chose 'regression' for single-cell data; unused: %s", ", ".join(ignored))
                 cfg = dataclasses.replace(cfg, **{k: getattr(base, k) for k in ignored})
         cfg = dataclasses.replace(cfg, support=support)
+    iv = None
+    if method == "cape" and support == "regression" and cfg.interventions != "none" and hasattr(data, "obs"):
+        from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
+
+        column = find_condition_column(data.obs) if cfg.interventions == "auto" else cfg.interventions
+        if column is not None:
+            iv = intervention_targets(data.obs, names, column)
+            if iv.keep_cells is not None and iv.n_left_out:
+                # the cells without a usable label leave Step I before every row-wise step (standardizing,
+                # covariates, reliability, the regressions); the caller's data are not changed
+                del x_std
+                data = data[iv.keep_cells]
+                x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
+                n = x_std.shape[0]
+                single_cell, library = cell_context(data)
+    elif method == "cape" and cfg.interventions not in ("auto", "none"):
+        raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
+                              f"this run uses {support!r} (set support='regression')")
     eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
     if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
         logger.info(
@@ -223,17 +241,13 @@ def discover_scored(
     history: list[dict[str, Any]] = []
     n_dropped = 0
     intervened = label_targets = None
-    if method == "cape" and support == "regression" and cfg.interventions != "none" and hasattr(data, "obs"):
-        from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
-
-        column = find_condition_column(data.obs) if cfg.interventions == "auto" else cfg.interventions
-        if column is not None:
-            iv = intervention_targets(data.obs, names, column)
-            intervened, label_targets = iv.targets, iv.n_label_targets
-            params.update(iv.summary())
-    elif method == "cape" and cfg.interventions not in ("auto", "none"):
-        raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
-                              f"this run uses {support!r} (set support='regression')")
+    if iv is not None:
+        intervened, label_targets = iv.targets, iv.n_label_targets
+        if iv.keep_cells is not None and iv.n_left_out:
+            rows = np.flatnonzero(iv.keep_cells)
+            intervened = iv.targets[rows]
+            label_targets = None if iv.n_label_targets is None else iv.n_label_targets[rows]
+        params.update(iv.summary())
     if method == "cape":
         fit = fit_support(support, x_std, cfg, SupportInputs(
             names=names, rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row, dense_scores=m <= SPARSE_ABOVE,
@@ -348,7 +362,8 @@ def discover(
     ------
     CapeDataError
         N < 2, M < 2, NaN/inf or all-missing features, constant features (all named);
-        ``regulators="var:COLUMN"`` without that boolean column.
+        ``regulators="var:COLUMN"`` without that boolean column; an ``interventions`` column that
+        is missing, has no control cells or no label whose targets are all features.
     CapeConfigError
         An unknown method/acyclicity/option or an out-of-range parameter (named), method
         ``"true-dag"`` (use :meth:`CausalGraph.from_adjacency` for a known graph), or

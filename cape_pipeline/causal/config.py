@@ -243,8 +243,8 @@ class DiscoverConfig:
         ``benchmarks/discover/counts/RESULTS.md``). Recorded as ``params["measurement_error_used"]``.
     interventions
         ``"cape"``, support ``"regression"``: the ``obs`` column of perturbation labels, ``"auto"``
-        (default: a GEARS-style ``condition`` column with controls, if any) or ``"none"``; a
-        perturbed gene's own conditional leaves out its perturbed cells (:mod:`.interventions`).
+        (default: a GEARS-style ``condition`` column with controls) or ``"none"``; a perturbed gene's
+        conditional skips its perturbed cells; unusable labels' cells are left out (:mod:`.interventions`).
     order_rounds
         ``"cape"``, support ``"regression"``, with interventions: rounds of the ordered re-test
         (:mod:`.ordering`; each gene tested on the candidates that precede it in the order the

@@ -133,6 +133,8 @@ def interventional_score(
     distance between the two samples. A true edge should shift more often than a random pair;
     the same statistics for ``n_random`` random pairs (A among the perturbed features, B any
     other feature; seeded) are returned beside them. Run it on cells held out from the fit.
+    The cells that Step I leaves out (no assigned perturbation, or a target that is not a
+    feature) are neither controls nor perturbed cells here.
 
     Parameters
     ----------
@@ -155,7 +157,8 @@ def interventional_score(
     Raises
     ------
     CapeDataError
-        Labels missing or without controls (as :func:`intervention_targets`).
+        No such column, no control cells, or no label whose targets are all features (as
+        :func:`intervention_targets`).
     ValueError
         ``adjacency`` is not ``(M, M)``.
     """
@@ -170,8 +173,9 @@ def interventional_score(
     iv = intervention_targets(adata.obs, adata.var_names, column)
     t = iv.targets.tocsr()
     n_targets = np.diff(t.indptr)
-    control = np.flatnonzero(n_targets == 0)
-    single = np.flatnonzero(n_targets == 1)
+    keep = np.ones(n_targets.size, dtype=bool) if iv.keep_cells is None else iv.keep_cells
+    control = np.flatnonzero(iv.control_cells)  # never a cell without an assigned perturbation
+    single = np.flatnonzero((n_targets == 1) & keep)
     single_target = t.indices[t.indptr[single]]
     x = adata.X
     x = x.toarray() if sp.issparse(x) else np.asarray(x)

@@ -305,7 +305,8 @@ def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
 
     col = graph.params["intervention_column"]
     out = {k: graph.params.get(k) for k in ("intervention_column", "n_control_cells", "n_perturbed_cells",
-                                            "n_perturbed_features")}
+                                            "n_perturbed_features", "label_kinds", "unassigned_labels",
+                                            "unknown_targets")}
     held_out = list(graph.params.get("held_out_conditions") or [])
     out["on_held_out"] = bool(held_out)
     if col in adata.obs.columns and list(adata.var_names) == list(graph.feature_names):

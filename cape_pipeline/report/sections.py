@@ -41,6 +41,16 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
             f"({iv['n_perturbed_features']} perturbed features), {iv['n_control_cells']} controls; a perturbed "
             "feature's own conditional leaves out the cells where it was perturbed"
         )
+        kinds = iv.get("label_kinds") or {}
+        if kinds.get("unassigned"):
+            labels = ", ".join(f"{c} {lab!r}" for lab, c in list((iv.get("unassigned_labels") or {}).items())[:5])
+            lines.append(f"- left out of Step I: {kinds['unassigned']} cells with no assigned perturbation ({labels}), "
+                         "not read as controls")
+        if kinds.get("unmeasured_target") or kinds.get("mixed"):
+            genes = ", ".join(list(iv.get("unknown_targets") or {})[:5])
+            lines.append(f"- left out of Step I: {kinds.get('unmeasured_target', 0) + kinds.get('mixed', 0)} cells "
+                         f"whose label names a gene that is not a feature (e.g. {genes}): neither controls nor "
+                         "interventions on a feature")
         if iv.get("n_testable"):
             where = ("on the held-out conditions' cells, which Step I did not see" if iv.get("on_held_out") else
                      "on the cells Step I was fitted to, so an upper figure (hold cells out and call "

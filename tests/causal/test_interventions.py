@@ -29,10 +29,11 @@ def test_condition_labels_in_the_fields_conventions(caplog):
     assert parse_condition("ctrl") == [] and parse_condition("Non-Targeting") == []
     obs = pd.DataFrame({"condition": ["ctrl", "g1+ctrl", "g1+g2", "control", "gX+ctrl"]})
     assert find_condition_column(obs) == "condition"
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         iv = intervention_targets(obs, ["g0", "g1", "g2"], "condition")
     assert iv.targets.toarray().astype(int).tolist() == [[0, 0, 0], [0, 1, 0], [0, 1, 1], [0, 0, 0], [0, 0, 0]]
     assert iv.n_control == 2 and iv.unknown == {"gX": 1} and "gX" in caplog.text
+    assert iv.keep_cells.tolist() == [True, True, True, True, False]  # a guide for a gene not modelled
     assert iv.summary()["n_perturbed_features"] == 2
 
 
@@ -40,10 +41,10 @@ def test_condition_labels_in_the_fields_conventions(caplog):
     ("obs", "match"),
     [
         (pd.DataFrame({"condition": ["g1+ctrl", "g2+ctrl"]}), "no control cells"),
-        (pd.DataFrame({"condition": ["ctrl", None]}), "no condition label"),
-        (pd.DataFrame({"condition": ["ctrl", " ", "g1"]}), "1 cells have an empty condition label"),
+        (pd.DataFrame({"condition": ["unassigned", None, " ", "g1"]}), "no control cells"),
+        (pd.DataFrame({"condition": ["ctrl", None, "multiple"]}), "2 cells have no assigned perturbation"),
         (pd.DataFrame({"cond": ["ctrl", "g1"]}), "no such column"),
-        (pd.DataFrame({"condition": ["ctrl", "gY+ctrl"]}), "no perturbation target is a feature"),
+        (pd.DataFrame({"condition": ["ctrl", "gY+ctrl", "g1+gY"]}), "no perturbation label names only features"),
     ],
 )
 def test_bad_condition_columns_name_the_column(obs, match):
