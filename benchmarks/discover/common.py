@@ -19,7 +19,7 @@ CASES = HERE / "cases.jsonl"
 ``baselines/baselines_extra.py`` and ``lowrank/seeds.py`` (read by ``lowrank/speed.py`` and
 ``learned/learned_report.py``): one JSON line per case, ``{"case": "DATASET__METHOD", **record}``,
 appended as cases finish (the last line of a case wins). Shared by several question folders, so it
-stays here beside this module. Until issue 41 these were one file per case in ``cache/``; the
+stays here beside this module. Until commit fef7ab6 (2026-11-26) these were one file per case in ``cache/``; the
 records are the same."""
 SYNTH_SIZES = (10, 20, 50)
 SEED = 0

@@ -1,4 +1,4 @@
-"""Ablations of a trained model's positional encoding (issue 31)."""
+"""Ablations of a trained model's positional encoding."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def angle_ablation(
     its outputs on ``data`` with the angles as trained and with every angle set to 0 (no
     rotation); the angles are restored afterwards.
 
-    Issue 31's check: in the pbmc demo, zeroing the angles changed the cell embeddings by 3 %
+    Measured in the pbmc demo: zeroing the angles changed the cell embeddings by 3 %
     and 0.4 % of the predicted labels, so the model barely used them.
 
     Parameters
@@ -93,7 +93,7 @@ def angle_use(model: Any, adata: Any, max_cells: int = 2000) -> dict[str, float]
     """:func:`angle_ablation` of ``model`` on at most ``max_cells`` cells of ``adata`` (a
     subsample seeded with 0, so it costs two forward passes of ≤ 2,000 cells), rounded to 6
     digits; ``None`` when the model's PE has no angle table. The main job runs it on the first
-    seed's annotation model of every arm, and the report prints it (issue 31)."""
+    seed's annotation model of every arm, and the report prints it."""
     if _angle_table(model) is None:
         return None
     n = adata.n_obs

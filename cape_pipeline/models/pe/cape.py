@@ -1,16 +1,17 @@
 """The PEs built on CAPE angles: rotary on q/k (Eqs. 24–26), the rotated input (Eq. F.108),
 the additive w/o-rotary ablation (Table 3) and, ours, the rotary with a learned per-head scale.
 
-``cape-learned-scale`` (issue 31's third angle map). Paper 000 fixes the angle map at φ = c·e with c = π/4 (Sec. 3.5, below Eq. 25). This PE keeps
-the CAPE angles it is given (by default those of φ = (π/4)·e) and lets every head learn how
-fast it turns them: head h rotates q and k by ``exp(s_h) · φ`` over its slice of the D/2
-angles, with ``s_h`` a trained scalar initialized at 0, so training starts at the paper's
+``cape-learned-scale`` (a third angle map, beside a larger fixed scale and geometric
+frequencies). Paper 000 fixes the angle map at φ = c·e with c = π/4 (Sec. 3.5, below Eq. 25).
+This PE keeps the CAPE angles it is given (by default those of φ = (π/4)·e) and lets every
+head learn how fast it turns them: head h rotates q and k by ``exp(s_h) · φ`` over its slice of
+the D/2 angles, with ``s_h`` a trained scalar initialized at 0, so training starts at the paper's
 map exactly. The score of head h then depends on ``exp(s_h) · (φ_n − φ_m)``, still only on the
 angle difference (Eq. 25). The scale is parameterized in log space so it stays positive, and
 it is trained with the rest of the model (AdamW; the weight decay the training loop applies to
 every parameter pulls ``s_h`` towards 0, i.e. towards the paper's map).
 
-Deviation, documented: this is ours, not the paper's. It answers issue 31's question whether
+Deviation, documented: this is ours, not the paper's. It answers the question whether
 a trained model wants larger angles than π/4 gives (median |φ| ≈ 0.06 rad on
 pbmc68k_reduced); :meth:`CapeLearnedScalePE.head_scales` reads the learned factors.
 """
