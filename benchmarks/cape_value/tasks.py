@@ -1,6 +1,6 @@
-"""Issue 31: the simulated tasks with a known graph, every arm paired with ``default`` by seed.
+"""The simulated tasks with a known graph, every arm paired with ``default`` by seed.
 
-``perturbation`` (item 3, the perturbation task at Norman et al.'s size). Data: ``sim_perturbation_norman`` (``benchmarks/tasks/_data.py``): a 200-gene scale-free
+``perturbation`` (the perturbation task at Norman et al.'s size). Data: ``sim_perturbation_norman`` (``benchmarks/tasks/_data.py``): a 200-gene scale-free
 nonlinear SEM (397 edges), 1,000 control cells, 105 single and 131 double perturbations of 20
 cells each, GEARS's unseen-gene split (``perturbation.split='gears'``; the seed draws the split,
 the initialization and the batch order, so every arm is paired with ``default`` seed by seed).
@@ -13,10 +13,10 @@ Arms (``pe [graph]``):
   ``cape-additive [discover]`` (w/o-rotary), ``cape [true]`` and ``ape-tree [true]`` (paper 002
   on the true DAG's spanning forest). The "no change" and linear-model references are computed
   inside every run, on its split.
-* ``variants``: issue 31's angle variants on Step I's DAG: ``cape [discover-scale4]``,
+* ``variants``: the angle variants on Step I's DAG: ``cape [discover-scale4]``,
   ``cape [discover-geometric]`` and ``cape-learned-scale [discover]``.
 
-``age`` (a second data set for item 1's angle variants). Data: ``sim_methylation_age``
+``age`` (a second data set for the angle variants). Data: ``sim_methylation_age``
 (``simulate_methylation_age``: 400 samples, 60 CpG sites driven by a known DAG, missing values;
 the MethylGPT-style task of ``run.py``, MedAE). ``core``: ``default``, ``cape [true]``,
 ``cape [discover]``; ``variants``: as for perturbation. The ElasticNet clock is the reference.

@@ -1,4 +1,4 @@
-"""Tables and forest plots of the simulated tasks with known graphs (issue 31 items 3 and 1).
+"""Tables and forest plots of the simulated tasks with known graphs.
 
 * ``perturbation``: ``results_perturbation/raw.jsonl``, rows of ``benchmarks/tasks/run.py --tasks
   perturbation-norman`` (Norman et al.'s size, GEARS's unseen-gene split): MSE of the top-20 DE
@@ -52,7 +52,7 @@ TASKS = {
                 (("reference_", "ElasticNet clock"),), "simulated methylation age: arm − default (paired seeds)"),
 }
 READING = {"better": "helps", "worse": "hurts", "negligible": "no difference (|mean| < 0.001)"}
-ROLE = {  # arm label → its row of paper 000 Table 3 / the issue's comparison
+ROLE = {  # arm label → its row of paper 000 Table 3 / the comparison
     "default": "null: no PE, the backbone's feature identity only",
     "cape [discover]": "full CAPE (Step I DAG, hyperboloid, rotary)",
     "cape [correlation]": "w/o-CSL (correlation graph)",
@@ -61,10 +61,10 @@ ROLE = {  # arm label → its row of paper 000 Table 3 / the issue's comparison
     "cape [true]": "CAPE on the true DAG",
     "ape-tree [true]": "ape-tree (paper 002) on the true DAG's spanning forest",
     "ape-tree [discover]": "ape-tree (paper 002) on the Step I DAG's spanning forest",
-    "cape-learned-scale [discover]": "CAPE, Step I DAG, a learned scale per head (issue 31 variant)",
+    "cape-learned-scale [discover]": "CAPE, Step I DAG, a learned scale per head (an angle variant)",
     "cape [discover-scale4]": "CAPE, Step I DAG, angles ×4 (encode.scale = π)",
     "cape [discover-geometric]": "CAPE, Step I DAG, geometric frequencies 1–100",
-    "cape [interventional]": "CAPE on Step I with the perturbation labels, blind to the test conditions of seeds 0–2 (issue 43)",
+    "cape [interventional]": "CAPE on Step I with the perturbation labels, blind to the test conditions of seeds 0–2",
 }
 
 

@@ -1,4 +1,4 @@
-"""Does CAPE help, and at which angle scale? (issue 31 items 1, 2 and 4)
+"""Does CAPE help, and at which angle scale?
 
 Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Step I cached in the
 work directory, so every variant uses the same DAG) on pbmc68k_reduced with its workflow config,

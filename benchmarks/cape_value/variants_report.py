@@ -1,4 +1,4 @@
-"""Tables and the forest plot of ``variants.jsonl`` (issue 31): every angle variant's arms
+"""Tables and the forest plot of ``variants.jsonl``: every angle variant's arms
 against ``default``, paired by seed, with the 95 % t-interval, the minimum detectable effect
 (power 0.8) and the seeds needed to detect 0.02 in accuracy / macro-F1 and 0.03 in ARI / NMI.
 
@@ -24,7 +24,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 TARGETS = {"accuracy": 0.02, "macro_f1": 0.02, "ari": 0.03, "nmi": 0.03}
 METRICS = {"annotation": ("accuracy", "macro_f1"), "clustering": ("ari", "nmi")}
-READING = {"better": "helps", "worse": "hurts"}  # the paired_differences verdict in the issue's words
+READING = {"better": "helps", "worse": "hurts"}  # the paired_differences verdict in words
 
 
 def load() -> dict[str, dict]:
