@@ -42,7 +42,7 @@ def report() -> str:
         for me in ROWS:
             rec = common.read_cache(ds, me)
             if rec is None:
-                lines.append(f"| {ds} | {me} | | | | | | | | not run (time: not attempted in the session budget) |")
+                lines.append(f"| {ds} | {me} | | | | | | | | not run (time: not attempted in the time budget) |")
                 continue
             if rec["status"] != "ok":
                 lim = rec.get("limit_seconds")

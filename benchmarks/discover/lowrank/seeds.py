@@ -1,6 +1,6 @@
 """Step I seed spread: CAPE with the package defaults on every benchmark dataset, several seeds.
 
-The accuracy table (``accuracy.py``) is one run (seed 0) per method, as the issue asks; this
+The accuracy table (``accuracy.py``) is one run (seed 0) per method; this
 script shows how much of a difference between rows is seed noise. Each (dataset, seed) case is
 recorded in ``../cases.jsonl`` as case ``seeds__{dataset}__{seed}`` (``seeds-mean__...`` for
 ``--posterior mean``).
