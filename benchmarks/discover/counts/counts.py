@@ -1,4 +1,4 @@
-"""Step I on UMI counts with a known graph, beside the GRN tools users run (issue 40).
+"""Step I on UMI counts with a known graph, beside the GRN tools users run.
 
 Question: on counts — the data most users bring — does Step I's default keep a graph that grows
 with the cells, is mostly right, and ranks pairs better than the tools users run today?
@@ -18,12 +18,12 @@ Methods, side by side on the same files:
   single-cell data: library size as covariate, counting-noise correction from 3,000 cells,
   minimum-effect likelihood-ratio edge test, greedy likelihood DAG, repeated on 8 random splits
   of the cells with a majority vote on the edges);
-- ``cape-jk``: the default with session 24's jackknife re-test of the voted edges applied
+- ``cape-jk``: the default with the jackknife re-test of the voted edges (f4b2c2d) applied
   without perturbation labels (``cape_pipeline.causal.jackknife``; the default applies it only
-  where labels are read). Measured in session 24 and not made the default; check out 6cf31da
+  where labels are read). Measured on 2026-11-27 and not made the default; check out 6cf31da
   to rerun;
 - ``cape-split1``: the same on one split of the cells (``discover.n_splits=1``), the default
-  until session 23;
+  until 802c626 (2026-11-27);
 - ``cape-states``: the previous default (cell states and library size, no noise correction);
   ``learned``: the default before that, ``--set discover.support=learned --set discover.covariates=none``;
 - ablations (``--ablations``), each naming every option it sets (``CAPE_SETS``): covariates
@@ -76,10 +76,10 @@ RESULTS = HERE / "RESULTS.md"
 VENVS = HERE / "_cache"
 GENES = 2000
 #: Every ablation names all of the options it changes, so that its rows keep their meaning when the
-#: default moves. ``STATES`` / ``NO_THINNING`` spell out the previous default (session 16: cell
+#: default moves. ``STATES`` / ``NO_THINNING`` spell out the previous default (fcf5c10, 2026-11-26: cell
 #: states and library size, no counting-noise correction); rows run as "cape" under that default
 #: were relabelled "cape-states" when the default changed (field ``relabelled_from``), and rows run
-#: as "cape" with one split of the cells were relabelled "cape-split1" when session 23 made the
+#: as "cape" with one split of the cells were relabelled "cape-split1" when 802c626 (2026-11-27) made the
 #: split vote (``discover.n_splits`` = 8) the default. The other ablations were all run with one split.
 STATES, LIBRARY, NONE = ("discover.covariates=states+library",), ("discover.covariates=library",), ("discover.covariates=none",)
 NO_THINNING, THINNING = ("discover.measurement_error=none",), ("discover.measurement_error=thinning",)
@@ -317,9 +317,9 @@ def run_external(method: str, x: np.ndarray, truth, seed: int) -> dict:
 # ----------------------------------------------------------------------------- report
 LABELS = {
     "cape": "cape (default)",
-    "cape-jk": "cape + jackknife re-test without labels (session 24, not the default)",
-    "cape-split1": "cape, one split of the cells (default until session 23)",
-    "cape-s20": "cape (default until session 20: corrected spectrum floored along the identity)",
+    "cape-jk": "cape + jackknife re-test without labels (f4b2c2d, 2026-11-27, not the default)",
+    "cape-split1": "cape, one split of the cells (default until 802c626, 2026-11-27)",
+    "cape-s20": "cape (default until a2a5fc7, 2026-11-27: corrected spectrum floored along the identity)",
     "cape-states": "cape + states, no noise correction (previous default)",
     "learned": "learned (default before that)", "pearson": "|Pearson|",
     "regdiffusion": "RegDiffusion", "grnboost2": "GRNBoost2",
