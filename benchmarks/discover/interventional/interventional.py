@@ -1,4 +1,4 @@
-"""Step I on perturbation screens: observational vs interventional, beside SDCD (issue 43).
+"""Step I on perturbation screens: observational vs interventional, beside SDCD.
 
 Question: when the cells carry perturbation labels (Perturb-seq), does Step I's use of them as
 interventions give a better graph — more true edges, the right directions, edges whose parent's
@@ -45,24 +45,24 @@ Methods, on the same cells:
 - ``cape-obs-states``, ``cape-int-states``, ``cape-int-states-floor``: the same with cell states
   as covariates (``covariates="states"``, the previous default; rows made before the default
   changed were relabelled, field ``relabelled_from``);
-- ``-order0``: without the ordered re-test (``order_rounds=0``), Step I before session 19. By
-  default (``order_rounds="auto"``) it runs wherever the labels are read (until session 20 only
-  where the counting-noise correction was on); rows made without it were relabelled ``-order0``
-  (field ``relabelled_from``);
-- ``-s20``: session 20's code, where the counting-noise correction raised the corrected Gram's
-  spectrum along the identity (session 21 scales the correction back in the noise's metric,
-  ``cape_pipeline.causal.neighbourhood.partial_f``); rows of every run the correction touches
-  (``-thinning``, and ``hill``, whose preprocessed counts get it by default), kept for the
-  paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
-- ``-split1``: one random split of the cells (``n_splits=1``), Step I before session 23, which
-  repeats the fit on 8 splits and keeps the edges at least half of them keep (the rows of the
+- ``-order0``: without the ordered re-test (``order_rounds=0``), Step I before d8da2cb
+  (2026-11-26). By default (``order_rounds="auto"``) it runs wherever the labels are read (until
+  e98d0fd, 2026-11-26, only where the counting-noise correction was on); rows made without it
+  were relabelled ``-order0`` (field ``relabelled_from``);
+- ``-s20``: the code of 66adfef (2026-11-26), where the counting-noise correction raised the
+  corrected Gram's spectrum along the identity (a2a5fc7 and 79d8230, 2026-11-27, scale the
+  correction back in the noise's metric, ``cape_pipeline.causal.neighbourhood.partial_f``);
+  rows of every run the correction touches (``-thinning``, and ``hill``, whose preprocessed
+  counts get it by default), kept for the paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
+- ``-split1``: one random split of the cells (``n_splits=1``), Step I before 802c626 (2026-11-27),
+  which repeats the fit on 8 splits and keeps the edges at least half of them keep (the rows of the
   methods rerun then were relabelled ``-split1``, field ``relabelled_from``; every ``-order0``,
   ``-floor``, ``-s20`` and ``-states`` row without it was made with one split too);
-- ``-s23``: session 23's code, the split vote without session 24's jackknife re-test of the
-  voted edges (``cape_pipeline.causal.jackknife``); the rows of the methods rerun in session 24
+- ``-s23``: the code of 63deb54 (2026-11-27), the split vote without the jackknife re-test of the
+  voted edges (``cape_pipeline.causal.jackknife``, f4b2c2d); the rows of the methods rerun with it
   were relabelled ``-s23`` (field ``relabelled_from``), kept for the paired comparison;
 - ``cape-obs-jk``: ``cape-obs`` with that re-test, which the default runs only where the labels
-  are read (measured in session 24; ``cape-obs`` is unchanged);
+  are read (measured on 2026-11-27 at 6cf31da; ``cape-obs`` is unchanged);
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -215,12 +215,12 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
 
 #: method suffixes whose rows were made by code the package no longer has: what, and the commit to rerun them at
 EARLIER_CODE = {
-    # session 20's counting-noise correction (corrected spectrum floored along the identity)
-    "-s20": ("session 20's code, kept for the paired comparison", "66adfef"),
-    # session 23's code: the split vote without the jackknife re-test
-    "-s23": ("session 23's code, kept for the paired comparison", "63deb54"),
+    # the counting-noise correction before a2a5fc7 (corrected spectrum floored along the identity)
+    "-s20": ("the code of 66adfef (2026-11-26), kept for the paired comparison", "66adfef"),
+    # the split vote without the jackknife re-test (before f4b2c2d)
+    "-s23": ("the code of 63deb54 (2026-11-27), kept for the paired comparison", "63deb54"),
     # the jackknife re-test without labels
-    "-jk": ("a variant measured in session 24 and not made the default", "6cf31da"),
+    "-jk": ("a variant measured on 2026-11-27 and not made the default", "6cf31da"),
 }
 
 
@@ -234,9 +234,9 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["covariates"] = "states+library" if "cape_library_size" in fit.obs else "states"
     if "-floor" in method:
         kw["min_effect"] = 0.0015  # half the default effect floor
-    if method.endswith("-order0"):  # without the ordered re-test (Step I before session 19)
+    if method.endswith("-order0"):  # without the ordered re-test (Step I before d8da2cb)
         kw["order_rounds"] = 0
-    if method.endswith("-split1"):  # one random split of the cells (Step I before session 23's split vote)
+    if method.endswith("-split1"):  # one random split of the cells (Step I before 802c626's split vote)
         kw["n_splits"] = 1
         method = method.removesuffix("-split1")
     for suffix, (what, commit) in EARLIER_CODE.items():
