@@ -1,6 +1,6 @@
-"""On a lent GPU (issue 42): the suite, Step I, training throughput and the main job, measured.
+"""On a lent GPU: the suite, Step I, training throughput and the main job, measured.
 
-One entry script for the one device call a session gets (15 minutes of GPU time in all, start
+One entry script for one device call (15 minutes of GPU time in all, start
 included). It runs the sections below one after another, each in its own process under its own
 time limit, inside a total budget, and writes what it measured to ``OUT/results.jsonl`` (one JSON
 line per measurement; a section killed at its limit is recorded as ``"status": "timeout"``).
@@ -58,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000", "counts20k")
 #: seconds each section may take at most (the driver also stops at the total budget)
-#: (session 19 on an H200: sim10k reached its 5th of 9 training runs at 300 s, pbmc its evaluate stage at 170 s)
+#: (on an H200 at bfa926d, 2026-11-26: sim10k reached its 5th of 9 training runs at 300 s, pbmc its evaluate stage at 170 s)
 LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 240, "sim10k": 480, "step1": 90, "step1_4000": 240,
           "counts20k": 240}
 #: what the device image lacks, pinned to the versions of the environment that downloads them
