@@ -1,4 +1,4 @@
-"""Issue 17: how much of the DAG each per-feature table carries (paper 004's analysis tools).
+"""How much of the DAG each per-feature table carries (paper 004's analysis tools).
 
 Trains the annotation task once (seed 0, the benchmark's recipe) with `learned-small-norm` and
 with `default`, then compares with a DAG over the same genes: the CAPE angles, the trained

@@ -1,4 +1,4 @@
-"""Interpretability analyses of per-feature PE tables against a causal graph (issue 17).
+"""Interpretability analyses of per-feature PE tables against a causal graph.
 
 Benchmark code, not part of the package: ``benchmarks/peers/analysis.py`` uses it (run from
 this folder, or with it on ``sys.path``); ``tests/benchmarks/test_pe_analysis.py`` tests it.

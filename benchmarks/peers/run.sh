@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 17: every PE and attention option side by side on pbmc68k_reduced annotation,
+# Every PE and attention option side by side on pbmc68k_reduced annotation,
 # scGPT-style backbone (D 32, 2 layers, 4 heads), the tasks' default budget, 3 seeds.
 # Two processes side by side, one torch thread each (ratios under the same load).
 cd "$(dirname "$0")/../.." || exit 1

@@ -1,13 +1,13 @@
-"""Summarize benchmarks/peers (issue 17): one row per arm, mean ± sd over the seeds that ran,
+"""Summarize benchmarks/peers: one row per arm, mean ± sd over the seeds that ran,
 seconds per run and its ratio to the dot-product `cape` arm of the same seed (same process
 sequence, so the same load), and the paired difference to `default` over the seeds.
 
 Tables:
 1. pbmc68k_reduced annotation, the CAPE angles of the current Step I (125 edges, max |φ| 0.43):
-   `results_peers_pbmc*` (session 8), with the angle-free arms (`default`, `learned-small-norm`,
-   `rank-value`) of `results_pe` (session 7; they do not read the angles and reproduce exactly).
+   `results_peers_pbmc*` (b6d26f2, 2026-11-23), with the angle-free arms (`default`, `learned-small-norm`,
+   `rank-value`) of `results_pe` (12a1aa4, 2026-11-23; they do not read the angles and reproduce exactly).
 2. The simulated perturbation task (true-DAG angles), every arm: `results_perturbation`.
-3. Session 7's pbmc table (angles of an older Step I, max |φ| 0.003): `results_pe`,
+3. The pbmc table of 12a1aa4 (angles of an older Step I, max |φ| 0.003): `results_pe`,
    `results_pe_corr`, `results_attention*`.
 
 Every run's rows are in ``runs.jsonl``, tagged with ``src``: the ``benchmarks/tasks/run.py --out``
@@ -76,7 +76,7 @@ def paired(rows: list[dict], arm: str, metric: str, base: str = "default") -> st
 
 def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3, n_paired: int = 1) -> None:
     # the time ratio only within one process sequence (same load): results_peers_pbmc* share the dot
-    # `cape` rows of results_peers_pbmc; the session-7 dirs theirs
+    # `cape` rows of results_peers_pbmc; the older (12a1aa4) dirs theirs
     group = {"results_peers_pbmc_penumbral": "results_peers_pbmc", "results_peers_pbmc_umbral": "results_peers_pbmc",
              "results_peers_pbmc_apectrl": "results_peers_pbmc",
              "results_pe_corr": "results_pe", "results_attention": "results_pe", "results_attention_s1": "results_pe",
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--gather", action="store_true", help="first fold results_*/raw.jsonl into runs.jsonl")
     if ap.parse_args().gather:
         gather()
-    print("## 1. pbmc68k_reduced annotation, current Step I angles (session 8)\n")
+    print("## 1. pbmc68k_reduced annotation, current Step I angles (b6d26f2, 2026-11-23)\n")
     pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
     pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
                  tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
@@ -122,7 +122,7 @@ def main() -> None:
     if pert:
         print(f"\nreferences on the same split: no change (control mean) {pert[0]['reference_ctrl_mse_top20']:.4f}, "
               f"linear model {pert[0]['reference_linear_mse_top20']:.4f}")
-    print("\n## 3. Session 7: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
+    print("\n## 3. Commit 12a1aa4, 2026-11-23: pbmc68k_reduced annotation, angles of an older Step I (max |φ| 0.003)\n")
     old = load("results_pe", "results_pe_corr", "results_attention", "results_attention_s1", "results_attention_s2",
                tag={"results_pe_corr": "[correlation-graph angles]"})
     table(old, ANNOT, n_paired=2)
