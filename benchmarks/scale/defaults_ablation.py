@@ -1,4 +1,4 @@
-"""Does a cheaper train-stage setting lower the metrics beyond the seed noise? (issue 28 item 2)
+"""Does a cheaper train-stage setting lower the metrics beyond the seed noise?
 
 Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Steps I–III cached in
 the work directory, so every setting trains on the same angles) with the arms ``cape`` and

@@ -1,4 +1,4 @@
-"""The main job at user sizes: time and peak RSS per stage (issue 28 item 6).
+"""The main job at user sizes: time and peak RSS per stage.
 
 For each size, simulated UMI counts with labels (``cape_pipeline.datasets.simulated_counts``:
 8 cell types, gene modules, ~10 % non-zero, median ~3,000 UMIs) are written to an ``.h5ad``

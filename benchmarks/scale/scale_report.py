@@ -1,4 +1,4 @@
-"""Table, log-log slopes and figure of ``scale.jsonl`` (issue 28 item 6).
+"""Table, log-log slopes and figure of ``scale.jsonl``.
 
 Writes ``scale.png`` (seconds and peak RSS per stage against cells, log-log) and prints the
 Markdown table and the slopes (least squares of log time on log cells over the simulated sizes,

@@ -1,4 +1,4 @@
-"""Fused SDPA against the math path on this CPU (issue 28 item 3): forward + backward of
+"""Fused SDPA against the math path on this CPU: forward + backward of
 ``torch.nn.functional.scaled_dot_product_attention`` with a key padding mask (half the batch
 padded to half length), batch 32, one thread, at the head sizes the backbones use
 (D = 64 with 4 heads → 16; 2 heads → 32; D = 128 with 8 heads → 16) and T + 1 = 129, 257, 513.

@@ -1,4 +1,4 @@
-"""Train-step speed on this CPU against the step's FLOP count (issue 28 item 3).
+"""Train-step speed on this CPU against the step's FLOP count.
 
 One masked-value pretraining step (tokenize, forward, MSE on hidden tokens, backward, AdamW) of
 the scGPT-style backbone with pe=cape, 2 layers, 4 heads, batch 32, every cell carrying exactly
