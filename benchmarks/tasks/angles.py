@@ -16,8 +16,8 @@ points ``poincare`` (M, D/2) and ``scale`` (RiemannFormer's inputs) and the grap
 GEOMETRIES (comma-separated, default ``hyperbolic``) embeds the same graph once per geometry;
 ``euclidean`` (the w/o-hyperbolic ablation: same loss, Adam) writes ``angles_<DATASET>_<GRAPH>-euclidean_d<D/2>.npz``;
 ``hyperbolic-radam`` (hyperbolic, Riemannian Adam instead of the default RSGD, same lr) writes ``..._<GRAPH>-radam_d<D/2>.npz``.
-ENCODINGS (comma-separated, default ``paper``) encodes each embedding once per angle variant of
-issue 31 (:data:`ENCODINGS`): ``scale4`` (``encode.scale = π``) and ``geometric``
+ENCODINGS (comma-separated, default ``paper``) encodes each embedding once per angle variant
+(:data:`ENCODINGS`): ``scale4`` (``encode.scale = π``) and ``geometric``
 (``encode.frequencies = geometric``, range 100) append ``-scale4`` / ``-geometric`` to the tag.
 """
 
@@ -41,7 +41,7 @@ ENCODINGS = {"paper": {}, "scale4": {"scale": math.pi}, "geometric": {"frequenci
 """Angle variants (``encode`` options) as in ``benchmarks/cape_value/variants.py``."""
 INTERVENTIONAL_SEEDS = [0, 1, 2]
 """The task seeds whose test conditions the ``interventional`` graph never sees (their union)."""
-EMBED_EPOCHS = "to the plateau (embed() defaults since session 5; sessions 3-4 used 300 RSGD epochs)"
+EMBED_EPOCHS = "to the plateau (embed() defaults since e77b46c, 2026-11-23; before it 300 RSGD epochs)"
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ replaces the identity), optionally with ``@ATTENTION`` (``cape@cone-umbral``; de
 the first of GRAPH_PREFERENCE found). On pbmc68k_reduced the three tasks share one masked-value
 pretraining per (arm, seed). ``perturbation-norman`` is the perturbation task at Norman et al.'s
 size (``sim_perturbation_norman``: 200 genes, 105 single and 131 double perturbations) with
-GEARS's unseen-gene split (issue 31 item 3). Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows
+GEARS's unseen-gene split. Appends one row per run to ``OUT/raw.jsonl`` (re-running skips rows
 already there); ``summarize.py OUT`` writes the tables.
 """
 
