@@ -240,7 +240,7 @@ def attention_bias_noise(sigma: Any = (0.1, 0.2, 0.3), *, n_max: int = 100, repe
     ``repeats`` times with fresh noise (App. G.1.3); draws for different N are independent.
 
     Readings: ``noise="angle"`` adds ε to the angles φ (the proof's δ_mn, Eqs. A.85–A.86,
-    and Remark A.4's σ in radians; the issue's "angle noise"); ``noise="position"`` adds it to e
+    and Remark A.4's σ in radians); ``noise="position"`` adds it to e
     (Prop. 4.3, App. G.1.3 text), i.e. angle noise c·σ. Only ``ε_m − ε_n ~ N(0, 2σ² I)`` enters
     the score, so that difference is drawn directly. "Diag(σ)" in App. G.1.3 is read as standard
     deviations σ (its text says so). With q, k fixed the mean is not exactly 0:
