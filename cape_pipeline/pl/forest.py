@@ -1,5 +1,5 @@
 """Forest plot of paired differences arm − baseline with their intervals and minimum detectable
-effects (issue 31; the rows of :func:`cape_pipeline.report.power.arm_differences`)."""
+effects (the rows of :func:`cape_pipeline.report.power.arm_differences`)."""
 
 from __future__ import annotations
 

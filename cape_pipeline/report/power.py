@@ -1,6 +1,5 @@
 """How much a paired seed comparison can see: minimum detectable effects, seeds needed, and the
-paired difference of every trained arm against the baseline (issue 31, "give the answer
-enough power").
+paired difference of every trained arm against the baseline.
 
 The main job compares arms on the same seeds: a seed fixes the data split and the model's
 initialization, so ``arm − baseline`` per seed removes the split's variance
