@@ -1,5 +1,5 @@
-"""Figures that explain themselves (issue 29, figures): hubs named in large DAGs, labels that do
-not overlap, the curvature in the Poincaré title."""
+"""Figures that explain themselves: hubs named in large DAGs, labels that do not overlap, the
+curvature in the Poincaré title, the pipeline's losses in pipeline order."""
 
 from __future__ import annotations
 
@@ -57,9 +57,15 @@ def _train_output():
 
 
 def test_training_curves_in_panels_and_confusion_with_counts():
+    from types import SimpleNamespace
+
     from cape_pipeline.pl.report import report_figures
 
-    figs = report_figures(_train_output(), None, {"differences": []}, [], umap=False)
+    encode = SimpleNamespace(embed_loss=[2.0, 1.0], discover_history=[], encodings=SimpleNamespace(graph=None))
+    figs = report_figures(_train_output(), None, {"differences": []}, [], umap=False, encode=encode)
+    loss = figs["loss.png"]  # Step I, Step II, then the transformers' pretraining of each arm
+    assert [ax.get_title().split(":")[0] for ax in loss.axes] == ["Step I", "Step II", "Transformers"]
+    assert {ln.get_label() for ln in loss.axes[2].get_lines()} == {"cape", "default"}
     curves = figs["curves_annotation.png"]
     assert len(curves.axes) == 3  # pretraining, fine-tuning, validation: one panel each
     styles = {line.get_linestyle() for line in curves.axes[0].get_lines()}
@@ -89,9 +95,41 @@ def test_step1_panel_says_the_thresholded_graph_is_acyclic():
     g = _graph(10)
     history = [{"h": 0.5, "neg_elbo": 10.0}, {"h": 0.04, "neg_elbo": 8.0}]
     fig = plot_training_curves([1.0, 0.5], history, graph=g)
-    texts = " ".join(t.get_text() for t in fig.axes[1].texts)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     assert "h = 0.04 > 0" in texts and "acyclic (checked)" in texts
-    assert not plot_training_curves([1.0], [{"h": 0.0, "neg_elbo": 1.0}], graph=g).axes[1].texts
+    assert not plot_training_curves([1.0], [{"h": 0.0, "neg_elbo": 1.0}], graph=g).axes[0].texts
+
+
+#: Step I's records with the regression support: counts per stage and split, then the vote
+_REGRESSION_HISTORY = [
+    *({"stage": "screen", "n_candidate_pairs": 5000, "split": k} for k in range(2)),
+    {"stage": "edge test", "n_pairs": 4800, "n_accepted": 40, "split": 0},
+    {"stage": "orientation", "n_skeleton": 30, "n_oriented": 30, "split": 0},
+    {"stage": "pruning", "n_pruned": 3, "n_edges": 27, "split": 0},
+    {"stage": "split vote", "n_splits": 2, "n_edges_any_split": 35, "n_voted": 20, "n_edges": 20},
+]
+
+
+def test_loss_panels_in_pipeline_order_step2_on_a_log_axis():
+    """loss.png: Step I, then Step II (log y), then the transformers; the regression support's
+    panel shows its counts per stage instead of claiming that the graph was given."""
+    from cape_pipeline.pl.curves import plot_training_curves
+
+    g = CausalGraph(feature_names=_graph(10).feature_names, adjacency=_graph(10).adjacency,
+                    params={"method": "cape", "support": "regression"})
+    fig = plot_training_curves([3.0, 1.0, 0.1, 0.05], _REGRESSION_HISTORY, graph=g,
+                               training={"cape": [1.0, 0.5], "default": [1.1, 0.6]})
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0].startswith("Step I") and titles[1].startswith("Step II") and titles[2].startswith("Transformers")
+    assert fig.axes[1].get_yscale() == "log" and fig.axes[0].get_yscale() == "log"
+    words = " ".join([titles[0], *(t.get_text() for t in fig.axes[0].texts)])
+    assert "graph was given" not in words and "no Step I history" not in words
+    assert "regression support" in titles[0] and "no loss curve" in titles[0]
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[0] == "screened pairs" and any(t.startswith("kept by the") for t in ticks)
+    two = plot_training_curves([1.0, 0.5], [], graph=CausalGraph(
+        feature_names=g.feature_names, adjacency=g.adjacency, params={"method": "true-dag"}))
+    assert len(two.axes) == 2 and "the graph was given" in " ".join(t.get_text() for t in two.axes[0].texts)
 
 
 def test_umap_of_more_than_4096_cells():

@@ -9,9 +9,11 @@ import numpy as np
 
 def report_figures(
     train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True,
-    progress: bool = False,
+    progress: bool = False, encode: Any = None,
 ) -> dict[str, Any]:
-    """The report's figures by file name: ``cape_vs_default.png`` (:func:`plot_differences`),
+    """The report's figures by file name: ``loss.png`` (with ``encode``: Step I, Step II and the
+    transformers' masked-value pretraining, first seed of each arm, in pipeline order;
+    :func:`cape_pipeline.pl.curves.plot_training_curves`), ``cape_vs_default.png`` (:func:`plot_differences`),
     ``forest.png`` (every arm against the baseline, :func:`cape_pipeline.pl.forest.forest_plot`,
     when more than one arm was compared with it),
     ``curves_<task>.png`` (training and validation loss per epoch, first seed of each arm),
@@ -28,6 +30,9 @@ def report_figures(
         The report's comparison (``arm``, ``baseline``, ``differences``).
     primary
         The rows of ``comparison["differences"]`` to draw in ``cape_vs_default.png``.
+    encode
+        The encode stage's output (``embed_loss``, ``discover_history``, ``encodings.graph``), or
+        None: no ``loss.png``.
     progress
         Show progress over the UMAPs (the slow part on tens of thousands of cells).
     """
@@ -37,6 +42,20 @@ def report_figures(
     import matplotlib.pyplot as plt
 
     figs: dict[str, Any] = {}
+    first: dict[tuple[str, str], Any] = {}
+    for r in train.results:
+        first.setdefault((r.task, r.params.get("pe", "?")), r)
+    if encode is not None:
+        from cape_pipeline.pl.curves import plot_training_curves
+
+        task = next((t for t in train.tasks if any(tt == t and r.curves.get("pretrain_loss")
+                                                   for (tt, _), r in first.items())), None)
+        pre = {pe: r.curves["pretrain_loss"] for (t, pe), r in first.items() if t == task and r.curves.get("pretrain_loss")}
+        seed = next((r.params.get("seed", 0) for (t, _), r in first.items() if t == task), 0)
+        figs["loss.png"] = plot_training_curves(
+            getattr(encode, "embed_loss", None) or [], getattr(encode, "discover_history", None) or [],
+            graph=encode.encodings.graph, training=pre or None,
+            training_title=f"Transformers: masked-value pretraining\n({task}, seed {seed}; MSE of hidden values)")
     fig = plot_differences(train, comparison, primary)
     if fig is not None:
         figs["cape_vs_default.png"] = fig
@@ -45,9 +64,6 @@ def report_figures(
 
         figs["forest.png"] = forest_plot(comparison["arms"], title="Every arm against "
                                          f"{comparison['baseline']}: paired differences")
-    first: dict[tuple[str, str], Any] = {}
-    for r in train.results:
-        first.setdefault((r.task, r.params.get("pe", "?")), r)
     # training curves: per task, masked-value pretraining and fine-tuning in panels of their
     # own (their losses differ in kind and scale); one color per arm, a line style per arm too
     # so arms that overlap stay distinguishable

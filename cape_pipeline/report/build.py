@@ -291,7 +291,8 @@ def build_report(
 
     comparison = doc["comparison"]
     primary = [row for row in comparison["differences"] if _is_primary(row)]
-    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap, progress=progress))
+    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap, progress=progress,
+                                                   encode=encode))
 
 
 def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
