@@ -99,3 +99,119 @@ def place_labels(
         placed.append(box.translated(0, dy).padded(gap_px / 2))
         texts.append(t)
     return texts
+
+
+def _marker_boxes(ax: Axes, collection: Any, pad_px: float = 1.0) -> list[Any]:
+    """Display-space bounding boxes of the markers of a scatter ``collection`` (one per point:
+    its centre ± the marker radius, ``sqrt(size) / 2`` points, plus ``pad_px`` pixels)."""
+    from matplotlib.transforms import Bbox
+
+    offsets = np.asarray(collection.get_offsets(), dtype=np.float64)
+    if not offsets.size:
+        return []
+    centres = ax.transData.transform(offsets)
+    sizes = np.broadcast_to(np.asarray(collection.get_sizes(), dtype=np.float64), (len(offsets),))
+    radii = np.sqrt(sizes) / 2 * ax.figure.dpi / 72 + pad_px
+    return [Bbox.from_extents(x - r, y - r, x + r, y + r) for (x, y), r in zip(centres, radii, strict=True)]
+
+
+def place_hub_labels(
+    ax: Axes, points: Mapping[str, Sequence[float]], order: Sequence[str], nodes: Any, *, fontsize: float = 8,
+    bbox: dict[str, Any] | None = None, gap_px: float = 2.0, iter_lim: int = 300,
+) -> list[Text]:
+    """Name some points beside them, never over a marker of ``nodes`` nor over another label.
+
+    adjustText (:func:`adjustText.adjust_text`, deterministic with ``iter_lim``) first moves the
+    labels, started just above their points, away from each other and from the markers. A label
+    whose box still touches a marker, another label or the edge of the axes then takes the first
+    free spot on rings of growing radius around its point (16 directions, from straight up). A
+    grey leader line joins each label to its point. The figure is drawn once first so its layout
+    is final, and its layout engine is then switched off so the positions stay where they were
+    checked.
+
+    Parameters
+    ----------
+    ax
+        Axes whose data coordinates ``points`` are in.
+    points
+        Name → ``(x, y)`` in data coordinates.
+    order
+        The names to draw, in priority order (an earlier label keeps its spot).
+    nodes
+        The markers to keep clear of (a scatter ``PathCollection``, e.g. from
+        ``networkx.draw_networkx_nodes``).
+    fontsize, bbox
+        Passed to :meth:`matplotlib.axes.Axes.text`.
+    gap_px
+        Margin in pixels kept around each label box.
+    iter_lim
+        Iterations of adjustText.
+
+    Returns
+    -------
+    list of matplotlib.text.Text
+        The labels, in ``order``.
+    """
+    from adjustText import adjust_text
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    fig.canvas.draw()
+    if fig.get_layout_engine() is not None:
+        fig.set_layout_engine("none")
+    ax.set_autoscale_on(False)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    to_data = ax.transData.inverted()
+    node_boxes = _marker_boxes(ax, nodes)
+    radius = max((b.width / 2 for b in node_boxes), default=3.0)
+    anchors = {name: ax.transData.transform([float(v) for v in points[name]]) for name in order}
+    texts = []
+    for name in order:
+        h = fontsize * fig.dpi / 72
+        start = to_data.transform(anchors[name] + np.array([0.0, radius + h]))
+        texts.append(ax.text(start[0], start[1], name, ha="center", va="center", fontsize=fontsize, bbox=bbox,
+                             zorder=5))
+    if texts:
+        adjust_text(texts, objects=nodes, ax=ax, target_x=[points[n][0] for n in order],
+                    target_y=[points[n][1] for n in order], expand=(1.15, 1.4), ensure_inside_axes=True,
+                    iter_lim=iter_lim)
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+
+    def free(box: Any) -> bool:
+        inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        return inside and not any(box.overlaps(b) for b in node_boxes) and not any(box.overlaps(b) for b in placed)
+
+    angles = np.pi / 2 - 2 * np.pi * np.arange(16) / 16
+    for name, t in zip(order, texts, strict=True):
+        box = t.get_window_extent(renderer).padded(gap_px)
+        if not free(box):
+            here = anchors[name]
+            step = box.height / 2
+            for k in range(1, 121):
+                r = radius + k * step
+                hit = None
+                for a in angles:
+                    centre = here + r * np.array([np.cos(a), np.sin(a)])
+                    cand = Bbox.from_bounds(centre[0] - box.width / 2, centre[1] - box.height / 2, box.width, box.height)
+                    if free(cand):
+                        hit = centre
+                        break
+                if hit is not None:
+                    t.set_position(to_data.transform(hit))
+                    t.set_ha("center")
+                    t.set_va("center")
+                    box = t.get_window_extent(renderer).padded(gap_px)
+                    break
+        placed.append(box)
+        # the leader line runs from the marker's rim to the label box's edge
+        here, there = anchors[name], np.array([(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2])
+        gap = there - here
+        dist = float(np.hypot(*gap))
+        if dist > 0:
+            unit = gap / dist
+            cut = min(box.width / 2 / max(abs(unit[0]), 1e-9), box.height / 2 / max(abs(unit[1]), 1e-9))
+            if dist > radius + cut:
+                ends = to_data.transform(np.stack([here + radius * unit, there - cut * unit]))
+                ax.plot(ends[:, 0], ends[:, 1], color="0.45", lw=0.6, zorder=4.5)
+    return texts

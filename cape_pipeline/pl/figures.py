@@ -22,7 +22,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 
 from cape_pipeline.causal.graph import CausalGraph
-from cape_pipeline.pl._utils import as_embedding_arrays, maybe_save, new_axes, place_labels
+from cape_pipeline.pl._utils import (
+    as_embedding_arrays,
+    maybe_save,
+    new_axes,
+    place_hub_labels,
+    place_labels,
+)
 from cape_pipeline.pl.curves import plot_training_curves
 
 __all__ = ["plot_dag", "plot_poincare", "save_encoding_figures"]
@@ -55,23 +61,35 @@ def _subgraph_for_display(graph: CausalGraph, max_edges: int) -> tuple[Any, str]
     return g, caption
 
 
-def _layout(g: Any, layout: str, seed: int, order: Sequence[str] = ()) -> dict[Any, np.ndarray]:
+#: What the positions of each layout of :func:`plot_dag` mean (the figure's caption says it)
+LAYOUT_CAPTIONS = {
+    "layered": ("Rows are topological generations: top, the features without a parent among the drawn edges; "
+                "each feature one row below its lowest parent, so every edge points down. Left-right order "
+                "means nothing."),
+    "spring": "Positions from a force-directed layout: linked features are drawn close; the axes mean nothing.",
+    "circle": "Features clockwise from the top in their order in the data.",
+}
+
+
+def _layout(g: Any, layout: str, seed: int, order: Sequence[str] = ()) -> tuple[dict[Any, np.ndarray], str]:
+    """Node positions and the layout used (``"layered"`` falls back to ``"spring"`` for a graph
+    with cycles or without nodes)."""
     import networkx as nx
 
     if layout == "circle":  # clockwise from the top in ``order``: an edge (a chord) never crosses a node
         rank = {n: i for i, n in enumerate(order)}
         nodes = sorted(g.nodes, key=lambda n: rank.get(n, len(rank)))
         angle = np.pi / 2 - 2 * np.pi * np.arange(len(nodes)) / max(1, len(nodes))
-        return {n: np.array([np.cos(a), np.sin(a)]) for n, a in zip(nodes, angle, strict=True)}
+        return {n: np.array([np.cos(a), np.sin(a)]) for n, a in zip(nodes, angle, strict=True)}, "circle"
     if layout == "layered" and nx.is_directed_acyclic_graph(g) and g.number_of_nodes():
         for layer, nodes in enumerate(nx.topological_generations(g)):
             for n in nodes:
                 g.nodes[n]["layer"] = layer
         pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
-        return {n: np.array([x, -y]) for n, (x, y) in pos.items()}
+        return {n: np.array([x, -y]) for n, (x, y) in pos.items()}, "layered"
     if layout not in ("layered", "spring"):
         raise ValueError(f"layout: expected 'layered', 'spring' or 'circle', got {layout!r}")
-    return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes())))
+    return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes()))), "spring"
 
 
 HUB_LABELS = 10
@@ -91,6 +109,9 @@ def _spread_labels(xy: np.ndarray, min_gap: float) -> np.ndarray:
             out[i, 1] -= min_gap
     return out
 
+
+SIGN_COLORS = {"positive": "0.35", "negative": "tab:red"}
+"""Edge colors of :func:`plot_dag` by the sign of the weight (a legend lists the signs that occur)."""
 
 TRUTH_COLORS = {"correct": "tab:green", "reversed": "tab:orange", "extra": "tab:red", "missed": "0.6"}
 """Edge colors of :func:`plot_dag` against a true DAG, by status of the edge."""
@@ -145,15 +166,19 @@ def plot_dag(
     labels
         Draw every node name (``True``), none (``False``), or by default every name when at
         most 40 nodes are shown and else the :data:`HUB_LABELS` hubs (largest PageRank when
-        given, else degree). No two label boxes intersect: a label that would cover another moves
-        up or down with a leader line to its node (:func:`~cape_pipeline.pl._utils.place_labels`).
+        given, else degree). No two label boxes intersect. A name drawn for every node sits on
+        its node, or moves up or down with a leader line where it would cover another
+        (:func:`~cape_pipeline.pl._utils.place_labels`); a hub's name sits beside its node, clear of
+        every node and label, with a leader line (adjustText,
+        :func:`~cape_pipeline.pl._utils.place_hub_labels`).
     seed
         Seed of the spring layout.
     truth
         A true DAG over the same features: each edge is colored by its status against it
         (:data:`TRUTH_COLORS`: green in the truth, orange reversed, red not in the truth), the
         true edges found in neither direction are drawn dashed grey, and a legend counts them.
-        Default: edges colored by the sign of their weight.
+        Default: edges colored by the sign of their weight (:data:`SIGN_COLORS`), with a legend
+        entry for each sign that occurs.
     ax
         Axes to draw on; default: a new figure.
     save
@@ -162,6 +187,7 @@ def plot_dag(
     Returns
     -------
     matplotlib.figure.Figure
+        Its title gives the counts and what the positions mean (:data:`LAYOUT_CAPTIONS`).
 
     Raises
     ------
@@ -182,18 +208,19 @@ def plot_dag(
             pagerank = np.asarray(adata.var[_keys.PAGERANK], dtype=np.float64)
     if not isinstance(graph, CausalGraph):
         raise TypeError(f"graph: expected a CausalGraph or an AnnData after tl.discover, got {type(graph).__name__}")
-    fig, ax = new_axes(ax, (7, 6))
+    fig, ax = new_axes(ax, (7, 6.5))
     g, caption = _subgraph_for_display(graph, max_edges)
-    pos = _layout(g, layout, seed, graph.feature_names.astype(str))
+    pos, used = _layout(g, layout, seed, graph.feature_names.astype(str))
     nodes = list(g.nodes)
     if pagerank is not None:
         lookup = dict(zip(graph.feature_names.astype(str), np.asarray(pagerank), strict=True))
         color: Any = [lookup[n] for n in nodes]
     else:
         color = "tab:blue"
-    weights = np.array([abs(d["weight"]) for _, _, d in g.edges(data=True)])
-    widths = 0.5 + 2.5 * weights / weights.max() if weights.size else []
-    edge_color = ["tab:red" if d["weight"] < 0 else "0.35" for _, _, d in g.edges(data=True)]
+    signed = np.array([float(d["weight"]) for _, _, d in g.edges(data=True)])
+    weights = np.abs(signed)
+    widths = 0.5 + 2.5 * weights / weights.max() if weights.size and weights.max() > 0 else 1.0
+    edge_color = [SIGN_COLORS["negative"] if w < 0 else SIGN_COLORS["positive"] for w in signed]
     if truth is not None:
         status, missed = _against_truth(g, graph, truth)
         edge_color = [TRUTH_COLORS[s] for s in status]
@@ -213,22 +240,31 @@ def plot_dag(
                    for k, v in labels_of.items()]
         handles.append(Line2D([], [], color=TRUTH_COLORS["missed"], lw=2, ls="--", label=f"missed ({len(missed)})"))
         ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
+    elif signed.size:  # one entry per sign that occurs
+        handles = [Line2D([], [], color=SIGN_COLORS[k], lw=2, label=f"{k} weight ({n})")
+                   for k, n in (("positive", int((signed >= 0).sum())), ("negative", int((signed < 0).sum()))) if n]
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8,
+                  frameon=False, title="edges (width ∝ |weight|)", title_fontsize=8)
     rank = {n: lookup[n] for n in nodes} if pagerank is not None else {n: float(g.degree(n)) for n in nodes}
     by_rank = sorted(nodes, key=lambda n: -rank[n])
     named: list[str] = []
+    hubs = False
     if labels if labels is not None else len(nodes) <= 40:
         named = by_rank
     elif labels is None:  # larger graphs: name the hubs (top HUB_LABELS by PageRank, else degree)
-        named = by_rank[:HUB_LABELS]
+        named, hubs = by_rank[:HUB_LABELS], True
         caption += f"; the {len(named)} hubs by {'PageRank' if pagerank is not None else 'degree'} named"
     if pagerank is not None and drawn is not None:
         fig.colorbar(drawn, ax=ax, label="PageRank π (Eq. 18)", shrink=0.7)
-    against = "; edges against the true DAG" if truth is not None else "; red = negative weight"
-    ax.set_title(textwrap.fill(f"Causal DAG ({caption}){against}", 100), fontsize=9)  # fits the 7-inch figure
+    against = "; edges against the true DAG" if truth is not None else ""
+    ax.set_title(textwrap.fill(f"Causal DAG ({caption}){against}", 100) + "\n"  # fits the 7-inch figure
+                 + textwrap.fill(LAYOUT_CAPTIONS[used], 110), fontsize=8.5)
     ax.set_axis_off()
-    if named:  # last, once the layout is final: no two label boxes intersect
-        place_labels(ax, pos, named, fontsize=8,
-                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+    style = {"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85}
+    if named and hubs:  # last, once the layout is final: beside their nodes, clear of every node and label
+        place_hub_labels(ax, pos, named, drawn, fontsize=8, bbox=style)
+    elif named:  # every node named: on its node, no two label boxes intersecting
+        place_labels(ax, pos, named, fontsize=8, bbox=style)
     maybe_save(fig, save)
     return fig
 

@@ -83,6 +83,60 @@ def test_plot_dag_labels_never_overlap(layout, tmp_path):
     assert len(boxes) >= 5 and not _intersecting(boxes)
 
 
+def test_plot_dag_legend_lists_the_signs_that_occur():
+    """dag.png said "red = negative weight" where every weight was positive: the legend now has
+    one entry per sign present, with its edge count."""
+    rng = np.random.default_rng(0)
+    a = np.triu(rng.random((12, 12)) < 0.3, 1) * rng.uniform(0.2, 1.0, (12, 12))
+    names = [f"g{i}" for i in range(12)]
+    n = int((a != 0).sum())
+    ax = plot_dag(CausalGraph.from_adjacency(a, names)).axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"positive weight ({n})"]
+    assert "negative" not in ax.get_title() and "red" not in ax.get_title()
+    signed = a * np.where(rng.random(a.shape) < 0.5, -1.0, 1.0)
+    neg = int((signed < 0).sum())
+    ax = plot_dag(CausalGraph.from_adjacency(signed, names)).axes[0]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [f"positive weight ({n - neg})", f"negative weight ({neg})"]
+    colors = {tuple(h.get_color()) if not isinstance(h.get_color(), str) else h.get_color()
+              for h in legend.legend_handles}
+    assert colors == {"0.35", "tab:red"}
+
+
+def _marker_discs(fig):
+    """(centre, radius) in pixels of every node marker of plot_dag's axes."""
+    ax = fig.axes[0]
+    (nodes,) = [c for c in ax.collections if len(c.get_offsets())]
+    centres = ax.transData.transform(np.asarray(nodes.get_offsets()))
+    radii = np.sqrt(np.broadcast_to(nodes.get_sizes(), (len(centres),))) / 2 * fig.dpi / 72
+    return list(zip(centres, radii, strict=True))
+
+
+def _covers(box, centre, r):
+    """Whether a label box and a marker disc intersect (nearest point of the box to the centre)."""
+    nx_, ny_ = np.clip(centre[0], box.x0, box.x1), np.clip(centre[1], box.y0, box.y1)
+    return np.hypot(nx_ - centre[0], ny_ - centre[1]) < r
+
+
+@pytest.mark.parametrize("layout", ["layered", "spring"])
+def test_plot_dag_hub_labels_clear_of_nodes_and_each_other(layout):
+    """The hubs of a large DAG are named beside their nodes: no label box (the renderer's text
+    extent) covers a node marker or another label, and the caption says what the positions mean."""
+    rng = np.random.default_rng(3)
+    m = 200
+    a = np.triu(rng.random((m, m)) < 0.03, 1) * rng.uniform(0.5, 2, (m, m))
+    fig = plot_dag(CausalGraph.from_adjacency(a, [f"GENE{i}" for i in range(m)]), layout=layout,
+                   pagerank=rng.random(m), max_edges=120)
+    boxes = _label_boxes(fig)
+    assert len(boxes) == 10 and not _intersecting(boxes)
+    discs = _marker_discs(fig)
+    assert len(discs) > 40
+    assert not [(name, i) for name, box in boxes for i, (c, r) in enumerate(discs) if _covers(box, c, r)]
+    title = " ".join(fig.axes[0].get_title().split())
+    assert ("Rows are topological generations" in title and "every edge points down" in title) \
+        if layout == "layered" else "force-directed" in title
+
+
 def test_plot_poincare_embedding_and_encodings(emb, tmp_path):
     fig = plot_poincare(emb, save=tmp_path / "p.png")
     assert isinstance(fig, Figure) and _is_png(tmp_path / "p.png")
