@@ -49,11 +49,21 @@ def forest_plot(rows: list[dict[str, Any]], *, title: str = "Paired differences 
               f"(n={r['n']})" for r in rows]
     ax.set_yticks(range(len(rows)), labels[::-1], fontsize=7)
     base = rows[0].get("baseline", "baseline")
-    ax.set_xlabel(f"arm − {base}\ndiamond: mean over paired seeds; bar: 95 % CI; grey: ± minimum detectable "
-                  "effect (power 0.8)", fontsize=8)
+    ax.set_xlabel(f"arm − {base}\ndiamond: mean over paired seeds; bar: {_interval_words(rows)}; grey: ± minimum "
+                  "detectable effect (power 0.8)", fontsize=8)
     ax.set_title(title, fontsize=10)
     handles = [plt.Line2D([], [], color=plt.cm.tab10(k % 10), marker="D", lw=2, label=a) for k, a in enumerate(arms)]
     # beside the axes, not over the rows (with many arms "lower right" covered the last rows)
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="arm", title_fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _interval_words(rows: list[dict[str, Any]]) -> str:
+    """What the bars are: a 95 % interval, or (rows of
+    :func:`~cape_pipeline.report.power.adjust_family`) which are Bonferroni-adjusted."""
+    ks = sorted({r["adjusted_for"] for r in rows if r.get("adjusted_for")})
+    if not ks:
+        return "95 % interval"
+    k = f"{ks[0]}" if len(ks) == 1 else "their number"
+    return f"95 % interval, Bonferroni-adjusted for {k} on the main metrics (bold in report.md)"

@@ -123,7 +123,8 @@ def report_figures(
 def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
     """Per-seed paired differences arm − baseline (``comp["arm"]``, ``comp["baseline"]``) of the
     metrics in ``rows`` (one row each: task, metric, mean, ci_low, ci_high, higher_is_better),
-    with the 95 % CI; None when ``rows`` is empty."""
+    with their interval (at the row's ``level`` where given: the verdict's Bonferroni-adjusted
+    one); None when ``rows`` is empty."""
     import matplotlib.pyplot as plt
 
     if not rows:
@@ -139,7 +140,10 @@ def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]
         ax.scatter([row["mean"]], [i], marker="D", color="C0", zorder=3)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(rows)), [f"{r['task']} {r['metric']}" + ("" if r["higher_is_better"] else " (lower better)") for r in rows], fontsize=8)
-    ax.set_xlabel(f"{comp['arm']} − {comp['baseline']} (per seed; diamond = mean, bar = 95 % CI)")
+    levels = sorted({float(r.get("level", 0.95)) for r in rows})
+    what = (f"{100 * levels[0]:.4g} % interval each (Bonferroni: 95 % for the {len(rows)} together)"
+            if levels == [1 - 0.05 / len(rows)] and len(rows) > 1 else "95 % interval")
+    ax.set_xlabel(f"{comp['arm']} − {comp['baseline']} (grey: per seed; diamond: mean; bar: {what})", fontsize=8)
     ax.set_title("Does CAPE help on this data?")
     return fig
 

@@ -4,9 +4,13 @@ step-down and the power of the comparison (statsmodels).
 
 - :mod:`.build`: :class:`Report`, :func:`build_report`, :func:`render_markdown` and the
   aggregates they print (mean ± sd per PE × task, paired differences, verdicts);
+- :mod:`.lead`: the report's opening (the verdict, the strongest classical baseline, where the
+  encodings are and the lines that load them) and its table of paired differences, one interval
+  per quantity;
 - :mod:`.sections`: the report's text sections (what the run did, the DAG, the embedding, the
-  arms, the hubs);
-- :mod:`.power`: minimum detectable effect, seeds needed, paired differences per arm.
+  hubs);
+- :mod:`.power`: minimum detectable effect, seeds needed, paired differences per arm, and the
+  Bonferroni adjustment of each arm's main metrics.
 
 The pipeline (``pipeline.stages.evaluate``) calls it; it knows nothing of the pipeline.
 """

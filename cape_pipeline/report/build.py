@@ -17,19 +17,29 @@ import numpy as np
 
 from cape_pipeline import __version__
 from cape_pipeline._utils import atomic_path, write_json_atomic
+from cape_pipeline.report.lead import (
+    REFERENCE_PE,
+    difference_lines,
+    figure_lines,
+    figure_link,
+    lead_lines,
+)
 from cape_pipeline.report.power import (  # noqa: F401  (re-exported: the report's API)
     LOWER_IS_BETTER,
     NEGLIGIBLE,
+    PRIMARY_METRICS,
     _at_level,
     _mean_sd,
+    adjust_family,
     arm_differences,
+    fmt_difference,
     higher_is_better,
+    is_primary,
     paired_differences,
 )
 from cape_pipeline.report.sections import (
     ZERO_ANGLE_WARN,
     angle_use_lines,
-    arm_lines,
     dag_lines,
     embedding_lines,
     hub_lines,
@@ -83,18 +93,7 @@ class Report:
         return cls(doc=json.loads((d / "report.json").read_text()))
 
 
-PRIMARY_METRICS = {
-    "annotation": ("macro_f1", "accuracy"),
-    "clustering": ("ari", "nmi"),
-    "perturbation": ("mse_top20_single", "mse_top20_double", "mse_top20"),
-    "age": ("medae",),
-}
-"""Metrics the verdict sentence is based on, per task."""
-
-
-def _is_primary(row: dict[str, Any]) -> bool:
-    """Whether a difference row is one of its task's :data:`PRIMARY_METRICS`."""
-    return row["metric"] in PRIMARY_METRICS.get(row["task"], ())
+_is_primary = is_primary
 
 
 def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "default") -> str:
@@ -113,12 +112,14 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
                 f"interval for {arm} − {baseline}; train with n_seeds ≥ 3.")
 
     def fmt(r: dict[str, Any]) -> str:
-        return f"{r['task']} {r['metric']} {r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        return f"{r['task']} {r['metric']} {fmt_difference(r['mean'], r['ci_low'], r['ci_high'])}"
     better = [r for r in prim if r["verdict"] == "better"]
     worse = [r for r in prim if r["verdict"] == "worse"]
     name = "CAPE" if arm == "cape" else arm
     k = len(prim)
-    what = f"{arm} − {baseline}, {n} seeds, " + (f"95 % intervals Bonferroni-adjusted for {k} metrics" if k > 1 else "95 % interval")
+    what = f"{arm} − {baseline}, {n} seeds, " + (
+        f"95 % intervals Bonferroni-adjusted for {k} metrics, each at {100 * (1 - 0.05 / k):.4g} %" if k > 1
+        else "95 % interval")
     if better and not worse:
         return f"{name} helped on this data ({what}): " + "; ".join(map(fmt, better)) + "."
     if worse and not better:
@@ -142,7 +143,6 @@ def _bonferroni(diffs: list[dict[str, Any]], level: float = 0.95) -> list[dict[s
     return [_at_level(r, 1.0 - (1.0 - level) / k) for r in rows]
 
 
-REFERENCE_PE = "reference (no transformer)"
 SMALL_ANGLE = 0.05
 """Radians; below this largest |φ| the report flags the encodings as nearly no rotation."""
 
@@ -291,8 +291,25 @@ def build_report(
 
     comparison = doc["comparison"]
     primary = [row for row in comparison["differences"] if _is_primary(row)]
-    return Report(doc=doc, figures=report_figures(train, adata, comparison, primary, umap=umap, progress=progress,
-                                                   encode=encode))
+    figures = report_figures(train, adata, comparison, primary, umap=umap, progress=progress, encode=encode)
+    doc["encodings"] = _encodings_place(encode, graph)
+    doc["figures"] = sorted(f"figures/{name}" for name in figures) + (
+        # the encode stage's figures, exported beside the report when this run made the encodings
+        [] if doc["encodings"]["dir"] != "." else ["poincare.png"] + (["dag.png"] if graph is not None else []))
+    return Report(doc=doc, figures=figures)
+
+
+def _encodings_place(encode: Any, graph: Any) -> dict[str, Any]:
+    """Where the run's encodings are: ``dir`` (``"."``: exported beside the report by this run's
+    encode stage; else the ready directory ``train.encodings`` named) and ``files`` (their file
+    names)."""
+    from cape_pipeline.encodings.export import DAG_FILE, ENCODINGS_FILE, MANIFEST_FILE
+
+    ready = (encode.provenance or {}).get("encodings_dir")
+    listed = list((getattr(encode.encodings, "manifest", None) or {}).get("files") or {})
+    first = {ENCODINGS_FILE: 0, DAG_FILE: 1}
+    files = sorted(listed, key=lambda f: (first.get(f, 2), f)) or [ENCODINGS_FILE] + ([DAG_FILE] if graph is not None else [])
+    return {"dir": str(Path(ready).resolve()) if ready else ".", "files": [*files, MANIFEST_FILE]}
 
 
 def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
@@ -323,11 +340,15 @@ def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
 
 
 def _comparison(train: Any) -> dict[str, Any]:
-    """The report's lead: paired cape − default differences, a verdict, and the references."""
+    """The report's lead: paired cape − default differences, a verdict, and the references.
+
+    ``differences`` (the lead arm) and ``arms`` (every arm) carry one interval per quantity
+    (:func:`~cape_pipeline.report.power.adjust_family`): on each arm's main metrics the
+    Bonferroni-adjusted one the verdict reads, on the others the unadjusted 95 % one."""
     arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
     base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
-    diffs = paired_differences(train.results, arm, base) if arm != base else []
-    prim = _bonferroni(diffs)
+    diffs = adjust_family(paired_differences(train.results, arm, base)) if arm != base else []
+    prim = [r for r in diffs if _is_primary(r)]
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
         if r.params.get("pe") != train.pes[0]:
@@ -339,7 +360,7 @@ def _comparison(train: Any) -> dict[str, Any]:
         "arm": arm,
         "baseline": base,
         "differences": diffs,
-        "arms": arm_differences(train.results, base),
+        "arms": adjust_family(arm_differences(train.results, base)),
         "angle_use": {str(r.params.get("pe")): r.params["angle_ablation"] for r in train.results
                       if r.task == "annotation" and r.params.get("angle_ablation")},
         "verdict": verdict_sentence(prim, arm, base),
@@ -357,13 +378,13 @@ def _md_table(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
-    """The report as Markdown (tables of metrics, timings and summaries)."""
+    """The report as Markdown: the opening (the verdict, the strongest classical baseline, where
+    the encodings are and how to load them; :func:`~cape_pipeline.report.lead.lead_lines`), then
+    the data, the run, Steps I–III and the tasks, each with links to its figures, and the time
+    per stage."""
     d, g, e, t = doc["data"], doc["dag"], doc["embedding"], doc["training"]
-    lines = [
-        f"# CAPE report: {d['source']}",
-        "",
-        f"cape_pipeline {doc['cape_pipeline']}; Python {doc['machine']['python']} on {doc['machine']['platform']}.",
-        "",
+    lines = [f"# CAPE report: {d['source']}", "", *lead_lines(doc)]
+    lines += [
         "## Data",
         f"- {d['n_obs']} observations × {d['n_vars']} features, modality {d['modality']}, input {d['input_state']}",
         f"- preprocessing: {'; '.join(d['preprocess_steps']) or 'none'}",
@@ -373,6 +394,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += run_lines(doc)
     lines += [""]
     lines += dag_lines(g, d["n_vars"])
+    dag_fig, loss_fig = figure_link(doc, "dag.png"), figure_link(doc, "figures/loss.png", "loss.png")
+    if dag_fig or loss_fig:
+        lines.append("- figures: " + "; ".join(
+            ([f"{dag_fig} (the strongest edges, hubs named; rows are topological generations)"] if dag_fig else [])
+            + ([f"{loss_fig} (left panel: what Step I recorded)"] if loss_fig else [])))
     lines += [
         "",
         "## Embedding (Steps II–III)",
@@ -384,6 +410,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "variation, e.g. a graph without edges)",
     ]
     lines += embedding_lines(e)
+    ball = figure_link(doc, "poincare.png")
+    if ball or loss_fig:
+        lines.append("- figures: " + "; ".join(
+            ([f"{ball} (the Poincaré ball colored by PageRank: causally general features near the centre)"] if ball else [])
+            + ([f"{loss_fig} (middle panel: the embedding loss per epoch, log scale)"] if loss_fig else [])))
     lines += hub_lines(doc.get("hubs", []))
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
         lines.append(
@@ -394,7 +425,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     comp = doc.get("comparison")
     lines += ["", "## Tasks"]
     if comp and comp.get("differences"):
-        lines += ["", f"**{comp['verdict']}**", ""]
+        lines += [""]
         if (e.get("zero_angle_share") or 0.0) > ZERO_ANGLE_WARN:
             lines += [
                 f"Warning: {100 * e['zero_angle_share']:.0f} % of features are at angle 0 (no edge in Step I), so "
@@ -408,26 +439,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 "well-spread embedding (see Embedding).",
                 "",
             ]
-        lines += [
-            f"Paired difference {comp['arm']} − {comp['baseline']} per seed (same split and initial seed; "
-            "95 % t-interval per metric; the sentence above adjusts the intervals of its main metrics for their "
-            "number (Bonferroni); for mse/medae/mae lower is better):",
-            "",
-        ]
-        lines += _md_table(
-            ("task", "metric", "mean difference", "95 % CI", "seeds", "reading"),
-            [
-                (r["task"], r["metric"], f"{r['mean']:+.4f}",
-                 "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]", r["n"], r["verdict"])
-                for r in comp["differences"]
-            ],
-        )
-        lines += arm_lines(comp) + angle_use_lines(comp)
+        lines += difference_lines(doc) + angle_use_lines(comp)
         if comp.get("references"):
             lines += ["", "Classical references on the same splits (mean over seeds): " + "; ".join(
                 f"{t}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()) for t, ms in comp["references"].items()) + "."]
+        lines += [""]
     elif comp:
-        lines += ["", f"**{comp['verdict']}**"]
+        lines += ["", f"**{comp['verdict']}**", ""]
     if not doc["metrics"]:
         lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
     else:
@@ -440,7 +458,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 "",
             ]
         lines += [
-            f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} run(s). Mean ± sd over seeds "
+            f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} results (task × arm × seed). Mean ± sd over seeds "
             "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",
             "",
         ]
@@ -456,7 +474,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 f"{pe} {v:.1f}" for pe, v in doc["throughput_cells_per_s"].items())]
         lines += ["", f"`{REFERENCE_PE}` rows are each task's classical baseline on the same split "
                   "(logistic regression on the log-normalized input for annotation; see the task docs)."]
+        figs = figure_lines(doc)
+        lines += ["", "Figures:", *figs] if figs else []
     lines += ["", "## Time per stage (s)", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in doc["timings_s"].items()]
-    lines += ["", "Figures are in `figures/`.", ""]
+    every = list(doc.get("figures") or ())
+    lines += ["", "All figures: " + ", ".join(f"[{f}]({f})" for f in every) + "." if every else "",
+              "", f"cape_pipeline {doc['cape_pipeline']}; Python {doc['machine']['python']} on {doc['machine']['platform']}.", ""]
     return "\n".join(lines)

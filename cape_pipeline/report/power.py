@@ -22,6 +22,9 @@ import numpy as np
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
+    "adjust_family",
+    "fmt_difference",
+    "is_primary",
     "minimum_detectable_effect",
     "seeds_needed",
     "paired_differences",
@@ -31,6 +34,7 @@ __all__ = [
     "POWER",
     "LOWER_IS_BETTER",
     "NEGLIGIBLE",
+    "PRIMARY_METRICS",
 ]
 
 POWER = 0.8
@@ -246,3 +250,52 @@ def power_table(rows: list[dict[str, Any]], targets: dict[str, float]) -> list[d
             out.append({**{k: r.get(k) for k in ("arm", "task", "metric", "n", "sd", "mde")}, "target": eff,
                         "seeds_needed": seeds_needed(r["sd"], eff) if r.get("sd") is not None else None})
     return out
+
+
+PRIMARY_METRICS = {
+    "annotation": ("macro_f1", "accuracy"),
+    "clustering": ("ari", "nmi"),
+    "perturbation": ("mse_top20_single", "mse_top20_double", "mse_top20"),
+    "age": ("medae",),
+}
+"""The main metrics of each task: the verdict reads them, and their intervals are adjusted for
+their number (:func:`adjust_family`)."""
+
+
+def is_primary(row: dict[str, Any]) -> bool:
+    """Whether a difference row is one of its task's :data:`PRIMARY_METRICS`."""
+    return row["metric"] in PRIMARY_METRICS.get(row["task"], ())
+
+
+def adjust_family(rows: list[dict[str, Any]], level: float = 0.95, power: float = POWER) -> list[dict[str, Any]]:
+    """The report's one interval per paired difference: ``rows`` (of :func:`paired_differences`
+    or :func:`arm_differences`) with the intervals of each arm's main metrics
+    (:data:`PRIMARY_METRICS`) Bonferroni-adjusted for their number k, each at
+    ``1 − (1 − level) / k`` so that the k hold together at ``level``; the other metrics keep their
+    ``level`` interval.
+
+    Each row gains ``level`` (the interval's own level) and ``adjusted_for`` (k, or ``None`` when
+    not adjusted); its ``verdict`` is read from that interval, and where the row has an ``mde``
+    it is recomputed at that level. Rows keep their order.
+    """
+    k: dict[str, int] = {}
+    for r in rows:
+        if is_primary(r):
+            k[r.get("arm", "")] = k.get(r.get("arm", ""), 0) + 1
+    out = []
+    for r in rows:
+        fam = k.get(r.get("arm", ""), 0) if is_primary(r) else 0
+        lv = 1.0 - (1.0 - level) / fam if fam > 1 else level
+        row = {**_at_level(r, lv), "level": lv, "adjusted_for": fam if fam > 1 else None}
+        if "mde" in r:
+            row["mde"] = minimum_detectable_effect(r["sd"], r["n"], level=lv, power=power)
+        out.append(row)
+    return out
+
+
+def fmt_difference(mean: float, lo: float | None, hi: float | None) -> str:
+    """``+0.012 [-0.034, +0.056]``: a paired difference and its interval, 3 decimals (4 when
+    every number is below 0.01 in size); the interval is left out when there is none."""
+    vals = [abs(v) for v in (mean, lo, hi) if v is not None]
+    spec = "+.4f" if max(vals, default=0.0) < 0.01 else "+.3f"
+    return f"{mean:{spec}}" + ("" if lo is None or hi is None else f" [{lo:{spec}}, {hi:{spec}}]")

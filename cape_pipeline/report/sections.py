@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["angle_use_lines", "arm_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
+__all__ = ["angle_use_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
 
 ZERO_ANGLE_WARN = 0.9
 """Share of features at angle 0 above which the report says the comparison cannot be informative."""
@@ -265,24 +265,6 @@ def hub_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"| {r['feature']} | {r['pagerank']:.4g} | {r['norm_e']:.3f} | {r['norm_angles']:.3f} | "
                      f"{r['out_degree']} | {kids or '–'} |")
     return lines
-
-
-def arm_lines(comp: dict[str, Any]) -> list[str]:
-    """Report lines: every trained arm against the baseline, with the minimum detectable effect
-    (``comp["arms"]``, :func:`cape_pipeline.report.power.arm_differences`); the forest plot is
-    ``figures/forest.png``. Empty when only one arm was compared."""
-    rows = comp.get("arms") or []
-    if len({r["arm"] for r in rows}) < 2:
-        return []
-    out = ["", f"Every arm against `{comp['baseline']}` (paired per seed; 95 % t-interval per metric, not adjusted; "
-           "MDE: the smallest true difference these seeds detect with power 0.8; an interval inside ± MDE "
-           "cannot tell; figure `forest.png`):", "",
-           "| arm | task | metric | mean difference | 95 % CI | MDE | seeds | reading |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
-        mde = "–" if r.get("mde") is None else f"{r['mde']:.4f}"
-        out.append(f"| {r['arm']} | {r['task']} | {r['metric']} | {r['mean']:+.4f} | {ci} | {mde} | {r['n']} | {r['verdict']} |")
-    return out
 
 
 def angle_use_lines(comp: dict[str, Any]) -> list[str]:

@@ -124,7 +124,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert set(rep["timings_s"]) >= {"ingest", "preprocess", "discover", "embed", "encode", "train"}
     md = (out / "report.md").read_text()
     assert "| annotation | cape | accuracy |" in md and comp["verdict"] in md
-    assert "| none/no-id | annotation | accuracy |" in md and "annotation model uses its angles" in md
+    assert "| none/no-id | annotation | **accuracy** |" in md and "annotation model uses its angles" in md
     # what the run did (issue 28): sizes, edges, tokens per cell, width, subsampling, time
     plan = rep["training"]["plan"]
     assert plan["runs"] == 6 and plan["d_model"] == 8 and plan["n_obs"] == r.output("preprocess").n_obs

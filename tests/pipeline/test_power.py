@@ -1,5 +1,5 @@
-"""Power of the paired seed comparison (issue 31): minimum detectable effect, seeds needed, and
-every trained arm against the baseline in the report and its forest plot."""
+"""Power of the paired seed comparison: minimum detectable effect, seeds needed, and every trained
+arm against the baseline in the report and its forest plot."""
 
 from __future__ import annotations
 
@@ -77,14 +77,15 @@ def test_report_lists_every_arm_and_draws_the_forest():
 
     from cape_pipeline.pl.forest import forest_plot
     from cape_pipeline.report.build import _comparison
-    from cape_pipeline.report.sections import arm_lines
+    from cape_pipeline.report.lead import difference_lines
 
     res = _results()
     train = SimpleNamespace(results=res, pes=["cape", "default", "cape-learned-scale", "none/no-id"])
     comp = _comparison(train)
     assert comp["arm"] == "cape" and {r["arm"] for r in comp["arms"]} == {"cape", "cape-learned-scale", "none/no-id"}
-    lines = arm_lines(comp)
-    assert any(ln.startswith("| cape-learned-scale | annotation | accuracy |") and "| better |" in ln for ln in lines)
+    lines = difference_lines({"comparison": comp})
+    assert any(ln.startswith("| cape-learned-scale | annotation | **accuracy** |") and "| better |" in ln
+               for ln in lines)
     fig = forest_plot(comp["arms"])
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == 3 and "cape-learned-scale" in ax.get_yticklabels()[1].get_text() + \
@@ -92,7 +93,8 @@ def test_report_lists_every_arm_and_draws_the_forest():
     plt.close(fig)
     assert forest_plot([]) is None
     one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], pes=["cape", "default"])
-    assert arm_lines(_comparison(one)) == []
+    rows = [ln for ln in difference_lines({"comparison": _comparison(one)}) if ln.startswith("| cape |")]
+    assert len(rows) == 1 and "| **accuracy** |" in rows[0]  # one arm: its row alone
 
 
 def test_report_line_on_how_much_the_models_use_their_angles():
