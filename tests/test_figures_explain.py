@@ -148,3 +148,18 @@ def test_umap_of_more_than_4096_cells():
     emb = (centers[np.repeat(np.arange(3), n // 3)] + rng.normal(size=(n, 8))).astype(np.float32)
     fig = _umap_figure("cape", TaskResult("clustering", {}, embeddings=emb, params={"label_key": "cell_type"}), a)
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == n
+
+
+def test_layered_rows_in_a_fixed_order():
+    """The layered DAG's rows: roots in the graph's order, each child under the mean place of its
+    parents (networkx's multipartite layout ordered a row as a set: another order per process)."""
+    import networkx as nx
+
+    from cape_pipeline.pl.figures import _layout
+
+    g = nx.DiGraph([("r0", "c1"), ("r1", "c0"), ("r2", "c0"), ("r2", "c1"), ("r0", "c2")])
+    pos, used = _layout(g, "layered", 0)
+    assert used == "layered"
+    x = {n: p[0] for n, p in pos.items()}
+    assert x["r0"] < x["r1"] < x["r2"] and pos["r0"][1] > pos["c0"][1]
+    assert x["c2"] < x["c1"] < x["c0"]  # parents' mean place: r0 (c2) < r0, r2 (c1) < r1, r2 (c0)

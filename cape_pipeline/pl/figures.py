@@ -82,11 +82,22 @@ def _layout(g: Any, layout: str, seed: int, order: Sequence[str] = ()) -> tuple[
         angle = np.pi / 2 - 2 * np.pi * np.arange(len(nodes)) / max(1, len(nodes))
         return {n: np.array([np.cos(a), np.sin(a)]) for n, a in zip(nodes, angle, strict=True)}, "circle"
     if layout == "layered" and nx.is_directed_acyclic_graph(g) and g.number_of_nodes():
-        for layer, nodes in enumerate(nx.topological_generations(g)):
-            for n in nodes:
-                g.nodes[n]["layer"] = layer
-        pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
-        return {n: np.array([x, -y]) for n, (x, y) in pos.items()}, "layered"
+        # rows: topological generations; within a row the nodes in the graph's order (the top
+        # row) or by the mean place of their parents (fewer crossings), so that the drawing is
+        # the same in every process (networkx's own multipartite layout orders a row as a set)
+        first = {n: i for i, n in enumerate(g.nodes)}
+        place: dict[Any, float] = {}
+        xy = {}
+        for k, gen in enumerate(nx.topological_generations(g)):
+            row = sorted(gen, key=lambda n: (float(np.mean([place[p] for p in g.predecessors(n)])) if k else 0.0,
+                                             first[n]))
+            for i, n in enumerate(row):
+                place[n] = i - (len(row) - 1) / 2
+                xy[n] = (place[n], -float(k))
+        arr = np.array(list(xy.values()), dtype=np.float64)
+        arr -= arr.mean(axis=0)
+        arr /= max(float(np.abs(arr).max()), 1e-12)
+        return dict(zip(xy, arr, strict=True)), "layered"
     if layout not in ("layered", "spring"):
         raise ValueError(f"layout: expected 'layered', 'spring' or 'circle', got {layout!r}")
     return nx.spring_layout(g, seed=seed, k=1.5 / max(1.0, np.sqrt(g.number_of_nodes()))), "spring"
