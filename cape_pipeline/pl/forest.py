@@ -45,8 +45,8 @@ def forest_plot(rows: list[dict[str, Any]], *, title: str = "Paired differences 
             ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=1)
         ax.scatter([r["mean"]], [y], marker="D", color=color, zorder=2, s=22)
     ax.axvline(0, color="k", lw=0.8)
-    labels = [f"{r['task']} {r['metric']}{'' if r.get('higher_is_better', True) else ' (lower better)'} · {r['arm']} "
-              f"(n={r['n']})" for r in rows]
+    labels = [f"{'* ' if r.get('adjusted_for') else ''}{r['task']} {r['metric']}"
+              f"{'' if r.get('higher_is_better', True) else ' (lower better)'} · {r['arm']} (n={r['n']})" for r in rows]
     ax.set_yticks(range(len(rows)), labels[::-1], fontsize=7)
     base = rows[0].get("baseline", "baseline")
     ax.set_xlabel(f"arm − {base}\ndiamond: mean over paired seeds; bar: {_interval_words(rows)}; grey: ± minimum "
@@ -65,5 +65,6 @@ def _interval_words(rows: list[dict[str, Any]]) -> str:
     ks = sorted({r["adjusted_for"] for r in rows if r.get("adjusted_for")})
     if not ks:
         return "95 % interval"
-    k = f"{ks[0]}" if len(ks) == 1 else "their number"
-    return f"95 % interval, Bonferroni-adjusted for {k} on the main metrics (bold in report.md)"
+    if len(ks) == 1:
+        return f"interval, 95 % (* main metrics: {100 * (1 - 0.05 / ks[0]):.4g} % each, Bonferroni-adjusted for {ks[0]})"
+    return "interval, 95 % (* main metrics: Bonferroni-adjusted for their number per arm)"
