@@ -92,6 +92,12 @@ class EmbedConfig(FromOptions):
         Factor in (0, 1] applied to ``lr`` during burn-in.
     tol
         Relative plateau tolerance of the stopping rule; 0 disables it (exactly ``max_epochs``).
+    lr_decay
+        Factor in (0, 1] applied to every learning rate (the points' and κ's) when, from half of
+        ``max_epochs`` on, the loss falls by less than ``10 · tol`` (relative) from one window to
+        the next but by more than ``tol``: a slow drift that would not plateau within the epochs
+        left (reduce-on-plateau). 1 disables it. See
+        :func:`~cape_pipeline.hyperbolic.schedule.plateau_action`.
     window
         Epochs per window of the stopping rule; ``None`` =
         :func:`~cape_pipeline.hyperbolic.embed.plateau_window`.
@@ -128,6 +134,7 @@ class EmbedConfig(FromOptions):
     burn_in: int = 10
     burn_in_factor: float = 0.1
     tol: float = 1e-3
+    lr_decay: float = 0.5
     window: int | None = None
     isolated: str = "origin"
     device: str = "cpu"
@@ -162,6 +169,8 @@ class EmbedConfig(FromOptions):
             raise CapeConfigError(
                 f"burn_in_factor: expected a value in (0, 1], got {burn_in_factor!r}"
             )
+        if not (math.isfinite(self.lr_decay) and 0 < self.lr_decay <= 1):
+            raise CapeConfigError(f"lr_decay: expected a factor in (0, 1] (1 = no decay), got {self.lr_decay!r}")
         if not (math.isfinite(tol) and tol >= 0):
             raise CapeConfigError(
                 f"tol: expected a finite value ≥ 0 (0 = run max_epochs), got {tol!r}"

@@ -42,6 +42,7 @@ from cape_pipeline.hyperbolic.schedule import (
     WINDOW_MIN_STEPS,
     auto_batch_size,
     has_plateaued,
+    plateau_action,
     plateau_window,
 )
 
@@ -145,7 +146,12 @@ def embed(
     training stops at the first epoch where :func:`has_plateaued` holds — the mean loss of the
     last ``window`` epochs is less than a fraction ``tol`` below the mean of the ``window``
     before — or at ``max_epochs``. ``params["converged"]`` records which. ``window=None`` uses
-    :func:`plateau_window` (≥ 10 epochs and ≥ 200 optimizer steps per window). A graph with
+    :func:`plateau_window` (≥ 10 epochs and ≥ 200 optimizer steps per window). From half of
+    ``max_epochs`` on, a loss that still falls, but by less than ten times ``tol`` per window,
+    multiplies every learning rate by ``lr_decay``
+    (:func:`~cape_pipeline.hyperbolic.schedule.plateau_action`; the epochs are in
+    ``params["lr_decays_at"]``), so that a slow drift of already separated points ends in a
+    plateau within ``max_epochs``; fits that plateau earlier are not touched. A graph with
     no edge (fewer than two features with one) has nothing to train: every point stays at the
     origin, ``params["trained"]`` and ``params["converged"]`` are False, and a
     :class:`~cape_pipeline.errors.CapeWarning` says so and names the discover threshold.
@@ -221,6 +227,7 @@ def embed(
     geometry, curvature, learn_curvature = cfg.geometry, cfg.curvature, cfg.learn_curvature
     negatives, burn_in, burn_in_factor = cfg.negatives, cfg.burn_in, cfg.burn_in_factor
     tol, window, isolated, seed = cfg.tol, cfg.window, cfg.isolated, cfg.seed
+    lr_decay = cfg.lr_decay
     import geoopt
 
     t0 = time.perf_counter()
@@ -267,6 +274,7 @@ def embed(
     win = plateau_window(steps_per_epoch, window)
     history: list[float] = []
     converged = False
+    lr_scale, since_decay, decays = 1.0, 0, []
     steps = 0
     train = n >= 2 and pairs.indices.numel() > 0
 
@@ -283,7 +291,7 @@ def embed(
         task = bar.add_task(f"embed ({geometry}, M={m}, d={dim})", total=max_epochs, info="")
     try:
         for epoch in range(max_epochs if train else 0):
-            factor = burn_in_factor if epoch < burn_in else 1.0
+            factor = burn_in_factor if epoch < burn_in else lr_scale
             cur_lr = lr_value * factor
             for o, base_lr in optimizers:
                 for group in o.param_groups:
@@ -320,9 +328,18 @@ def embed(
             history.append(mean_loss)
             if bar is not None:
                 bar.update(task, advance=1, info=f"loss {mean_loss:.4g}")
-            if epoch + 1 - burn_in >= 2 * win and has_plateaued(history[burn_in:], win, tol):
-                converged = True
-                break
+            since_decay += 1
+            if epoch + 1 - burn_in >= 2 * win:
+                action = plateau_action(
+                    history[burn_in:], win, tol, lr_decay, since_decay, anneal=2 * (epoch + 1) >= max_epochs
+                )
+                if action == "stop":
+                    converged = True
+                    break
+                if action == "decay":
+                    lr_scale *= lr_decay
+                    since_decay = 0
+                    decays.append(epoch + 1)
     finally:
         if bar is not None:
             bar.stop()
@@ -341,8 +358,9 @@ def embed(
         )
     elif not converged and tol > 0:
         log.warning(
-            "embed: the loss had not plateaued after max_epochs=%d (tol %g over %d-epoch windows); "
-            "raise max_epochs or lr", max_epochs, tol, win,
+            "embed: the loss still fell by more than tol=%g per %d-epoch window at max_epochs=%d "
+            "(learning rate decayed %d times to %.3g); the embedding is used as it is, raise max_epochs "
+            "to train on", tol, win, max_epochs, len(decays), lr_value * lr_scale,
         )
 
     with torch.no_grad():
@@ -380,6 +398,9 @@ def embed(
         "burn_in": int(burn_in),
         "burn_in_factor": float(burn_in_factor),
         "tol": float(tol),
+        "lr_decay": float(lr_decay),
+        "lr_decays_at": [int(e) for e in decays],
+        "lr_final": lr_value * lr_scale,
         "window": int(win),
         "isolated": isolated,
         "seed": int(seed),

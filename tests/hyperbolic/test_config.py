@@ -22,7 +22,7 @@ from cape_pipeline.hyperbolic.embed import check_options
 
 EMBED_FIELDS = (
     "dim", "k_hop", "lambda_g", "restart", "max_epochs", "batch_size", "lr", "optimizer", "geometry",
-    "curvature", "learn_curvature", "negatives", "burn_in", "burn_in_factor", "tol", "window",
+    "curvature", "learn_curvature", "negatives", "burn_in", "burn_in_factor", "tol", "lr_decay", "window",
     "isolated", "device", "seed",
 )  # fmt: skip
 
