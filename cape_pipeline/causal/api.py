@@ -315,12 +315,19 @@ def discover(
 ) -> CausalGraph:
     """Learn a weighted causal DAG over the features of ``data`` (CAPE Step I).
 
-    With ``method="cape"`` and the default ``support="auto"``, data with more than 20 features
-    get the learned support (:func:`~cape_pipeline.causal.learned.fit_learned`: a learned
-    screen of candidate parents, per-feature MLPs with the spectral acyclicity penalty, a
-    greedy DAG and a refit; each edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence
-    to rank by), which finds real graphs at hundreds to thousands of features where the
-    paper's rank-40 model keeps almost none (``benchmarks/discover/learned/RESULTS.md``).
+    With ``method="cape"`` the default ``support="auto"`` chooses from the data
+    (:func:`~cape_pipeline.causal.supports.resolve_support`). Single-cell data (an AnnData whose
+    ingest or preprocess recorded modality ``scrna``) with more than 20 features get the
+    regression support (:func:`~cape_pipeline.causal.regression.fit_regression`: every feature
+    regressed on its screened candidate parents after the cell-level covariates, an edge where
+    its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``, repeated on
+    ``n_splits`` random splits of the cells; ``benchmarks/discover/counts/RESULTS.md``). Other
+    data with more than 20 features get the learned support
+    (:func:`~cape_pipeline.causal.learned.fit_learned`: a learned screen of candidate parents,
+    per-feature MLPs with the spectral acyclicity penalty, a greedy DAG and a refit; each
+    edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence to rank by), which finds real
+    graphs at hundreds to thousands of features where the paper's rank-40 model keeps almost
+    none (``benchmarks/discover/learned/RESULTS.md``).
     With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features) it fits the low-rank
     NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder
