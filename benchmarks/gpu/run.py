@@ -19,7 +19,7 @@ Sections, in the order they run:
                 attention zoo (cone-umbral, cone-penumbral, riemann, ape-tree) against the dot
                 product at the default width. Options are timed in interleaved rounds.
 ``pbmc``        ``benchmarks/scale/scale.py --pbmc``: the main job on the bundled data, per stage.
-``sim10k``      ``benchmarks/scale/scale.py --cells 10000 --genes 20000``: the README cost-table
+``sim10k``      ``benchmarks/scale/scale.py --cells 10000 --genes 20000``: the cost-table
                 size (10,000 cells × 20,000 genes → 2,000 HVGs), per stage.
 ``counts20k``   Step I at M = 20,000 on UMI counts (``simulated_grn_counts(5000, 20000)``, all genes
                 through ``pp.preprocess``): the default (the regression support, CPU), then the
@@ -37,7 +37,7 @@ Usage::
 ``--sections`` picks a subset; ``--dry`` runs every section at toy sizes on the CPU (the check
 before the one device call). RESULTS.md quotes results.jsonl. ``pbmc`` and ``sim10k`` append
 their rows to ``benchmarks/scale/scale.jsonl`` of the tree they run in (on the device, its copy;
-run here, restore that file afterwards: README's cost table is rendered from it).
+run here, restore that file afterwards: the cost table of benchmarks/scale/RESULTS.md is rendered from it).
 """
 
 from __future__ import annotations

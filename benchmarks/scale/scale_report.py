@@ -7,7 +7,7 @@ per stage) that ``RESULTS.md`` quotes.
 Usage::
 
     python benchmarks/scale/scale_report.py                 # table, slopes, scale.png
-    python benchmarks/scale/scale_report.py --write-readme  # README.md's cost table from scale.jsonl
+    python benchmarks/scale/scale_report.py --write         # RESULTS.md's cost and Step I tables
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ COST_HEADER = (
 
 def load_cell(r: dict) -> str:
     """The load average before a run, marked when the record notes that the run was not quiet."""
-    return f"{r['load_before'][0]:.2f}" + (" (not quiet during the run: other jobs of mine)" if r.get("note") else "")
+    return f"{r['load_before'][0]:.2f}" + (" (not quiet during the run: other jobs shared the cores)" if r.get("note") else "")
 
 
 def _name_and_edges(r: dict) -> tuple[str, str]:
@@ -58,10 +58,10 @@ def _name_and_edges(r: dict) -> tuple[str, str]:
 
 
 def cost_table(recs: list[dict]) -> str:
-    """README's cost table ("What it costs on your data"), rendered from ``scale.jsonl`` alone.
+    """The cost table of ``RESULTS.md`` (README links to it), rendered from ``scale.jsonl`` alone.
 
     One row per dataset (its newest record): the bundled demo (pbmc68k_reduced with its
-    workflow config, what ``make demo`` runs) first, then the simulated sizes by cells. README.md
+    workflow config, what ``make demo`` runs) first, then the simulated sizes by cells. RESULTS.md
     holds this text between ``<!-- cost: begin -->`` and ``<!-- cost: end -->``;
     ``tests/test_docs_numbers.py`` checks that it is exactly what this function renders.
     """
@@ -99,7 +99,7 @@ STEP1_HEADER = (
 
 
 def step1_table(recs: list[dict]) -> str:
-    """README's table of Step I alone with the current default, rendered from ``step1.jsonl``
+    """RESULTS.md's table of Step I alone with the current default, rendered from ``step1.jsonl``
     (between ``<!-- step1: begin -->`` and ``<!-- step1: end -->``; checked by
     ``tests/test_docs_numbers.py``)."""
     rows = [STEP1_HEADER]
@@ -121,23 +121,23 @@ def _replace_block(text: str, name: str, body: str) -> str:
     return text[:i] + body + text[j:]
 
 
-def write_readme_cost(readme: Path = ROOT / "README.md") -> None:
-    """Replace README's cost block with :func:`cost_table` and its Step I block with
+def write_tables(path: Path = HERE / "RESULTS.md") -> None:
+    """Replace RESULTS.md's cost block with :func:`cost_table` and its Step I block with
     :func:`step1_table` (atomic write)."""
-    text = _replace_block(readme.read_text(), "cost", cost_table(load()))
+    text = _replace_block(path.read_text(), "cost", cost_table(load()))
     if "<!-- step1: begin -->" in text:
         text = _replace_block(text, "step1", step1_table(load_step1()))
-    tmp = readme.with_suffix(".md.tmp")
+    tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text)
-    tmp.replace(readme)
+    tmp.replace(path)
 
 
 def main() -> None:
     import sys
 
-    if "--write-readme" in sys.argv:
-        write_readme_cost()
-        print("wrote the cost table of", ROOT / "README.md")
+    if "--write" in sys.argv:
+        write_tables()
+        print("wrote the cost and Step I tables of", HERE / "RESULTS.md")
         return
     import matplotlib
 
