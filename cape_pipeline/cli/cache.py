@@ -1,4 +1,4 @@
-"""``cape cache list | verify | prune``: see and manage the cache of a work directory (issue 30)."""
+"""``cape cache list | verify | prune``: see and manage the cache of a work directory."""
 
 from __future__ import annotations
 
