@@ -13,6 +13,7 @@ the library inside its body, so ``cape --help`` stays fast.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cape_pipeline._threads import WAIT_POLICY
 from cape_pipeline.cli._common import console, out_console
 from cape_pipeline.cli.cache import cache_app
 from cape_pipeline.cli.reproduce import reproduce_app
@@ -164,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     the signal, the stage it interrupted (nothing of which is stored) and the stages finished.
     """
     exit_exc, click_exc, abort_exc = _click_exceptions()
+    # before torch loads its OpenMP runtime, which reads the policy once: idle threads sleep, so
+    # several cape processes sharing the cores do not spin against each other (an environment
+    # that sets a policy keeps it)
+    os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     RUN_STATE.update(stage=None, finished=[])

@@ -31,8 +31,9 @@ def setup_logging(verbose: bool) -> None:
     plan.setLevel(logging.INFO)
     plan.handlers = [_PlainLines()]
     plan.propagate = False
-    cache = logging.getLogger("cape_pipeline.pipeline.cache")  # a corrupt artifact: one unwrapped line
-    cache.setLevel(logging.INFO if verbose else logging.WARNING)
+    # a corrupt artifact, waiting for another run computing the same stage: one unwrapped line each
+    cache = logging.getLogger("cape_pipeline.pipeline.cache")
+    cache.setLevel(logging.INFO)
     cache.handlers = [_PlainLines()]
     cache.propagate = False
 
@@ -44,3 +45,22 @@ class _PlainLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         prefix = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
         console.print(prefix + record.getMessage(), soft_wrap=True, markup=False, highlight=False)
+
+
+def set_threads(threads: int | None) -> int:
+    """Set torch's CPU threads for this ``cape`` process: ``threads`` (``--threads``) or, by
+    default, the process's share of the machine (:func:`cape_pipeline._threads.cpu_share`: the
+    smallest of ``OMP_NUM_THREADS``, ``SLURM_CPUS_PER_TASK``, the affinity mask and the cgroup
+    CPU quota). Logs the count and its source (``-v``); returns the count.
+
+    The application, not the library, sets torch's global state: the Python API leaves it alone.
+    """
+    import torch
+
+    from cape_pipeline._threads import cpu_share
+
+    n, source = (threads, "--threads") if threads is not None else cpu_share()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    logging.getLogger("cape_pipeline.cli").info("torch threads %d (%s)", n, source)
+    return n

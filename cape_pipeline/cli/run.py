@@ -15,6 +15,7 @@ from cape_pipeline.cli._common import (
     WorkdirOpt,
     console,
     out_console,
+    set_threads,
     setup_logging,
 )
 from cape_pipeline.errors import CapeInputError
@@ -113,8 +114,9 @@ SeedOpt = Annotated[
 ]
 ThreadsOpt = Annotated[
     int | None,
-    typer.Option("--threads", min=1, help="CPU threads for torch (1 is faster on a busy machine).",
-                 show_default="torch's own"),
+    typer.Option("--threads", min=1, help="CPU threads for torch.",
+                 show_default="this process's share of the CPUs: the smallest of OMP_NUM_THREADS, "
+                 "SLURM_CPUS_PER_TASK, the affinity mask and the cgroup quota"),
 ]
 CompareOpt = Annotated[
     str | None,
@@ -216,10 +218,7 @@ def _run(
         raise CapeInputError(f"--seed {seed}: expected an integer >= 0")
     if device is not None and device not in ("cpu", "cuda", "auto"):
         raise CapeInputError(f"--device {device!r}: expected cpu, cuda or auto")
-    if threads is not None:  # the application, not the library, sets torch's global state
-        import torch
-
-        torch.set_num_threads(threads)
+    set_threads(threads)
     overrides = merge(read_config_file(config) if config else {}, parse_assignments(sets or []),
                       data_keys(labels, counts_layer))
     if compare:
