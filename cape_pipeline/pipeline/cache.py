@@ -183,6 +183,39 @@ class ArtifactCache:
         locks.mkdir(parents=True, exist_ok=True)
         return FileLock(str(locks / f"{stage}-{key}.lock"))
 
+    @contextlib.contextmanager
+    def computing(self, stage: str, key: str) -> Any:
+        """Hold the right to compute ``stage``'s artifact ``key``, one process at a time.
+
+        A second process that wants the same key while a first computes it logs "waiting for
+        another run computing <stage> …" and blocks until the first is done; it then looks the
+        key up (:meth:`lookup`) and, when the first stored it, reuses it. Yields the artifact
+        directory when another run stored it meanwhile, else ``None`` (compute it now, still
+        holding the lock). The lock is an OS file lock (``filelock``, ``flock`` on POSIX) on
+        ``<root>/.locks/<stage>-<key>.compute.lock``: the kernel releases it when its holder
+        exits, so a run killed with SIGKILL never blocks the next one. Under ``torchrun``
+        (``WORLD_SIZE`` > 1) every rank computes together and no lock is taken.
+        """
+        if _world_size() > 1:
+            yield None
+            return
+        from filelock import Timeout
+
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(locks / f"{stage}-{key}.compute.lock"), is_singleton=False)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.info("waiting for another run computing %s (key %s, lock %s)", stage, key[:12], lock.lock_file)
+            t0 = time.perf_counter()
+            lock.acquire()
+            log.info("%s: the other run finished after %.1f s of waiting", stage, time.perf_counter() - t0)
+        try:
+            yield self.lookup(stage, key)
+        finally:
+            lock.release()
+
     def manifest(self, stage: str, key: str) -> dict[str, Any]:
         """The parsed ``manifest.json`` of a stored artifact."""
         return json.loads((self.path(stage, key) / MANIFEST).read_text())

@@ -220,36 +220,39 @@ def run_pipeline(
         st: Stage = STAGES[name]
         key = keys[name]
         hit = cache.lookup(name, key)
-        if hit is not None:
-            outputs[name] = _Cached(st, hit)
-            man = cache.manifest(name, key)
-            summary = man.get("summary", {})
-            ctx.timings[name] = float(man.get("timings", {}).get("seconds", 0.0))
-            rec = StageRecord(name, key, True, 0.0, hit, summary)
-            records.append(rec)
-            if report:
-                report(name, rec, "cached")
-            continue
-        if report:
-            report(name, None, "start")
-        t0 = time.perf_counter()
-        result = _run_keeping_threads(st, {u: _resolve(outputs, u) for u in inputs[name]}, configs[name], ctx)
-        seconds = time.perf_counter() - t0
-        ctx.timings[name] = seconds
-        summary = st.summary(result) if st.summary else {}
-        manifest = {
-            "params": config_params(configs[name]),
-            "source": source,
-            "upstream": {u: keys[u] for u in inputs[name]},
-            "timings": {"seconds": round(seconds, 4)},
-            "summary": summary,
-        }
-        path = cache.store(name, key, lambda d, st=st, result=result: st.save(result, d), manifest)
-        outputs[name] = result
-        rec = StageRecord(name, key, False, seconds, path, summary)
+        if hit is None:
+            # one computation per key: a run that finds another computing it waits and reuses it
+            with cache.computing(name, key) as hit:
+                if hit is None:
+                    if report:
+                        report(name, None, "start")
+                    t0 = time.perf_counter()
+                    result = _run_keeping_threads(st, {u: _resolve(outputs, u) for u in inputs[name]}, configs[name], ctx)
+                    seconds = time.perf_counter() - t0
+                    ctx.timings[name] = seconds
+                    summary = st.summary(result) if st.summary else {}
+                    manifest = {
+                        "params": config_params(configs[name]),
+                        "source": source,
+                        "upstream": {u: keys[u] for u in inputs[name]},
+                        "timings": {"seconds": round(seconds, 4)},
+                        "summary": summary,
+                    }
+                    path = cache.store(name, key, lambda d, st=st, result=result: st.save(result, d), manifest)
+                    outputs[name] = result
+                    rec = StageRecord(name, key, False, seconds, path, summary)
+                    records.append(rec)
+                    if report:
+                        report(name, rec, "done")
+                    continue
+        outputs[name] = _Cached(st, hit)
+        man = cache.manifest(name, key)
+        summary = man.get("summary", {})
+        ctx.timings[name] = float(man.get("timings", {}).get("seconds", 0.0))
+        rec = StageRecord(name, key, True, 0.0, hit, summary)
         records.append(rec)
         if report:
-            report(name, rec, "done")
+            report(name, rec, "cached")
 
     exported: list[Path] = []
     if out is not None and records:
