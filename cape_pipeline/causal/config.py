@@ -64,6 +64,7 @@ CAPE_FIELDS = (
     "posterior", "min_steps", "support", "n_candidates", "h_tol", "rho_max", "rho_init", "hidden", "power_iters",
     "weight_decay", "init_scale", "l1", "l1_exact_max", "l1_pairs", "dag_threshold", "covariates", "n_states",
     "min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits", "regulators",
+    "workers",
 )
 #: the cape options given to a baseline as keywords were, and still are, the baseline's options
 #: (e.g. ``hidden`` of "dagma-mlp"); these are refused for a baseline instead
@@ -72,6 +73,16 @@ _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates", "regul
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
 _ROW_CAP_METHODS = ("cape", "correlation", "partial-correlation")
+
+
+def _workers_ok(v: Any) -> bool:
+    from cape_pipeline.causal.split_vote import check_workers
+
+    try:
+        check_workers(v)
+    except CapeConfigError:
+        return False
+    return True
 
 
 def _is_int(v: Any, low: int) -> bool:
@@ -265,6 +276,12 @@ class DiscoverConfig:
         ``"cape"``, support ``"regression"``: the only features that may be parents (None: all), as
         GRNBoost2's ``tf_names``: ``"human"``/``"mouse"`` (bundled TF lists), ``"var:COLUMN"`` (a
         bool var column), a file (a name per line, ``#`` comments) or a list (:mod:`~.causal.regulators`).
+    workers
+        ``"cape"``, support ``"regression"``: where the ``n_splits`` fits run. None (default): one
+        after another in this process. ``"local"``: at once on a ``dask.distributed`` LocalCluster
+        of single-threaded worker processes, as many as this process's CPU share; ``"local:N"``:
+        N of them; an address such as ``"tcp://host:8786"``: a running dask scheduler's workers.
+        The DAG is the serial run's (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -319,6 +336,7 @@ class DiscoverConfig:
     order_rounds: int | str = "auto"
     n_splits: int = N_SPLITS
     regulators: str | tuple[str, ...] | None = None
+    workers: str | None = None
     method_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -372,6 +390,7 @@ class DiscoverConfig:
             "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),
             "order_rounds": (lambda v: v == "auto" or _is_int(v, 0), "'auto' or an integer >= 0"),
             "n_splits": (lambda v: _is_int(v, 1), "an integer >= 1"),
+            "workers": (lambda v: v is None or _workers_ok(v), "None, 'local', 'local:N' or a dask scheduler address"),
             "fdr": (lambda v: _is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
         })
         unused = UNUSED_BY_SUPPORT.get(self.support)

@@ -109,7 +109,7 @@ from cape_pipeline.causal.ordering import (
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regulators import parent_mask
 from cape_pipeline.causal.screen import candidate_parents, parent_table
-from cape_pipeline.causal.split_vote import SPLIT_VOTE, vote
+from cape_pipeline.causal.split_vote import SPLIT_VOTE, check_workers, fit_on_workers, vote
 
 __all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
 
@@ -213,6 +213,7 @@ def fit_regression(
     ridge: float = 1e-2,
     crossfit: bool = True,
     n_splits: int = 1,
+    workers: str | None = None,
     reliability: np.ndarray | None = None,
     intervened: sp.csr_array | np.ndarray | None = None,
     order_rounds: int = 0,
@@ -255,6 +256,10 @@ def fit_regression(
         (:func:`~cape_pipeline.causal.jackknife.jackknife_retest`, seeded by ``seed``). 1: one
         split, no re-test (the fit without the vote). Needs
         ``crossfit`` and at least 20 rows; otherwise one fit.
+    workers
+        Where the splits' fits run: None, one after another in this process; ``"local"`` /
+        ``"local:N"`` or a dask scheduler address, at once on ``dask.distributed`` workers
+        (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`), with the same DAG.
     reliability
         ``(M,)`` float64 in (0, 1]: the share of each feature's (covariate-adjusted) variance
         that is not measurement noise (:func:`~cape_pipeline.causal.covariates.count_reliability`
@@ -295,7 +300,7 @@ def fit_regression(
         Fewer than 10 rows or 2 features.
     CapeConfigError
         ``reliability`` is not ``(M,)`` with values in (0, 1], ``n_splits`` is not an integer ≥ 1,
-        or ``regulators`` is empty or holds an index outside ``[0, M)``.
+        ``workers`` is not None, ``"local"``, ``"local:N"`` or an address, or ``regulators`` is empty or holds an index outside ``[0, M)``.
     """
     from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -304,6 +309,7 @@ def fit_regression(
         raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
     if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
         raise CapeConfigError(f"n_splits: expected an integer >= 1, got {n_splits!r}")
+    workers = check_workers(workers)
     noise_np = None
     if reliability is not None:
         rel = np.asarray(reliability, dtype=np.float64)
@@ -325,13 +331,17 @@ def fit_regression(
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
             "label_targets": label_targets, "progress": progress, "may_parent": may_parent}
     fits = []
+    # split 0 is the single split's (n_splits=1 gives the same fit as before splits were repeated)
+    row_sets = [np.random.default_rng(seed if b == 0 else [seed, b]).permutation(n) for b in range(splits)]
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
                        show=progress and splits > 1) as bar:
-        for b in range(splits):
-            # split 0 is the single split's (n_splits=1 gives the same fit as before splits were repeated)
-            rows = np.random.default_rng(seed if b == 0 else [seed, b]).permutation(n)
-            fits.append(_fit_split(z, zt, rows, **opts))
-            bar.update(advance=1)
+        if workers is not None and splits > 1:
+            fits = fit_on_workers(_fit_split, z, row_sets, {**opts, "progress": False}, workers,
+                                  on_done=lambda: bar.update(advance=1))
+        else:
+            for rows in row_sets:
+                fits.append(_fit_split(z, zt, rows, **opts))
+                bar.update(advance=1)
     if splits == 1:
         return fits[0]
     fit = vote(fits, m, fdr)
@@ -459,7 +469,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
-        n_splits=int(cfg.n_splits), reliability=inputs.reliability, intervened=inputs.intervened,
+        n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
         order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(cfg.seed),
         progress=inputs.progress,
     )

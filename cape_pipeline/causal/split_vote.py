@@ -11,6 +11,7 @@ RESULTS.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,7 @@ import scipy.sparse as sp
 from cape_pipeline.causal.edge_test import bh
 from cape_pipeline.causal.postprocess import greedy_dag
 
-__all__ = ["SPLIT_VOTE", "vote"]
+__all__ = ["SPLIT_VOTE", "check_workers", "fit_on_workers", "vote"]
 
 #: share of the random splits (``n_splits``) that must keep an edge (:func:`vote`; 0.5: a
 #: majority, ties kept)
@@ -98,3 +99,100 @@ def vote(fits: list[Any], m: int, fdr: float) -> Any:
         n_oriented=int(round(np.mean([f.n_oriented for f in fits]))),
         n_pruned=int(round(np.mean([f.n_pruned for f in fits]))), n_splits=b,
     )
+
+
+def check_workers(workers: str | None) -> str | None:
+    """Validate the ``workers`` option of the regression support (see :func:`fit_on_workers`).
+
+    Raises
+    ------
+    CapeConfigError
+        Naming the option and what was expected.
+    """
+    from cape_pipeline.errors import CapeConfigError
+
+    if workers is None:
+        return None
+    ok = isinstance(workers, str) and (
+        workers == "local" or "://" in workers
+        or (workers.startswith("local:") and workers[6:].isdigit() and int(workers[6:]) >= 1)
+    )
+    if not ok:
+        raise CapeConfigError(
+            f"workers: expected None (the splits one after another in this process), 'local' or 'local:N' "
+            f"(a dask LocalCluster of N worker processes) or a dask scheduler address such as "
+            f"'tcp://host:8786', got {workers!r}"
+        )
+    return workers
+
+
+def _fit_remote(fit: Callable[..., Any], z: np.ndarray, rows: np.ndarray, opts: dict[str, Any], threads: int) -> Any:
+    """One split's fit in a dask worker, with the submitting process's torch thread count (the
+    floating-point sums, and so the DAG, are then those of the serial run)."""
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
+    return fit(z, zt, rows, **opts)
+
+
+def fit_on_workers(
+    fit: Callable[..., Any], z: np.ndarray, row_sets: list[np.ndarray], opts: dict[str, Any], workers: str,
+    on_done: Callable[[], None] | None = None,
+) -> list[Any]:
+    """The fits of several random splits of the rows, each on a ``dask.distributed`` worker.
+
+    The splits' fits are independent, so they run at once on an existing engine's workers:
+    ``workers="local"`` starts a ``distributed.LocalCluster`` of as many single-threaded worker
+    processes as this process's CPU share (:func:`cape_pipeline._threads.cpu_share`),
+    ``"local:N"`` of N; an address (``"tcp://host:8786"``) connects to a running scheduler (a
+    cluster started with ``dask scheduler`` / ``dask worker`` or dask-jobqueue). ``z`` is sent
+    to every worker once (``scatter(broadcast=True)``). Each worker sets torch's thread count to
+    this process's, so every split's floating-point sums, and the DAG, equal the serial run's.
+
+    Parameters
+    ----------
+    fit
+        The fit of one split, ``fit(z, zt, rows, **opts)``: a module-level function (pickled by
+        reference).
+    z
+        ``(N, M)`` float64 data.
+    row_sets
+        One permutation of ``range(N)`` per split.
+    opts
+        Keyword options of ``fit`` (picklable; no progress bar).
+    workers
+        As above (:func:`check_workers`).
+    on_done
+        Called once per finished split (a progress bar's advance).
+
+    Returns
+    -------
+    list
+        The fits in the order of ``row_sets``.
+    """
+    import torch
+    from distributed import Client, LocalCluster, as_completed
+
+    from cape_pipeline._threads import cpu_share
+
+    cluster = None
+    if workers.startswith("local"):
+        n = int(workers[6:]) if workers.startswith("local:") else cpu_share()[0]
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(workers)
+    try:
+        shared = client.scatter(z, broadcast=True)
+        threads = torch.get_num_threads()
+        futures = [client.submit(_fit_remote, fit, shared, rows, opts, threads, pure=False) for rows in row_sets]
+        for _ in as_completed(futures):
+            if on_done is not None:
+                on_done()
+        return client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

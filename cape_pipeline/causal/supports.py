@@ -54,7 +54,7 @@ _NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min
                 "lambda_sparse", "dag_threshold")
 #: options of support "regression" only
 _REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits",
-                    "regulators")
+                    "regulators", "workers")
 #: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
 _NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 #: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
