@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import math
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import fields, replace
 from typing import Any, ClassVar, TypeVar
+
+import numpy as np
 
 from cape_pipeline.errors import CapeConfigError
 
@@ -103,3 +106,25 @@ class FromOptions:
             If an option is not a field (naming it and the known ones) or a value is invalid.
         """
         return with_options(cls, config, options, getattr(cls, "_method", cls.__name__))
+
+
+def is_int(v: Any, low: int) -> bool:
+    """Whether ``v`` is an integer (not a bool) ≥ ``low``."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
+
+
+def is_num(v: Any, ok: Any) -> bool:
+    """Whether ``v`` is a finite number (not a bool) for which ``ok(float(v))`` holds."""
+    try:
+        return not isinstance(v, bool) and math.isfinite(float(v)) and bool(ok(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_fields(cfg: Any, checks: Mapping[str, tuple[Any, str]]) -> None:
+    """Raise :class:`CapeConfigError` naming the first field of ``cfg`` whose value fails its
+    check; ``checks`` maps a field name to ``(predicate, what was expected)``."""
+    for key, (ok, what) in checks.items():
+        value = getattr(cfg, key)
+        if not ok(value):
+            raise CapeConfigError(f"{key}: expected {what}, got {value!r}")

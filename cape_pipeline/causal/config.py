@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from cape_pipeline._config import check_fields as _check_fields
+from cape_pipeline._config import is_int as _is_int
+from cape_pipeline._config import is_num as _is_num
 from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
 from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.causal.regulators import check_regulators
+from cape_pipeline.causal.split_vote import workers_ok
 from cape_pipeline.causal.supports import (
     AUTO_LOW_RANK_MAX,
     COVARIATES,
@@ -73,35 +74,6 @@ _CAPE_ONLY_STRICT = ("posterior", "min_steps", "support", "n_candidates", "regul
 _BASELINE_OPTIONS: dict[str, tuple[str, ...]] = {"correlation": (), "partial-correlation": ("alpha",)}
 #: methods that form their output with a per-row cap
 _ROW_CAP_METHODS = ("cape", "correlation", "partial-correlation")
-
-
-def _workers_ok(v: Any) -> bool:
-    from cape_pipeline.causal.split_vote import check_workers
-
-    try:
-        check_workers(v)
-    except CapeConfigError:
-        return False
-    return True
-
-
-def _is_int(v: Any, low: int) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
-
-
-def _check_fields(cfg: Any, checks: Mapping[str, tuple[Any, str]]) -> None:
-    """Raise :class:`CapeConfigError` naming the first field whose value fails its check."""
-    for key, (ok, what) in checks.items():
-        value = getattr(cfg, key)
-        if not ok(value):
-            raise CapeConfigError(f"{key}: expected {what}, got {value!r}")
-
-
-def _is_num(v: Any, ok: Any) -> bool:
-    try:
-        return not isinstance(v, bool) and math.isfinite(float(v)) and bool(ok(float(v)))
-    except (TypeError, ValueError):
-        return False
 
 
 @dataclass(frozen=True)
@@ -277,11 +249,9 @@ class DiscoverConfig:
         GRNBoost2's ``tf_names``: ``"human"``/``"mouse"`` (bundled TF lists), ``"var:COLUMN"`` (a
         bool var column), a file (a name per line, ``#`` comments) or a list (:mod:`~.causal.regulators`).
     workers
-        ``"cape"``, support ``"regression"``: where the ``n_splits`` fits run. None (default): one
-        after another in this process. ``"local"``: at once on a ``dask.distributed`` LocalCluster
-        of single-threaded worker processes, as many as this process's CPU share; ``"local:N"``:
-        N of them; an address such as ``"tcp://host:8786"``: a running dask scheduler's workers.
-        The DAG is the serial run's (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`).
+        ``"cape"``, support ``"regression"``: where the ``n_splits`` fits run: None (default) in
+        this process; ``"local"``/``"local:N"``/a scheduler address: on ``dask.distributed``
+        workers, with the same DAG (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤
@@ -390,7 +360,7 @@ class DiscoverConfig:
             "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),
             "order_rounds": (lambda v: v == "auto" or _is_int(v, 0), "'auto' or an integer >= 0"),
             "n_splits": (lambda v: _is_int(v, 1), "an integer >= 1"),
-            "workers": (lambda v: v is None or _workers_ok(v), "None, 'local', 'local:N' or a dask scheduler address"),
+            "workers": (workers_ok, "None, 'local', 'local:N' or a dask scheduler address"),
             "fdr": (lambda v: _is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
         })
         unused = UNUSED_BY_SUPPORT.get(self.support)

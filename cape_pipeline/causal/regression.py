@@ -109,7 +109,7 @@ from cape_pipeline.causal.ordering import (
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regulators import parent_mask
 from cape_pipeline.causal.screen import candidate_parents, parent_table
-from cape_pipeline.causal.split_vote import SPLIT_VOTE, check_workers, fit_on_workers, vote
+from cape_pipeline.causal.split_vote import SPLIT_VOTE, check_workers, fit_splits, vote
 
 __all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
 
@@ -257,9 +257,7 @@ def fit_regression(
         split, no re-test (the fit without the vote). Needs
         ``crossfit`` and at least 20 rows; otherwise one fit.
     workers
-        Where the splits' fits run: None, one after another in this process; ``"local"`` /
-        ``"local:N"`` or a dask scheduler address, at once on ``dask.distributed`` workers
-        (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`), with the same DAG.
+        Where the splits' fits run (:func:`~cape_pipeline.causal.split_vote.fit_splits`).
     reliability
         ``(M,)`` float64 in (0, 1]: the share of each feature's (covariate-adjusted) variance
         that is not measurement noise (:func:`~cape_pipeline.causal.covariates.count_reliability`
@@ -330,18 +328,11 @@ def fit_regression(
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
             "label_targets": label_targets, "progress": progress, "may_parent": may_parent}
-    fits = []
     # split 0 is the single split's (n_splits=1 gives the same fit as before splits were repeated)
     row_sets = [np.random.default_rng(seed if b == 0 else [seed, b]).permutation(n) for b in range(splits)]
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
                        show=progress and splits > 1) as bar:
-        if workers is not None and splits > 1:
-            fits = fit_on_workers(_fit_split, z, row_sets, {**opts, "progress": False}, workers,
-                                  on_done=lambda: bar.update(advance=1))
-        else:
-            for rows in row_sets:
-                fits.append(_fit_split(z, zt, rows, **opts))
-                bar.update(advance=1)
+        fits = fit_splits(_fit_split, z, zt, row_sets, opts, workers, lambda: bar.update(advance=1))
     if splits == 1:
         return fits[0]
     fit = vote(fits, m, fdr)

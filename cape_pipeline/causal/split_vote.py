@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from cape_pipeline.causal.edge_test import bh
 from cape_pipeline.causal.postprocess import greedy_dag
 
-__all__ = ["SPLIT_VOTE", "check_workers", "fit_on_workers", "vote"]
+__all__ = ["SPLIT_VOTE", "check_workers", "fit_on_workers", "fit_splits", "vote", "workers_ok"]
 
 #: share of the random splits (``n_splits``) that must keep an edge (:func:`vote`; 0.5: a
 #: majority, ties kept)
@@ -124,6 +124,32 @@ def check_workers(workers: str | None) -> str | None:
             f"'tcp://host:8786', got {workers!r}"
         )
     return workers
+
+
+def workers_ok(workers: Any) -> bool:
+    """Whether :func:`check_workers` accepts ``workers``."""
+    from cape_pipeline.errors import CapeConfigError
+
+    try:
+        check_workers(workers)
+    except CapeConfigError:
+        return False
+    return True
+
+
+def fit_splits(
+    fit: Callable[..., Any], z: np.ndarray, zt: Any, row_sets: list[np.ndarray], opts: dict[str, Any],
+    workers: str | None, on_done: Callable[[], None],
+) -> list[Any]:
+    """``fit(z, zt, rows, **opts)`` for every split's ``rows``: one after another in this process
+    (``workers=None`` or one split), else at once on dask workers (:func:`fit_on_workers`)."""
+    if workers is None or len(row_sets) < 2:
+        fits = []
+        for rows in row_sets:
+            fits.append(fit(z, zt, rows, **opts))
+            on_done()
+        return fits
+    return fit_on_workers(fit, z, row_sets, {**opts, "progress": False}, workers, on_done)
 
 
 def _fit_remote(fit: Callable[..., Any], z: np.ndarray, rows: np.ndarray, opts: dict[str, Any], threads: int) -> Any:
