@@ -35,7 +35,27 @@ def maybe_save(fig: Figure, save: str | os.PathLike[str] | None, dpi: int = 150)
 
 
 def as_embedding_arrays(obj: Any) -> tuple[Any, Any, Any, Any]:
-    """``(poincare, pagerank, feature_names, graph)`` from CapeEncodings or HyperbolicEmbedding."""
+    """``(poincare, pagerank, feature_names, graph)`` from CapeEncodings, HyperbolicEmbedding or
+    an AnnData after :func:`cape_pipeline.tl.embed` (``varm["cape_poincare"]``,
+    ``var["cape_pagerank"]``, and ``varp["cape_dag"]`` when present).
+
+    Raises
+    ------
+    TypeError
+        Another object, or an AnnData without ``varm["cape_poincare"]``/``var["cape_pagerank"]``.
+    """
+    import anndata as ad
+
+    if isinstance(obj, ad.AnnData):
+        if "cape_poincare" not in obj.varm or "cape_pagerank" not in obj.var:
+            raise TypeError(
+                "the AnnData has no varm['cape_poincare'] / var['cape_pagerank']: run cape_pipeline.tl.embed(adata) first"
+            )
+        from cape_pipeline.causal.graph import CausalGraph
+
+        graph = CausalGraph.from_anndata(obj) if "cape_dag" in obj.varp else None
+        return (np.asarray(obj.varm["cape_poincare"]), obj.var["cape_pagerank"].to_numpy(),
+                obj.var_names.to_numpy(), graph)
     try:
         return obj.poincare, obj.pagerank, obj.feature_names, getattr(obj, "graph", None)
     except AttributeError as exc:

@@ -376,8 +376,9 @@ def plot_poincare(
     Parameters
     ----------
     obj
-        :class:`~cape_pipeline.encodings.CapeEncodings` or
-        :class:`~cape_pipeline.hyperbolic.HyperbolicEmbedding` (``poincare`` (M, d), ``pagerank``).
+        :class:`~cape_pipeline.encodings.CapeEncodings`,
+        :class:`~cape_pipeline.hyperbolic.HyperbolicEmbedding` (``poincare`` (M, d), ``pagerank``),
+        or an AnnData after :func:`cape_pipeline.tl.embed`.
     annotate
         Label the ``annotate`` features with the largest PageRank, or the named features.
     edges
@@ -400,7 +401,7 @@ def plot_poincare(
     Raises
     ------
     TypeError
-        If ``obj`` has no ``poincare``/``pagerank``.
+        If ``obj`` has no ``poincare``/``pagerank`` (an AnnData: no ``tl.embed`` output).
     ValueError
         An unknown ``projection``, or ``"3d"`` with d ≠ 3 or with 2-D ``ax``.
     """

@@ -187,3 +187,16 @@ def test_plot_dag_summarizes_isolated_features():
     assert "94 features without edges not drawn" in " ".join(fig.axes[0].get_title().split())
     small = plot_dag(CausalGraph.from_edges(edges, feature_names=names[:10]))
     assert "not drawn" not in small.axes[0].get_title()
+
+
+def test_plot_poincare_takes_an_anndata_after_tl_embed(emb):
+    import anndata as ad
+
+    adata = ad.AnnData(np.zeros((3, len(emb.feature_names))))
+    adata.var_names = list(emb.feature_names)
+    with pytest.raises(TypeError, match="tl.embed"):
+        plot_poincare(adata)
+    adata.varm["cape_poincare"] = emb.poincare
+    adata.var["cape_pagerank"] = emb.pagerank
+    adata.varp["cape_dag"] = emb.graph.adjacency
+    assert isinstance(plot_poincare(adata), Figure)
