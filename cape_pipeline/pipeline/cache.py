@@ -177,11 +177,13 @@ class ArtifactCache:
                     shutil.rmtree(self.path(stage, key), ignore_errors=True)
         return None
 
-    def _lock(self, stage: str, key: str) -> FileLock:
-        """The inter-process lock of one key (``<root>/.locks/<stage>-<key>.lock``)."""
+    def _lock(self, stage: str, key: str, purpose: str = "") -> FileLock:
+        """The inter-process lock of one key: ``<root>/.locks/<stage>-<key>.lock`` for publishing,
+        ``<stage>-<key>.<purpose>.lock`` for another purpose (``"compute"``)."""
         locks = self.root / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(locks / f"{stage}-{key}.lock"))
+        name = f"{stage}-{key}.{purpose}.lock" if purpose else f"{stage}-{key}.lock"
+        return FileLock(str(locks / name), is_singleton=False)
 
     @contextlib.contextmanager
     def computing(self, stage: str, key: str) -> Any:
@@ -201,9 +203,7 @@ class ArtifactCache:
             return
         from filelock import Timeout
 
-        locks = self.root / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(locks / f"{stage}-{key}.compute.lock"), is_singleton=False)
+        lock = self._lock(stage, key, "compute")
         try:
             lock.acquire(timeout=0)
         except Timeout:
