@@ -64,6 +64,18 @@ def as_embedding_arrays(obj: Any) -> tuple[Any, Any, Any, Any]:
         ) from exc
 
 
+def _freeze_layout(ax: Axes) -> tuple[Any, Any]:
+    """Draw the figure once so its layout (constrained layout, colorbars, titles) is final, then
+    switch its layout engine and ``ax``'s autoscaling off, so that labels placed now (and their
+    leader lines) stay where they were checked. Returns the renderer and display → data."""
+    fig = ax.figure
+    fig.canvas.draw()
+    if fig.get_layout_engine() is not None:
+        fig.set_layout_engine("none")
+    ax.set_autoscale_on(False)
+    return fig.canvas.get_renderer(), ax.transData.inverted()  # type: ignore[attr-defined]
+
+
 def place_labels(
     ax: Axes, points: Mapping[str, Sequence[float]], order: Sequence[str], *, fontsize: float = 8,
     bbox: dict[str, Any] | None = None, gap_px: float = 2.0, max_slots: int = 40,
@@ -93,13 +105,7 @@ def place_labels(
     list of matplotlib.text.Text
         The labels, in ``order``. Raises ``KeyError`` for a name without a point.
     """
-    fig = ax.figure
-    fig.canvas.draw()
-    if fig.get_layout_engine() is not None:
-        fig.set_layout_engine("none")
-    ax.set_autoscale_on(False)  # the leader lines must not move the limits the labels were placed in
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    to_data = ax.transData.inverted()
+    renderer, to_data = _freeze_layout(ax)
     placed, texts = [], []
     for name in order:
         x, y = (float(v) for v in points[name])
@@ -176,12 +182,7 @@ def place_hub_labels(
     from matplotlib.transforms import Bbox
 
     fig = ax.figure
-    fig.canvas.draw()
-    if fig.get_layout_engine() is not None:
-        fig.set_layout_engine("none")
-    ax.set_autoscale_on(False)
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    to_data = ax.transData.inverted()
+    renderer, to_data = _freeze_layout(ax)
     node_boxes = _marker_boxes(ax, nodes)
     radius = max((b.width / 2 for b in node_boxes), default=3.0)
     anchors = {name: ax.transData.transform([float(v) for v in points[name]]) for name in order}
