@@ -130,41 +130,40 @@ def test_a_second_run_waits_for_the_first_and_reuses_its_artifact(tmp_path, capl
     assert any("waiting for another run computing discover" in r.getMessage() for r in caplog.records)
 
 
-def test_a_holder_killed_with_sigkill_does_not_block_the_next_run(tmp_path, caplog):
-    # the stage key of `krumsiek11 --until ingest`, learned from a run in another workdir
+@pytest.fixture
+def ingest_holder(tmp_path):
+    """``(workdir, key, holder)``: a process holding the compute lock of the ingest stage of
+    `krumsiek11` (its key learned from a run in another workdir) and never storing it; killed
+    at teardown if still alive."""
     key = run_pipeline("krumsiek11", until="ingest", workdir=tmp_path / "probe").records[-1].key
     work = tmp_path / "w"
     work.mkdir()
     holder = _start_holder(work, "ingest", key, "hang")
-    try:
-        os.kill(holder.pid, signal.SIGKILL)
+    yield work, key, holder
+    if holder.poll() is None:
+        holder.kill()
         holder.wait(30)
-        t0 = time.perf_counter()
-        with caplog.at_level(logging.INFO, logger="cape_pipeline.pipeline.cache"):
-            res = run_pipeline("krumsiek11", until="ingest", workdir=work)
-        assert time.perf_counter() - t0 < 60
-        assert not res.records[-1].cached and ArtifactCache(work).lookup("ingest", key) is not None
-    finally:
-        if holder.poll() is None:
-            holder.kill()
 
 
-def test_the_runner_waits_for_a_live_holder_then_computes_when_it_stored_nothing(tmp_path, caplog):
-    key = run_pipeline("krumsiek11", until="ingest", workdir=tmp_path / "probe").records[-1].key
-    work = tmp_path / "w"
-    work.mkdir()
-    holder = _start_holder(work, "ingest", key, "hang")
-    try:
-        import threading
+def test_a_holder_killed_with_sigkill_does_not_block_the_next_run(ingest_holder):
+    work, key, holder = ingest_holder
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(30)
+    t0 = time.perf_counter()
+    res = run_pipeline("krumsiek11", until="ingest", workdir=work)
+    assert time.perf_counter() - t0 < 60
+    assert not res.records[-1].cached and ArtifactCache(work).lookup("ingest", key) is not None
 
-        threading.Timer(1.5, lambda: os.kill(holder.pid, signal.SIGKILL)).start()
-        with caplog.at_level(logging.INFO, logger="cape_pipeline.pipeline.cache"):
-            res = run_pipeline("krumsiek11", until="ingest", workdir=work)
-        assert any("waiting for another run computing ingest" in r.getMessage() for r in caplog.records)
-        assert not res.records[-1].cached  # the killed holder stored nothing: computed here
-    finally:
-        if holder.poll() is None:
-            holder.kill()
+
+def test_the_runner_waits_for_a_live_holder_then_computes_when_it_stored_nothing(ingest_holder, caplog):
+    import threading
+
+    work, _, holder = ingest_holder
+    threading.Timer(1.5, lambda: os.kill(holder.pid, signal.SIGKILL)).start()
+    with caplog.at_level(logging.INFO, logger="cape_pipeline.pipeline.cache"):
+        res = run_pipeline("krumsiek11", until="ingest", workdir=work)
+    assert any("waiting for another run computing ingest" in r.getMessage() for r in caplog.records)
+    assert not res.records[-1].cached  # the killed holder stored nothing: computed here
 
 
 def test_the_cape_command_sets_the_wait_policy_before_torch_loads():
