@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,3 +33,16 @@ def append(path: Path, rec: dict[str, Any]) -> None:
     """Append ``rec`` as one JSON line to ``path``."""
     with path.open("a") as fh:
         fh.write(json.dumps(rec) + "\n")
+
+
+def commit() -> str:
+    """The short commit of this checkout, ``+dirty`` when ``cape_pipeline/`` has uncommitted
+    changes (the code measured is then not that commit's); ``?`` without git."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "cape_pipeline"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+    return (head.stdout.strip() or "?") + ("+dirty" if dirty else "")

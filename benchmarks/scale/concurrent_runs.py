@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _record import append, provenance  # noqa: E402
+from _record import append, commit, provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -71,16 +71,6 @@ def _variant(name: str) -> tuple[dict[str, str], list[str]]:
         "spin-1k": ({"GOMP_SPINCOUNT": "1000"}, []),
         "all-cores": ({}, ["--threads", str(cores)]),
     }[name]
-
-
-def _commit() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "cape_pipeline"],
-                               capture_output=True, text=True).stdout.strip()
-        return head.stdout.strip() + ("+dirty" if dirty else "")
-    except OSError:
-        return "?"
 
 
 def run_batch(job: str, variant: str, n: int, shared: bool, timeout: float) -> dict:
@@ -120,7 +110,7 @@ def run_batch(job: str, variant: str, n: int, shared: bool, timeout: float) -> d
         "walls_s": walls, "exit_codes": codes, "timeout_s": timeout,
         "max_wall_s": None if None in walls else max(walls),
         "threads_logged": sorted(set(threads)), "discover_computed": computed, "waited": waited,
-        "commit": _commit(), **provenance(load0, threads=False),
+        "commit": commit(), **provenance(load0, threads=False),
     }
     return rec
 

@@ -25,17 +25,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _record import append, provenance  # noqa: E402
+from _record import append, commit, provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 OUT = HERE / "split_workers.jsonl"
 CAPE = str(Path(sys.executable).with_name("cape"))
-
-
-def _commit() -> str:
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "?"
 
 
 def main() -> None:
@@ -79,7 +73,7 @@ def main() -> None:
         rec = {
             "cells": a.cells, "genes": a.genes, "seed": a.seed, "workers": v, "threads": a.threads,
             "discover_s": man.get("timings", {}).get("seconds"), "wall_s": round(wall, 1),
-            "n_edges": int(len(dag)), "dag_equals_serial": same, "commit": _commit(),
+            "n_edges": int(len(dag)), "dag_equals_serial": same, "commit": commit(),
             **provenance(load0),
         }
         append(OUT, rec)
