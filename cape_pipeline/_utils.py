@@ -286,6 +286,44 @@ def resolve_device(device: Any) -> Any:
     return torch.device(device)
 
 
+
+#: share of a CUDA device's free memory one batch of work may take (:func:`batch_entries`)
+CUDA_BATCH_SHARE = 0.25
+#: largest batch on CUDA, in entries: 2³⁰ (8 GiB of float64 per copy)
+CUDA_BATCH_CAP = 1 << 30
+
+
+def batch_entries(device: Any, cpu_entries: int, *, bytes_per_entry: int) -> int:
+    """Entries one batch of a blocked computation may hold on ``device``.
+
+    On the CPU, ``cpu_entries`` (the blocking that keeps a batch within the caches and makes the
+    arithmetic, and so the results, independent of the machine's memory). On CUDA, the batch is
+    sized to the memory the device has free now: ``CUDA_BATCH_SHARE`` of it divided by
+    ``bytes_per_entry`` (what one entry of the batch costs across every copy alive at once), at
+    least ``cpu_entries`` and at most ``CUDA_BATCH_CAP``; larger batches launch fewer kernels.
+
+    Parameters
+    ----------
+    device
+        ``torch.device`` (or its name) the batch lives on.
+    cpu_entries
+        Entries per batch on the CPU and on other devices; int ≥ 1.
+    bytes_per_entry
+        Bytes of device memory one entry costs, summed over the copies alive at once; int ≥ 1.
+
+    Returns
+    -------
+    int
+        Entries per batch (≥ 1).
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return int(cpu_entries)
+    free, _ = torch.cuda.mem_get_info(dev)
+    return int(min(CUDA_BATCH_CAP, max(cpu_entries, CUDA_BATCH_SHARE * free // max(1, bytes_per_entry))))
+
 def shuffled_batches(
     n: int, batch_size: int, generator: Any, *, device: Any = None, stop: int | None = None, min_size: int = 1
 ) -> Iterator[Any]:

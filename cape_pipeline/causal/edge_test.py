@@ -1,12 +1,19 @@
 """The regression support's edge test (:mod:`cape_pipeline.causal.regression`, step 3): the
 minimum-effect F test of a partial R², Benjamini–Hochberg over the pairs (statsmodels), and the
-Stouffer combination of the two cross-fitting halves (scipy)."""
+Stouffer combination of the two cross-fitting halves (scipy); the regressions and tests of a
+candidate table (:func:`candidate_pvalues`) and of a DAG's edges given their DAG parents
+(:func:`prune_given_parents`, step 5), on the data's device."""
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+import torch
 
-__all__ = ["bh", "combine_halves", "min_effect_pvalues", "table_pvalues"]
+from cape_pipeline.causal.neighbourhood import partial_f
+from cape_pipeline.causal.screen import parent_table
+
+__all__ = ["bh", "candidate_pvalues", "combine_halves", "min_effect_pvalues", "prune_given_parents", "table_pvalues"]
 
 
 def min_effect_pvalues(
@@ -103,3 +110,76 @@ def combine_halves(parts: list[tuple[np.ndarray, ...]], m: int) -> tuple[np.ndar
     p = np.clip(np.concatenate([pt[4] for pt in parts]), 1e-300, 1.0 - 1e-16)
     z = np.bincount(inv, weights=norm.isf(p)) / np.sqrt(cnt)
     return uniq // m, uniq % m, mean[0], mean[1], norm.sf(z), cnt.astype(np.int64)
+
+
+def _device_keep(keep: np.ndarray | None, device: torch.device) -> torch.Tensor | None:
+    return None if keep is None else torch.from_numpy(keep).to(device)
+
+
+def candidate_pvalues(
+    z: torch.Tensor, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
+    noise: torch.Tensor | None, keep: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """Regressions (:func:`~cape_pipeline.causal.neighbourhood.partial_f`, on ``z``'s device) and
+    minimum-effect p-values (:func:`table_pvalues`, on the CPU) of the live entries of a candidate
+    table.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 tensor, standardized columns (a cross-fitting half).
+    cand, live
+        ``(M, K)`` int64 candidate table and bool mask of its live entries (any device).
+    ridge, min_effect
+        As in :func:`~cape_pipeline.causal.regression.fit_regression`.
+    noise
+        ``(M,)`` float64 measurement-noise shares, or None.
+    keep
+        ``(N, M)`` bool numpy array of each child's own rows, or None.
+
+    Returns
+    -------
+    parent, child, f_stat, r2, pvalue
+        numpy arrays, each ``(E,)`` over the live entries in row-major order.
+    """
+    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_device_keep(keep, z.device))
+    f_np, r2_np, dof_np, cand_np, lv = (t.cpu().numpy() for t in (f_stat, r2, dof, cand, live))
+    parent, child, p = table_pvalues(f_np, dof_np, cand_np, lv, z.shape[0], keep, min_effect)
+    return parent, child, f_np[lv], r2_np[lv], p
+
+
+def prune_given_parents(
+    z: torch.Tensor, dag_p: np.ndarray, dag_c: np.ndarray, m: int, *, ridge: float, min_effect: float, fdr: float,
+    noise: torch.Tensor | None, keep: np.ndarray | None,
+) -> tuple[sp.csr_array, int]:
+    """Step 5 of the regression support: every DAG edge tested again given its child's DAG
+    parents (CAM's pruning, Bühlmann, Peters & Ernst 2014; the minimum-effect test, BH at
+    ``fdr`` over the DAG's edges), the regressions on ``z``'s device.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 tensor the DAG was fitted on.
+    dag_p, dag_c
+        ``(E,)`` int64 edges ``dag_p → dag_c``.
+    m
+        Number of features M.
+    ridge, min_effect, fdr, noise, keep
+        As in :func:`candidate_pvalues` and :func:`bh`.
+
+    Returns
+    -------
+    adjacency, n_removed
+        ``(M, M)`` sparse float64 adjacency of the kept edges (weight ``|partial correlation|``
+        given the DAG parents) and how many edges were removed.
+    """
+    if dag_p.size == 0:
+        return sp.csr_array((m, m)), 0
+    tab, mask = parent_table(dag_p, dag_c, m)
+    f_d, r2_d, dof_d = partial_f(z, tab, mask, ridge=ridge, noise=noise, keep=_device_keep(keep, z.device))
+    mk = mask.numpy()
+    r2_np = r2_d.cpu().numpy()
+    pp, cc, p_d = table_pvalues(f_d.cpu().numpy(), dof_d.cpu().numpy(), tab.numpy(), mk, z.shape[0], keep, min_effect)
+    kept, _ = bh(p_d, fdr)
+    w = np.sqrt(r2_np[mk][kept])
+    return sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m)), int((~kept).sum())

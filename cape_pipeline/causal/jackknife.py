@@ -52,6 +52,7 @@ def jackknife_variance(
     keep: np.ndarray | None = None,
     n_splits: int = JACKKNIFE_SPLITS,
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Coefficients of every feature's regression on its parents, and their delete-half
     jackknife variances.
@@ -80,11 +81,13 @@ def jackknife_variance(
         Random splits of the rows into halves (:data:`JACKKNIFE_SPLITS`).
     seed
         Seeds the splits (split b from ``[seed, 100 + b]``).
+    device
+        Where the regressions run (each half is sent there from ``z`` on the CPU).
 
     Returns
     -------
     coef, var, dof
-        ``(M, K)`` float64 coefficients on all rows and their jackknife variances (0 at
+        On ``device``: ``(M, K)`` float64 coefficients on all rows and their jackknife variances (0 at
         padding), and ``(M,)`` float64 residual degrees of freedom of the all-rows regressions.
 
     Raises
@@ -104,7 +107,8 @@ def jackknife_variance(
         if rows is not None:
             zr -= zr.mean(axis=0)  # a half centred on its own rows
         kr = None if keep is None else torch.from_numpy(np.ascontiguousarray(keep if rows is None else keep[rows]))
-        coef, _, dof = regressions(torch.from_numpy(np.ascontiguousarray(zr)), parents, live, ridge=ridge,
+        kr = None if kr is None else kr.to(device)
+        coef, _, dof = regressions(torch.from_numpy(np.ascontiguousarray(zr)).to(device), parents, live, ridge=ridge,
                                    noise=noise, keep=kr)
         return coef, dof
 
@@ -128,6 +132,7 @@ def jackknife_retest(
     keep: np.ndarray | None = None,
     n_splits: int = JACKKNIFE_SPLITS,
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> tuple[sp.csr_array, dict[str, Any]]:
     """Test every edge of a DAG given its DAG parents, with the delete-half jackknife variance.
 
@@ -146,7 +151,7 @@ def jackknife_retest(
         ``(M, M)`` sparse DAG (``[p, c] ≠ 0`` ⇔ p → c), weights kept.
     min_effect, fdr, ridge
         As in :func:`~cape_pipeline.causal.regression.fit_regression`.
-    noise, keep, n_splits, seed
+    noise, keep, n_splits, seed, device
         As in :func:`jackknife_variance`.
 
     Returns
@@ -168,7 +173,8 @@ def jackknife_retest(
                                       "seconds": time.perf_counter() - t0}
     tab, mask = parent_table(coo.row.astype(np.int64), coo.col.astype(np.int64), m)
     coef, var, dof = jackknife_variance(z, tab, mask, ridge=ridge, noise=noise, keep=keep, n_splits=n_splits,
-                                        seed=seed)
+                                        seed=seed, device=device)
+    coef, var, dof = coef.cpu(), var.cpu(), dof.cpu()
     f_stat = coef.numpy() ** 2 / np.maximum(var.numpy(), 1e-300)
     parent, child, pvalue = table_pvalues(f_stat, dof.numpy(), tab.numpy(), mask.numpy(), z.shape[0], keep, min_effect)
     kept, _ = bh(pvalue, fdr)

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from cape_pipeline._utils import batch_entries
+
 __all__ = ["partial_f", "regressions"]
 
 #: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
@@ -94,7 +96,10 @@ def regressions(
     Parameters
     ----------
     z
-        ``(N, M)`` float64 tensor, standardized columns.
+        ``(N, M)`` float64 tensor, standardized columns, on any device: the regressions run
+        there (the other tensors are moved to it), in batches sized by
+        :func:`~cape_pipeline._utils.batch_entries` (2²⁴ entries on the CPU, a share of the free
+        memory on CUDA).
     parents
         ``(M, K)`` int64 candidate table.
     live
@@ -111,18 +116,23 @@ def regressions(
     Returns
     -------
     coef, var, dof
-        ``(M, K)`` float64 coefficients ``β`` (0 at padding) and their variances in the OLS form
+        On ``z``'s device: ``(M, K)`` float64 coefficients ``β`` (0 at padding) and their variances in the OLS form
         ``σ² (G⁻¹)_jj`` (1 at padding), and ``(M,)`` float64 residual degrees of freedom ``ν_c``.
     """
     n, m = z.shape
     k = parents.shape[1]
-    coef = torch.zeros(m, k, dtype=torch.float64)
-    var = torch.ones(m, k, dtype=torch.float64)
-    dof = torch.zeros(m, dtype=torch.float64)
+    dev = z.device
+    parents, live = parents.to(dev), live.to(dev)
+    noise = None if noise is None else noise.to(dev)
+    keep = None if keep is None else keep.to(dev)
+    coef = torch.zeros(m, k, dtype=torch.float64, device=dev)
+    var = torch.ones(m, k, dtype=torch.float64, device=dev)
+    dof = torch.zeros(m, dtype=torch.float64, device=dev)
     if k == 0:
         return coef, var, dof
-    eye = torch.eye(k, dtype=torch.float64)
-    chunk = max(1, _BATCH_ENTRIES // max(n * k, 1))
+    eye = torch.eye(k, dtype=torch.float64, device=dev)
+    # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products)
+    chunk = max(1, batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80) // max(n * k, 1))
     for s in range(0, m, chunk):
         idx = parents[s : s + chunk]
         lv = live[s : s + chunk].to(torch.float64)  # (b, K)

@@ -96,7 +96,7 @@ import torch
 
 from cape_pipeline._progress import progress_task
 from cape_pipeline.causal.covariates import unit_sd
-from cape_pipeline.causal.edge_test import bh, combine_halves, table_pvalues
+from cape_pipeline.causal.edge_test import bh, candidate_pvalues, combine_halves, prune_given_parents
 from cape_pipeline.causal.jackknife import jackknife_retest
 from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
 from cape_pipeline.causal.ordering import (
@@ -108,7 +108,7 @@ from cape_pipeline.causal.ordering import (
 )
 from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regulators import parent_mask
-from cape_pipeline.causal.screen import candidate_parents, parent_table
+from cape_pipeline.causal.screen import candidate_parents
 from cape_pipeline.causal.split_vote import SPLIT_VOTE, check_workers, fit_splits, vote
 
 __all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
@@ -172,38 +172,6 @@ class RegressionFit:
         return out
 
 
-def _test(
-    z_test: np.ndarray, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
-    noise: torch.Tensor | None, keep: np.ndarray | None,
-) -> tuple[np.ndarray, ...]:
-    """Regressions and minimum-effect p-values on ``z_test`` of the live entries of a candidate
-    table. Returns ``(parent, child, f, r2, p)``, each ``(E,)``."""
-    f_stat, r2, dof = partial_f(torch.from_numpy(np.ascontiguousarray(z_test, dtype=np.float64)), cand, live,
-                                ridge=ridge, noise=noise, keep=None if keep is None else torch.from_numpy(keep))
-    lv = live.numpy()
-    parent, child, p = table_pvalues(f_stat.numpy(), dof.numpy(), cand.numpy(), lv, z_test.shape[0], keep, min_effect)
-    return parent, child, f_stat.numpy()[lv], r2.numpy()[lv], p
-
-
-def _prune(
-    zt: torch.Tensor, dag_p: np.ndarray, dag_c: np.ndarray, m: int, *, ridge: float, min_effect: float, fdr: float,
-    noise: torch.Tensor | None, keep: np.ndarray | None,
-) -> tuple[sp.csr_array, int]:
-    """Step 5: every DAG edge tested again given its child's DAG parents (BH over the DAG's
-    edges). Returns the ``(M, M)`` adjacency of the kept edges (weight ``|partial correlation|``)
-    and how many were removed."""
-    if dag_p.size == 0:
-        return sp.csr_array((m, m)), 0
-    tab, mask = parent_table(dag_p, dag_c, m)
-    f_d, r2_d, dof_d = partial_f(zt, tab, mask, ridge=ridge, noise=noise,
-                                 keep=None if keep is None else torch.from_numpy(keep))
-    mk = mask.numpy()
-    pp, cc, p_d = table_pvalues(f_d.numpy(), dof_d.numpy(), tab.numpy(), mk, zt.shape[0], keep, min_effect)
-    kept, _ = bh(p_d, fdr)
-    w = np.sqrt(r2_d.numpy()[mk][kept])
-    return sp.csr_array((w, (pp[kept], cc[kept])), shape=(m, m)), int((~kept).sum())
-
-
 def fit_regression(
     z: np.ndarray,
     *,
@@ -220,6 +188,7 @@ def fit_regression(
     label_targets: np.ndarray | None = None,
     regulators: np.ndarray | None = None,
     seed: int = 0,
+    device: str | torch.device = "cpu",
     progress: bool = False,
 ) -> RegressionFit:
     """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (module docstring).
@@ -284,6 +253,13 @@ def fit_regression(
     seed
         Seeds the splits of the rows: split 0 from ``seed`` alone (the one split of
         ``n_splits=1``), split b from ``(seed, b)``.
+    device
+        Where the screen, the regressions with their counting-noise correction, the pruning and
+        the jackknife run (``"cpu"``, ``"cuda[:i]"`` or a ``torch.device``), in float64 (the
+        screen's correlations in float32, as on the CPU); the greedy orientation, the p-values and
+        the vote run on the CPU. On CUDA the batches are sized to the free memory
+        (:func:`~cape_pipeline._utils.batch_entries`) and the two cross-fitting halves are
+        standardized there.
     progress
         Log each stage's counts at INFO, and with more than one split show a progress bar over
         the splits (:func:`~cape_pipeline._progress.progress_task`).
@@ -323,7 +299,9 @@ def fit_regression(
         if keep.all():
             keep = None
     may_parent = None if regulators is None else parent_mask(regulators, m)
-    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
+    dev = torch.device(device)
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64)).to(dev)
+    noise = None if noise is None else noise.to(dev)
     splits = int(n_splits) if crossfit and n // 2 >= 10 else 1
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
@@ -339,7 +317,7 @@ def fit_regression(
     if keep is None:  # the jackknife re-test runs where perturbation labels are read (step 8)
         return fit
     adj, record = jackknife_retest(z, fit.adjacency, min_effect=min_effect, fdr=fdr, ridge=ridge, noise=noise,
-                                   keep=keep, seed=seed)
+                                   keep=keep, seed=seed, device=dev)
     fit.history.append(record)
     return replace(fit, adjacency=adj, n_pruned=record["n_dropped"])
 
@@ -356,28 +334,27 @@ def _fit_split(
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     half = n // 2
+    dev = zt.device
     if crossfit and half >= 10:
         # cross-fitting: screen on one half, test on the other, then the other way round
-        za, zb = (unit_sd(h - h.mean(axis=0)) for h in (z[rows[:half]], z[rows[half:]]))
+        za, zb = _halves(z, zt, rows)
         ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
         halves = [(za, zb, kb), (zb, za, ka)]
     else:
-        halves = [(z, z, keep)]
-    reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent))
-    cands = [candidate_parents(torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32)), int(n_candidates),
-                               regulators=reg)
-             for zs, _, _ in halves]
+        halves = [(zt, zt, keep)]
+    reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent)).to(dev)
+    cands = [candidate_parents(zs.to(torch.float32), int(n_candidates), regulators=reg) for zs, _, _ in halves]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
-        lives = [lv & (c != torch.arange(m)[:, None]) for c, lv in zip(cands, lives, strict=True)]
+        lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]
 
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
         parts = []
         for cand, live, (_, z_test, k_test) in zip(cands, lives, halves, strict=True):
             if rank is not None:
-                live = live & torch.from_numpy(rank[cand.numpy()] < rank[:, None])
-            parts.append(_test(z_test, cand, live, ridge, min_effect, noise, k_test))
+                live = live & torch.from_numpy(rank[cand.cpu().numpy()] < rank[:, None]).to(dev)
+            parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test))
         return combine_halves(parts, m)
 
     history.append({"stage": "screen", "crossfit": len(halves) == 2,
@@ -398,13 +375,14 @@ def _fit_split(
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
     prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep}
-    adj, n_pruned = _prune(zt, dag_p, dag_c, m, **prune)
+    adj, n_pruned = prune_given_parents(zt, dag_p, dag_c, m, **prune)
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
                     "seconds": time.perf_counter() - t0})
     if order_rounds and keep is not None:
         t0 = time.perf_counter()
         # every screened pair in both directions: its shift p-value orders the pair and checks its edge
-        both = [np.c_[c.numpy()[lv.numpy()], np.nonzero(lv.numpy())[0]] for c, lv in zip(cands, lives, strict=True)]
+        both = [np.c_[c.cpu().numpy()[lv.cpu().numpy()], np.nonzero(lv.cpu().numpy())[0]]
+                for c, lv in zip(cands, lives, strict=True)]
         code = np.unique(np.concatenate([np.r_[b[:, 0] * m + b[:, 1], b[:, 1] * m + b[:, 0]] for b in both]))
         shifts = shift_tests(z, keep, SHIFT_FDR, label_targets=label_targets, pairs=(code // m, code % m))
         near = shifts.pair_pvalue <= CANDIDATE_SHIFT_ALPHA  # NaN (untested) compares False
@@ -424,7 +402,7 @@ def _fit_split(
             p_shift = shifts.pair_pvalue[np.searchsorted(code, parent * m + child)]
             unshifted = acc & (p_shift > SHIFT_CONSISTENCY_P)
             acc &= ~unshifted
-            adj, n_pruned = _prune(zt, parent[acc], child[acc], m, **prune)
+            adj, n_pruned = prune_given_parents(zt, parent[acc], child[acc], m, **prune)
             history.append({"stage": f"ordered re-test {r + 1}", "n_pairs": int(parent.size),
                             "n_accepted": int(acc.sum()), "n_unshifted": int(unshifted.sum()),
                             "n_pruned": n_pruned, "n_edges": int(adj.nnz), "seconds": time.perf_counter() - t0})
@@ -432,6 +410,24 @@ def _fit_split(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
     )
+
+
+def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two cross-fitting halves ``rows[:N//2]`` and the rest, each centred and scaled to unit
+    sd on its own rows (:func:`~cape_pipeline.causal.covariates.unit_sd`), as float64 tensors on
+    ``zt``'s device (computed there off the CPU)."""
+    half = z.shape[0] // 2
+    if zt.device.type == "cpu":
+        return tuple(torch.from_numpy(unit_sd(h - h.mean(axis=0))) for h in (z[rows[:half]], z[rows[half:]]))
+    ia, ib = (torch.from_numpy(r).to(zt.device) for r in (rows[:half], rows[half:]))
+    return _unit_sd_t(zt[ia]), _unit_sd_t(zt[ib])
+
+
+def _unit_sd_t(h: torch.Tensor) -> torch.Tensor:
+    """:func:`~cape_pipeline.causal.covariates.unit_sd` of the centred ``h``, in torch on its device."""
+    h = h - h.mean(0)
+    sd = h.std(0, unbiased=False)
+    return torch.where(sd > 1e-12, h / sd.clamp_min(1e-300), torch.zeros((), dtype=h.dtype, device=h.device))
 
 
 #: support "regression" uses this many candidates per screening round unless n_candidates is set
@@ -453,16 +449,18 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     ``edge_scores``."""
     import pandas as pd
 
+    from cape_pipeline._utils import resolve_device
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
+    device = resolve_device(cfg.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
         x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
         order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(cfg.seed),
-        progress=inputs.progress,
+        device=device, progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)
     names = inputs.names
@@ -473,7 +471,7 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     })
     params: dict[str, Any] = {"unused_options": inputs.unused} if inputs.unused else {}
     params.update({
-        "device": "cpu",
+        "device": str(device),
         "edge_rule": (
             f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
             "Benjamini–Hochberg"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cape_pipeline._utils import batch_entries
+
 __all__ = ["candidate_parents", "parent_table", "screen_parents"]
 
 _BLOCK_ENTRIES = 1 << 22
@@ -28,7 +30,7 @@ def _top_abs_corr(
     n, r = x.shape
     m = y.shape[1]
     ysd = y.std(dim=0, unbiased=False).clamp_min(1e-12)
-    block = max(1, _BLOCK_ENTRIES // max(r, 1))
+    block = max(1, batch_entries(x.device, _BLOCK_ENTRIES, bytes_per_entry=4 * x.element_size()) // max(r, 1))
     where = None
     if pool is not None and exclude_self:
         where = torch.full((m,), -1, dtype=torch.int64, device=x.device)  # column of y → its place in pool
@@ -60,7 +62,7 @@ def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> to
     k = parents.shape[1]
     out = torch.empty_like(x)
     eye = torch.eye(k, dtype=x.dtype, device=x.device)
-    chunk = max(1, (1 << 24) // max(n * k, 1))
+    chunk = max(1, batch_entries(x.device, 1 << 24, bytes_per_entry=4 * x.element_size()) // max(n * k, 1))
     for start in range(0, m, chunk):
         idx = parents[start : start + chunk]  # (b, k)
         xp = x[:, idx].permute(1, 0, 2)  # (b, N, k)

@@ -149,23 +149,26 @@ def fit_splits(
             fits.append(fit(z, zt, rows, **opts))
             on_done()
         return fits
-    return fit_on_workers(fit, z, row_sets, {**opts, "progress": False}, workers, on_done)
+    return fit_on_workers(fit, z, row_sets, {**opts, "progress": False}, workers, on_done, device=str(zt.device))
 
 
-def _fit_remote(fit: Callable[..., Any], z: np.ndarray, rows: np.ndarray, opts: dict[str, Any], threads: int) -> Any:
+def _fit_remote(
+    fit: Callable[..., Any], z: np.ndarray, rows: np.ndarray, opts: dict[str, Any], threads: int, device: str = "cpu",
+) -> Any:
     """One split's fit in a dask worker, with the submitting process's torch thread count (the
-    floating-point sums, and so the DAG, are then those of the serial run)."""
+    floating-point sums, and so the DAG, are then those of the serial run), on ``device``."""
     import torch
 
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
-    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64))
-    return fit(z, zt, rows, **opts)
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64)).to(device)
+    moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in opts.items()}
+    return fit(z, zt, rows, **moved)
 
 
 def fit_on_workers(
     fit: Callable[..., Any], z: np.ndarray, row_sets: list[np.ndarray], opts: dict[str, Any], workers: str,
-    on_done: Callable[[], None] | None = None,
+    on_done: Callable[[], None] | None = None, device: str = "cpu",
 ) -> list[Any]:
     """The fits of several random splits of the rows, each on a ``dask.distributed`` worker.
 
@@ -192,6 +195,9 @@ def fit_on_workers(
         As above (:func:`check_workers`).
     on_done
         Called once per finished split (a progress bar's advance).
+    device
+        Where each worker runs its fit (``"cpu"`` or ``"cuda[:i]"``; every worker on one host
+        shares that GPU).
 
     Returns
     -------
@@ -213,7 +219,7 @@ def fit_on_workers(
     try:
         shared = client.scatter(z, broadcast=True)
         threads = torch.get_num_threads()
-        futures = [client.submit(_fit_remote, fit, shared, rows, opts, threads, pure=False) for rows in row_sets]
+        futures = [client.submit(_fit_remote, fit, shared, rows, opts, threads, device, pure=False) for rows in row_sets]
         for _ in as_completed(futures):
             if on_done is not None:
                 on_done()
