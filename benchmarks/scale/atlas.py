@@ -1,0 +1,130 @@
+"""Step I at atlas size: simulated counts with a known DAG, N cells × 2,000 genes, on a device.
+
+One run: ``simulated_grn_counts(N, 2000, seed)`` (the generator with a known regulatory DAG),
+``pp.preprocess`` (every gene kept: 2,000 HVGs of 2,000), then Step I's default for single-cell
+data (``cape_pipeline.causal.discover``: the regression support, library size as covariate, the
+counting-noise correction, 8 random splits) on ``--device``. It records the seconds of each part,
+the process's peak resident memory, the peak GPU memory (CUDA), the DAG's edges and its F1
+against the truth, the plan's CPU estimate (``discover_estimate``) beside the measured time, and
+a hash of the preprocessed matrix, so that two runs (CPU here, GPU there) can be checked to have
+seen the same data before their DAGs are compared. The edge list goes to ``--edges`` (``.npz``:
+parent, child, weight).
+
+Usage (from the repository root)::
+
+    python benchmarks/scale/atlas.py --cells 100000 --device cpu --edges /tmp/atlas_cpu_100k.npz
+    python benchmarks/scale/atlas.py --cells 100000 --device cuda --edges "$OUT/atlas_cuda_100k.npz" --jsonl "$OUT/atlas.jsonl"
+    python benchmarks/scale/atlas.py --compare A.npz B.npz      # same DAG? edges and weights
+
+Rows go to ``atlas.jsonl`` beside this file unless ``--jsonl`` names another file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _record import append, commit, provenance  # noqa: E402
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run(cells: int, genes: int, seed: int, device: str, n_splits: int | None, edges_out: Path | None) -> dict:
+    import torch
+
+    import cape_pipeline as cp
+    from cape_pipeline._utils import hash_array
+    from cape_pipeline.causal import discover
+    from cape_pipeline.causal.metrics import dag_metrics
+    from cape_pipeline.datasets._counts import simulated_grn_counts
+    from cape_pipeline.pipeline.plan import discover_estimate
+
+    load = os.getloadavg()
+    rec: dict = {"cells": cells, "genes": genes, "seed": seed, "device": device, "commit": commit()}
+    if device.startswith("cuda"):
+        rec["gpu"] = torch.cuda.get_device_name(0)
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    a = simulated_grn_counts(cells, genes, seed=seed)
+    rec["simulate_s"] = round(time.perf_counter() - t, 1)
+    t = time.perf_counter()
+    cp.pp.preprocess(a, n_top_genes=genes, min_genes=10)
+    rec["preprocess_s"] = round(time.perf_counter() - t, 1)
+    rec["genes_kept"] = int(a.n_vars)
+    rec["data_hash"] = hash_array(a.X.data if hasattr(a.X, "data") else np.asarray(a.X))[:16]
+    rec["rss_before_discover_mb"] = round(_rss_mb())
+    opts = {} if n_splits is None else {"n_splits": n_splits}
+    t = time.perf_counter()
+    g = discover(a, device=device, progress=True, **opts)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        rec["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20)
+    rec["discover_s"] = round(time.perf_counter() - t, 1)
+    rec["peak_rss_mb"] = round(_rss_mb())
+    rec["dense_matrix_mb"] = round(cells * a.n_vars * 8 / 2**20)
+    p = g.params
+    rec["estimate_s"] = round(discover_estimate(cells, a.n_vars, p.get("support", "regression"),
+                                                n_splits=int(p.get("n_splits_used", p.get("n_splits", 1)))))
+    rec.update({k: p.get(k) for k in ("support", "device", "n_splits_used", "covariates_used", "measurement_error")})
+    adj = g.adjacency.tocoo()
+    truth = a[:, g.feature_names].varp["true_dag"] if "true_dag" in a.varp else None
+    rec["n_edges"] = int(adj.nnz)
+    if truth is not None:
+        m = dag_metrics(adj, truth)
+        rec.update({k: round(float(m[k]), 4) for k in ("f1", "precision", "recall", "shd") if k in m})
+    stage_s: dict[str, float] = {}
+    for h in g.history:  # seconds per stage, summed over the splits
+        stage_s[h["stage"]] = round(stage_s.get(h["stage"], 0.0) + float(h.get("seconds", 0.0)), 2)
+    rec["stage_seconds"] = stage_s
+    rec.update(provenance(load))
+    if edges_out is not None:
+        edges_out.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(edges_out, parent=adj.row, child=adj.col, weight=adj.data, data_hash=rec["data_hash"])
+    return rec
+
+
+def compare(a_path: Path, b_path: Path) -> dict:
+    """Whether two edge lists are the same DAG: edge sets, and the largest relative weight gap."""
+    a, b = np.load(a_path), np.load(b_path)
+    ka = dict(zip(zip(a["parent"].tolist(), a["child"].tolist()), a["weight"].tolist(), strict=True))
+    kb = dict(zip(zip(b["parent"].tolist(), b["child"].tolist()), b["weight"].tolist(), strict=True))
+    common = ka.keys() & kb.keys()
+    gap = max((abs(ka[e] - kb[e]) / max(abs(ka[e]), 1e-300) for e in common), default=0.0)
+    return {"a": str(a_path), "b": str(b_path), "same_data": str(a["data_hash"]) == str(b["data_hash"]),
+            "edges_a": len(ka), "edges_b": len(kb), "common": len(common), "only_a": len(ka.keys() - kb.keys()),
+            "only_b": len(kb.keys() - ka.keys()), "max_rel_weight_gap": gap}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=100_000)
+    ap.add_argument("--genes", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--n-splits", type=int, default=None, help="discover.n_splits (default: Step I's)")
+    ap.add_argument("--edges", type=Path, default=None, help="write the DAG's edge list here (.npz)")
+    ap.add_argument("--jsonl", type=Path, default=HERE / "atlas.jsonl")
+    ap.add_argument("--compare", nargs=2, type=Path, default=None)
+    a = ap.parse_args()
+    if a.compare:
+        print(json.dumps(compare(*a.compare)))
+        return
+    rec = run(a.cells, a.genes, a.seed, a.device, a.n_splits, a.edges)
+    print(json.dumps(rec), flush=True)
+    append(a.jsonl, rec)
+
+
+if __name__ == "__main__":
+    main()
