@@ -98,8 +98,8 @@ def run(cells: int, genes: int, seed: int, device: str, n_splits: int | None, ed
 def compare(a_path: Path, b_path: Path) -> dict:
     """Whether two edge lists are the same DAG: edge sets, and the largest relative weight gap."""
     a, b = np.load(a_path), np.load(b_path)
-    ka = dict(zip(zip(a["parent"].tolist(), a["child"].tolist()), a["weight"].tolist(), strict=True))
-    kb = dict(zip(zip(b["parent"].tolist(), b["child"].tolist()), b["weight"].tolist(), strict=True))
+    ka = dict(zip(zip(a["parent"].tolist(), a["child"].tolist(), strict=True), a["weight"].tolist(), strict=True))
+    kb = dict(zip(zip(b["parent"].tolist(), b["child"].tolist(), strict=True), b["weight"].tolist(), strict=True))
     common = ka.keys() & kb.keys()
     gap = max((abs(ka[e] - kb[e]) / max(abs(ka[e]), 1e-300) for e in common), default=0.0)
     return {"a": str(a_path), "b": str(b_path), "same_data": str(a["data_hash"]) == str(b["data_hash"]),

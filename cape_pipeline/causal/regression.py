@@ -96,7 +96,12 @@ import torch
 
 from cape_pipeline._progress import progress_task
 from cape_pipeline.causal.covariates import unit_sd
-from cape_pipeline.causal.edge_test import bh, candidate_pvalues, combine_halves, prune_given_parents
+from cape_pipeline.causal.edge_test import (
+    bh,
+    candidate_pvalues,
+    combine_halves,
+    prune_given_parents,
+)
 from cape_pipeline.causal.jackknife import jackknife_retest
 from cape_pipeline.causal.neighbourhood import _live_mask, partial_f
 from cape_pipeline.causal.ordering import (
