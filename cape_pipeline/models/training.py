@@ -31,8 +31,11 @@ from cape_pipeline.models.backbones.heads import Pooling, ValueDecoder, pool
 
 __all__ = [
     "TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "masked_value_loss", "cell_embeddings",
-    "as_tensor",
+    "as_tensor", "PRECISIONS", "autocast",
 ]
+
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+"""Compute precisions of the forward passes (:func:`autocast`): float32, or bfloat16 autocast."""
 
 
 @dataclass
@@ -76,6 +79,24 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def autocast(precision: str, device: str | torch.device) -> contextlib.AbstractContextManager:
+    """The context the forward passes run in: ``"fp32"`` none (float32 as the weights),
+    ``"bf16"`` ``torch.autocast(device_type, dtype=torch.bfloat16)`` on the device of ``device``
+    (CUDA or CPU). Backward passes and optimizer steps belong outside it (the weights and their
+    gradients stay float32); the rotary step turns autocast off itself (``encodings/rope.py``).
+
+    Raises
+    ------
+    ValueError
+        ``precision`` not one of :data:`PRECISIONS`.
+    """
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
 
 
 def as_tensor(x: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor:
@@ -127,6 +148,7 @@ def train_epochs(
     progress: bool = False,
     desc: str = "train",
     max_steps: int | None = None,
+    precision: str = "fp32",
 ) -> TrainLog:
     """Run AdamW with warmup + cosine decay over shuffled mini-batches of ``n`` observations.
 
@@ -175,6 +197,10 @@ def train_epochs(
     max_steps
         Most optimizer steps (``None`` or 0: no cap). Validation still runs at the end of each
         (possibly partial, the last) epoch.
+    precision
+        ``"fp32"`` or ``"bf16"``: ``step`` (the forward pass and the loss) and ``validate`` run
+        under :func:`autocast`; the backward pass, clipping and the optimizer step run outside
+        it on the float32 parameters. With ``"fp32"`` nothing changes.
 
     Returns
     -------
@@ -183,7 +209,7 @@ def train_epochs(
     Raises
     ------
     ValueError
-        ``max_steps`` < 0.
+        ``max_steps`` < 0, or ``precision`` unknown.
     """
     import logging
 
@@ -193,8 +219,11 @@ def train_epochs(
     out = TrainLog()
     if max_steps is not None and max_steps < 0:
         raise ValueError(f"train_epochs: max_steps must be >= 0 or None, got {max_steps}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"train_epochs: precision must be one of {PRECISIONS}, got {precision!r}")
     if epochs <= 0 or n == 0:
         return out
+    device = params[0].device if params else "cpu"
     modules = modules or []
     rank, size = world()
     ddp = None
@@ -220,9 +249,10 @@ def train_epochs(
                 done += 1
                 opt.zero_grad(set_to_none=True)
                 if ddp is not None:
-                    loss_value = _distributed_backward(ddp, step, bi, rank, size)
+                    loss_value = _distributed_backward(ddp, step, bi, rank, size, autocast(precision, device))
                 else:
-                    loss = step(bi)
+                    with autocast(precision, device):
+                        loss = step(bi)
                     loss = loss[0] if isinstance(loss, tuple) else loss
                     loss.backward()
                     loss_value = float(loss.detach())
@@ -239,7 +269,7 @@ def train_epochs(
             if validate is not None:
                 for m in modules:
                     m.eval()
-                with torch.no_grad():
+                with torch.no_grad(), autocast(precision, device):
                     score = float(validate())
                 out.val_scores.append(score)
                 msg += f" val {score:.4f}"
@@ -265,11 +295,16 @@ def train_epochs(
     return out
 
 
-def _distributed_backward(ddp: nn.Module, step: Callable, bi: torch.Tensor, rank: int, size: int) -> float:
-    """One data-parallel step: this rank's rows of the batch through the DDP wrapper, then the
-    weighted backward (DDP averages the gradients). Returns the global mean loss."""
+def _distributed_backward(
+    ddp: nn.Module, step: Callable, bi: torch.Tensor, rank: int, size: int,
+    amp: contextlib.AbstractContextManager | None = None,
+) -> float:
+    """One data-parallel step: this rank's rows of the batch through the DDP wrapper (inside
+    ``amp``, the forward's :func:`autocast`), then the weighted backward (DDP averages the
+    gradients). Returns the global mean loss."""
     rows = shard(bi.numel(), rank, size)
-    out = ddp(step, bi, rows)
+    with amp if amp is not None else contextlib.nullcontext():
+        out = ddp(step, bi, rows)
     loss, weight = out if isinstance(out, tuple) else (out, float(rows.numel()))
     _, mean = weighted_backward(loss, float(weight))
     return mean
@@ -289,6 +324,7 @@ def masked_pretrain(
     progress: bool = False,
     max_steps: int | None = None,
     desc: str = "pretrain",
+    precision: str = "fp32",
 ) -> tuple[ValueDecoder, TrainLog]:
     """Masked value reconstruction (scGPT/scBERT/MethylGPT-style self-supervision).
 
@@ -303,6 +339,9 @@ def masked_pretrain(
         The backbone.
     x
         ``(N, M)`` float training data (NaN = missing).
+    precision
+        ``"fp32"`` or ``"bf16"``: the forward passes and the loss under :func:`autocast`
+        (:func:`train_epochs`).
 
     Returns
     -------
@@ -319,7 +358,7 @@ def masked_pretrain(
         list(model.parameters()) + list(dec.parameters()), step, x.shape[0],
         epochs=epochs, batch_size=batch_size, lr=lr, generator=generator,
         weight_decay=weight_decay, warmup=warmup, modules=[model, dec], progress=progress, desc=desc,
-        max_steps=max_steps,
+        max_steps=max_steps, precision=precision,
     )
     return dec, log
 

@@ -23,6 +23,7 @@ from cape_pipeline.models import (
 from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
+from cape_pipeline.models.training import PRECISIONS
 
 __all__ = [
     "TaskResult",
@@ -162,6 +163,16 @@ class TaskConfig:
         initialization (:func:`~cape_pipeline.models.scgpt_import.warm_start.init_from_scgpt`). Its sizes,
         layers and value encoding come from the checkpoint (``model`` may set the others, e.g.
         ``max_tokens``); every feature of the data must be in its vocabulary.
+    precision
+        Compute precision of the model's forward passes: ``"fp32"`` (default, float32
+        throughout) or ``"bf16"``: pretraining and fine-tuning steps (forward and loss), the
+        validation passes and the task's final predictions / embeddings run under
+        ``torch.autocast(device_type, dtype=torch.bfloat16)`` (CUDA or CPU;
+        :func:`cape_pipeline.models.training.autocast`), while the weights, their gradients
+        and the optimizer stay float32 (backward and optimizer steps run outside autocast).
+        On a GPU with bf16 tensor cores it is several times faster at scGPT's width; on a CPU
+        it is valid but usually slower. A :class:`~cape_pipeline.tasks.TrainedModel` used
+        later (``predict``, ``embed``) computes in float32.
     """
 
     model: BackboneConfig | dict[str, Any] | str | None = None
@@ -179,6 +190,7 @@ class TaskConfig:
     pretrain_max_steps: int = 600
     finetune_max_steps: int = 1000
     init: str | None = None
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.pretrain_epochs < 0 or self.finetune_epochs < 0:
@@ -198,6 +210,8 @@ class TaskConfig:
         if not self.lr > 0:
             raise CapeConfigError(f"task.lr: expected > 0, got {self.lr}")
         check_fraction("task.mask_ratio", self.mask_ratio)
+        if self.precision not in PRECISIONS:
+            raise CapeConfigError(f"task.precision: expected one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (for ``uns`` and cache keys)."""

@@ -20,6 +20,7 @@ from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.models.training import (
     TrainLog,
     as_tensor,
+    autocast,
     cell_embeddings,
     masked_pretrain,
     seeded,
@@ -78,6 +79,7 @@ def pretrain_key(
         "backbone": backbone, "model": dataclasses.asdict(mcfg), "attention": cfg.attention, "pe": pe, "seed": seed,
         "pretrain_epochs": cfg.pretrain_epochs, "pretrain_max_steps": cfg.pretrain_max_steps, "batch_size": cfg.batch_size, "pretrain_lr": cfg.pretrain_lr,
         "weight_decay": cfg.weight_decay, "mask_ratio": cfg.mask_ratio, "warmup": cfg.warmup, "init": cfg.init,
+        "precision": cfg.precision,
         "n_obs": int(x.shape[0]), "n_vars": int(x.shape[1]),
         "data": hash_bytes(np.ascontiguousarray(x, dtype=np.float32).tobytes()),
         "angles": None if angles is None else as_positions(angles).fingerprint(),
@@ -125,6 +127,7 @@ def pretrain(
             model, as_tensor(x, device), epochs=cfg.pretrain_epochs, batch_size=cfg.batch_size, lr=cfg.pretrain_lr,
             mask_ratio=cfg.mask_ratio, generator=gen, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
             progress=progress, max_steps=cfg.pretrain_max_steps, desc=f"pretrain {pe} seed {seed}",
+            precision=cfg.precision,
         )
     model.eval()
     return Pretrained(model=model, log=log, key=pretrain_key(backbone, cfg, pe, seed, x, angles, overrides))
@@ -254,7 +257,8 @@ def finetune(
     (:func:`~cape_pipeline.models.training.train_epochs` over ``n`` observations: AdamW with
     ``cfg.lr``, ``cfg.weight_decay``, ``cfg.warmup``, ``cfg.finetune_epochs``, ``cfg.batch_size``
     and early stopping after ``cfg.patience`` epochs without a better ``validate()`` score, at
-    most ``cfg.finetune_max_steps`` optimizer steps).
+    most ``cfg.finetune_max_steps`` optimizer steps; ``step`` and ``validate`` under the
+    autocast of ``cfg.precision``).
 
     ``step(batch_index (b,) long) -> scalar loss``. Both modules are left in eval mode with the
     weights of the best validation epoch (the last one without ``validate``).
@@ -264,6 +268,7 @@ def finetune(
         epochs=cfg.finetune_epochs, batch_size=cfg.batch_size, lr=cfg.lr, generator=generator,
         weight_decay=cfg.weight_decay, warmup=cfg.warmup, modules=[model, head],
         validate=validate, patience=cfg.patience, progress=progress, desc=desc, max_steps=cfg.finetune_max_steps,
+        precision=cfg.precision,
     )
 
 
@@ -290,7 +295,8 @@ def finetune_pooled_head(
     Under the torch seed ``seed + 1`` (batch order from a generator seeded ``seed + 1``):
     build the head, fine-tune with :func:`finetune` on ``loss(head(pool(model(x[fit]))), y[fit])``
     with the validation score ``-loss`` on ``val`` (none when ``val`` is empty), then embed
-    every row of ``x`` and run the head on the test embeddings.
+    every row of ``x`` and run the head on the test embeddings (all forward passes under the
+    autocast of ``cfg.precision``).
 
     Parameters
     ----------
@@ -342,10 +348,11 @@ def finetune_pooled_head(
             model, head, step, fit.size, cfg=cfg, generator=gen, validate=validate if val.size else None,
             progress=progress, desc=desc,
         )
-        emb = cell_embeddings(model, x, pooling=pooling)  # type: ignore[arg-type]
+        with autocast(cfg.precision, device):
+            emb = cell_embeddings(model, x, pooling=pooling)  # type: ignore[arg-type]
         head.eval()
-        with torch.no_grad():
-            out = head(torch.as_tensor(emb[test], device=device))
+        with torch.no_grad(), autocast(cfg.precision, device):
+            out = head(torch.as_tensor(emb[test], device=device)).float()
     return head, flog, emb, out
 
 

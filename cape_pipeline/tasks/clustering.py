@@ -13,7 +13,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeDataError
-from cape_pipeline.models.training import as_tensor, cell_embeddings
+from cape_pipeline.models.training import as_tensor, autocast, cell_embeddings
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_pooling, get_labels, task_inputs
 from cape_pipeline.tasks._training import TaskRun, training_stats
 from cape_pipeline.tasks.annotation import LABEL_KEYS
@@ -100,7 +100,8 @@ def cluster(adata: ad.AnnData, *, config: ClusteringConfig | None = None, **opti
         raise CapeDataError(f"clustering: need 2 <= number of labels < n_obs, got {k} labels for {adata.n_obs} cells")
     pre = run.pretrain(x, cfg, positions, adata.var_names)
     model, plog = pre.model, pre.log
-    emb = cell_embeddings(model, as_tensor(x, run.device), pooling=cfg.pooling)  # type: ignore[arg-type]
+    with autocast(cfg.precision, run.device):
+        emb = cell_embeddings(model, as_tensor(x, run.device), pooling=cfg.pooling)  # type: ignore[arg-type]
     clusters = _kmeans(emb, k, seed, cfg.n_init)
     metrics = clustering_metrics(emb, y, clusters, seed=seed)
     if cfg.reference:

@@ -33,7 +33,7 @@ import torch
 from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
-from cape_pipeline.models.training import as_tensor, seeded
+from cape_pipeline.models.training import as_tensor, autocast, seeded
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_fraction, task_inputs
 from cape_pipeline.tasks._training import TaskRun, finetune, training_stats
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
@@ -354,7 +354,7 @@ def predict_perturbation(
 
         def mean_profile(c: str) -> np.ndarray:
             fl = flags_t[cid[c]].expand(ev.size, m)
-            return forward(xt[ev_t], fl).mean(0).cpu().numpy()
+            return forward(xt[ev_t], fl).float().mean(0).cpu().numpy()
 
         def validate() -> float:
             errs = []
@@ -372,7 +372,7 @@ def predict_perturbation(
             shifts = {c: x[cond == c].mean(0) - ctrl_mean for c in train_conds}
             lin = linear_reference(x[ctrl_rows], {c: targets[c] for c in uniq}, shifts, train_conds)
         rows = []
-        with torch.no_grad():
+        with torch.no_grad(), autocast(cfg.precision, device):
             for c in sorted(test):  # one batch per test condition (a handful of conditions)
                 pred = mean_profile(c)
                 truth = x[cond == c].mean(0)

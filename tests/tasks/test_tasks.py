@@ -164,6 +164,31 @@ def test_perturbation_gears_split_end_to_end():
         run_task("perturbation", adata, pe="default", config=_cfg(split="genes"), seed=0)
 
 
+def test_bf16_precision_trains_and_a_bad_precision_is_refused(monkeypatch):
+    """``precision="bf16"`` runs the forward passes under bfloat16 autocast (here on the CPU):
+    finite losses and metrics; any other value names the key and the choices."""
+    import cape_pipeline.models.training as training
+
+    dtypes = []
+
+    def spy(precision, device):
+        ctx = real(precision, device)
+        dtypes.append(getattr(ctx, "fast_dtype", None))
+        return ctx
+
+    real = training.autocast
+    monkeypatch.setattr(training, "autocast", spy)
+    adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
+    res = run_task("perturbation", adata, pe="cape", angles=_angles(16), config=_cfg(n_eval_ctrl=16, precision="bf16"), seed=0)
+    _finite(res)
+    losses = res.curves["pretrain_loss"] + res.curves["finetune_loss"]
+    assert losses and all(math.isfinite(v) for v in losses)
+    assert res.params["config"]["precision"] == "bf16"
+    assert dtypes and set(dtypes) == {torch.bfloat16}  # every training step and validation pass
+    with pytest.raises(CapeConfigError, match=r"task\.precision: expected one of 'fp32', 'bf16', got 'fp16'"):
+        run_task("perturbation", adata, pe="none", config=_cfg(precision="fp16"))
+
+
 def test_age_end_to_end_with_missing_values():
     adata = simulate_methylation_age(n_samples=80, n_cpgs=12, seed=0)
     assert np.isnan(adata.X).any()
