@@ -344,9 +344,10 @@ def predict_perturbation(
             return x_in + head(model(tok, flags=flags)[:, 1:])  # (B, M)
 
         def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+            bi = bi.to(ctrl_t.device)  # shuffled_batches draws on the CPU
             is_pert = bi < n_pert
-            tgt_rows = torch.where(is_pert, ex_t[bi.clamp(max=n_pert - 1)], ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)])
-            src = ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen)]
+            tgt_rows = torch.where(is_pert, ex_t[bi.clamp(max=n_pert - 1)], ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen).to(ctrl_t.device)])
+            src = ctrl_t[torch.randint(ctrl_t.numel(), bi.shape, generator=gen).to(ctrl_t.device)]
             fl = torch.where(is_pert[:, None], flags_t[row_cid[tgt_rows].clamp(min=0)], torch.zeros_like(flags_t[:1]))
             if rows is not None:  # data parallel: the draws above are the whole batch's; this rank's rows
                 src, tgt_rows, fl = src[rows], tgt_rows[rows], fl[rows]
