@@ -53,11 +53,11 @@ toy input that exercises the code path, not CAPE's angles at that width.
 
 **Output.** ``OUT/perturb_width.jsonl`` gets one line per run as it finishes: arm, seed, every
 metric of the task with its references, seconds, epochs, first and last losses, the curves,
-peak GPU memory, the torch version, the device name and the commit (``$CAPE_COMMIT`` where the
-tree has no git). A final ``"summary"`` line has the paired differences cape − none per seed
-and metric, their mean, the 95 % t-interval (scipy), the paired t-test's p and the minimum
-detectable effect (``cape_pipeline.report.power.arm_differences``, as in ``RESULTS.md``). Runs
-go seed by seed (``none`` first, then ``cape``), so a killed call leaves whole pairs, and
+peak GPU memory, the torch version, the device name and the commit (``$CAPE_COMMIT`` when
+set). A final ``"summary"`` line has the paired differences cape − none per seed and metric,
+their mean, the 95 % t-interval (scipy), the paired t-test's p and the minimum detectable
+effect (``cape_pipeline.report.power.arm_differences``, as in ``RESULTS.md``). Runs go seed by
+seed (``none`` first, then ``cape``), so a killed call leaves whole pairs, and
 ``--summarize`` adds the summary line afterwards. Progress lines are flushed.
 
 Usage (from the repository root)::
@@ -123,16 +123,19 @@ def num(v: Any) -> str:
 
 
 def commit(paths: tuple[str, ...] = ("cape_pipeline", "benchmarks/gpu")) -> str:
-    """Short commit of this checkout (``+dirty`` with uncommitted changes under ``paths``);
-    ``$CAPE_COMMIT`` or ``?`` where there is no git (a copied tree)."""
+    """``$CAPE_COMMIT`` when set (a copied tree's git can name another commit: one device copy
+    said b3beea7 at 5bc4746), else the short commit of this checkout (``+dirty`` with uncommitted
+    changes under ``paths``), ``?`` without git."""
+    if os.environ.get("CAPE_COMMIT"):
+        return os.environ["CAPE_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *paths],
                                capture_output=True, text=True).stdout.strip()
     except OSError:
-        return os.environ.get("CAPE_COMMIT", "?")
+        return "?"
     if head.returncode:
-        return os.environ.get("CAPE_COMMIT", "?")
+        return "?"
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
