@@ -26,7 +26,7 @@ from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 __all__ = [
     "apply_covariates", "cell_context", "cell_state_labels", "count_reliability", "default_n_states", "residualize",
-    "unit_sd", "wants_thinning",
+    "unit_sd", "unit_sd_torch", "wants_thinning",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,17 @@ def unit_sd(z: np.ndarray) -> np.ndarray:
     (the scaling of :func:`residualize` and of the regression support's cross-fitting halves)."""
     sd = z.std(axis=0)
     return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
+
+
+def unit_sd_torch(h: Any) -> Any:
+    """:func:`unit_sd` of ``h − mean(h)`` in torch, on ``h``'s device: ``(N, M)`` float tensor in,
+    a new ``(N, M)`` tensor of the same dtype out (a column with sd ≤ 1e-12 becomes 0). The
+    regression support's cross-fitting halves on a GPU."""
+    import torch
+
+    h = h - h.mean(0)
+    sd = h.std(0, unbiased=False)
+    return torch.where(sd > 1e-12, h / sd.clamp_min(1e-300), torch.zeros((), dtype=h.dtype, device=h.device))
 
 
 def cell_context(data: Any) -> tuple[bool, np.ndarray | None]:

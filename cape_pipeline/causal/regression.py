@@ -95,7 +95,7 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline._progress import progress_task
-from cape_pipeline.causal.covariates import unit_sd
+from cape_pipeline.causal.covariates import unit_sd, unit_sd_torch
 from cape_pipeline.causal.edge_test import (
     bh,
     candidate_pvalues,
@@ -425,14 +425,8 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
     if zt.device.type == "cpu":
         return tuple(torch.from_numpy(unit_sd(h - h.mean(axis=0))) for h in (z[rows[:half]], z[rows[half:]]))
     ia, ib = (torch.from_numpy(r).to(zt.device) for r in (rows[:half], rows[half:]))
-    return _unit_sd_t(zt[ia]), _unit_sd_t(zt[ib])
+    return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
 
-
-def _unit_sd_t(h: torch.Tensor) -> torch.Tensor:
-    """:func:`~cape_pipeline.causal.covariates.unit_sd` of the centred ``h``, in torch on its device."""
-    h = h - h.mean(0)
-    sd = h.std(0, unbiased=False)
-    return torch.where(sd > 1e-12, h / sd.clamp_min(1e-300), torch.zeros((), dtype=h.dtype, device=h.device))
 
 
 #: support "regression" uses this many candidates per screening round unless n_candidates is set

@@ -10,8 +10,8 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline._utils import CUDA_BATCH_CAP, batch_entries
-from cape_pipeline.causal.covariates import unit_sd
-from cape_pipeline.causal.regression import _unit_sd_t, fit_regression
+from cape_pipeline.causal.covariates import unit_sd, unit_sd_torch
+from cape_pipeline.causal.regression import fit_regression
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "regression_dag_b3beea7.npz"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -55,9 +55,9 @@ def test_cpu_dag_equals_the_one_recorded_before_the_device_option():
 def test_unit_sd_in_torch_is_numpys():
     rng = np.random.default_rng(0)
     z = rng.standard_normal((500, 6)) * [1, 2, 3, 4, 5, 0] + 7.0
-    np.testing.assert_allclose(_unit_sd_t(torch.from_numpy(z)).numpy(), unit_sd(z - z.mean(0)), rtol=1e-12,
+    np.testing.assert_allclose(unit_sd_torch(torch.from_numpy(z)).numpy(), unit_sd(z - z.mean(0)), rtol=1e-12,
                                atol=1e-12)
-    assert (_unit_sd_t(torch.from_numpy(z))[:, 5] == 0).all()  # a constant column becomes 0, as in numpy
+    assert (unit_sd_torch(torch.from_numpy(z))[:, 5] == 0).all()  # a constant column becomes 0, as in numpy
 
 
 def test_batches_follow_the_free_memory_on_cuda_only(monkeypatch):
