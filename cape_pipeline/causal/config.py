@@ -129,7 +129,9 @@ class DiscoverConfig:
     max_outer
         Augmented-Lagrangian outer steps (20); each runs ``ceil(epochs / max_outer)`` epochs.
     device
-        ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``.
+        ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``: where the fits run (for
+        ``support="regression"``: the screen, the regressions and the jackknife; its orientation
+        and p-values run on the CPU).
     seed
         Seed of the local torch generators (global RNG state is left alone for ``"cape"``;
         dagma's global-RNG draws are seeded with it and restored afterwards).
