@@ -142,7 +142,7 @@ def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypat
     import cape_pipeline.causal.regression as reg
 
     ranks, tested = [], []
-    real_order, real_test = reg.causal_order, reg._test
+    real_order, real_test = reg.causal_order, reg.candidate_pvalues
 
     def order_spy(*a):
         ranks.append(real_order(*a))
@@ -153,7 +153,7 @@ def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypat
         return real_test(z_test, cand, live, *a)
 
     monkeypatch.setattr(reg, "causal_order", order_spy)
-    monkeypatch.setattr(reg, "_test", test_spy)
+    monkeypatch.setattr(reg, "candidate_pvalues", test_spy)
     z, keep = _screen(seed=1, n_ctrl=2000, n_per=200)
     z = (z - z.mean(0)) / z.std(0)
     fit = reg.fit_regression(z, n_candidates=3, intervened=~keep, order_rounds=2)
