@@ -1,4 +1,4 @@
-"""CAPE at scGPT's width against ``none`` on the simulated Norman-size perturbation task (issue 60, item 6).
+"""CAPE at scGPT's width against ``none`` on the simulated Norman-size perturbation task.
 
 The question: ``benchmarks/cape_value/RESULTS.md`` reads **cannot tell** for full CAPE on Step I's
 DAG against the null on this task at D = 32, 4 heads, 2 layers. Does that hold at the size of

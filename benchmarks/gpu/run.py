@@ -392,7 +392,7 @@ def section_sim50k(out: Path, dry: bool) -> None:
     _scale(out, [*size, "--device", _device(), "--plan"])
 
 
-# ---------------------------------------------------------------------------- issue 60 part 2
+# ------------------------------------------------- Step I on the GPU at atlas size, the wide perturbation model
 def section_cudatests(out: Path, dry: bool) -> None:
     """The regression support's CPU-vs-CUDA tests (they skip without CUDA)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/causal/test_regression_device.py"]
