@@ -351,8 +351,10 @@ def plan_pipeline(
         single_cell, _ = cell_context(adata)
         support = configs["discover"].support_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
         est = discover_estimate(adata.n_obs, adata.n_vars, support, n_splits=configs["discover"].n_splits)
-        lines.append(f"Step I (discover, support={support}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale, "
-                     "not measured here)")
+        on_gpu = support in ("regression", "learned") and resolve_device(configs["discover"].device).type == "cuda"
+        lines.append(f"Step I (discover, support={support}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale "
+                     "on a 2-core CPU, not measured here" + ("; this run fits on the GPU, which takes less" if on_gpu else "")
+                     + ")")
     if cfg.checkpoint:
         lines.append("train starts from a scGPT checkpoint: its sizes set the model; no calibration in a dry run")
     plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=not cfg.checkpoint,
