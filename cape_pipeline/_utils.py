@@ -286,7 +286,6 @@ def resolve_device(device: Any) -> Any:
     return torch.device(device)
 
 
-
 #: share of a CUDA device's free memory one batch of work may take (:func:`batch_entries`)
 CUDA_BATCH_SHARE = 0.25
 #: largest batch on CUDA, in entries: 2³⁰ (8 GiB of float64 per copy)
@@ -323,6 +322,7 @@ def batch_entries(device: Any, cpu_entries: int, *, bytes_per_entry: int) -> int
         return int(cpu_entries)
     free, _ = torch.cuda.mem_get_info(dev)
     return int(min(CUDA_BATCH_CAP, max(cpu_entries, CUDA_BATCH_SHARE * free // max(1, bytes_per_entry))))
+
 
 def shuffled_batches(
     n: int, batch_size: int, generator: Any, *, device: Any = None, stop: int | None = None, min_size: int = 1

@@ -112,8 +112,9 @@ def combine_halves(parts: list[tuple[np.ndarray, ...]], m: int) -> tuple[np.ndar
     return uniq // m, uniq % m, mean[0], mean[1], norm.sf(z), cnt.astype(np.int64)
 
 
-def _device_keep(keep: np.ndarray | None, device: torch.device) -> torch.Tensor | None:
-    return None if keep is None else torch.from_numpy(keep).to(device)
+def _keep_tensor(keep: np.ndarray | None) -> torch.Tensor | None:
+    # partial_f moves it to the data's device
+    return None if keep is None else torch.from_numpy(keep)
 
 
 def candidate_pvalues(
@@ -142,7 +143,7 @@ def candidate_pvalues(
     parent, child, f_stat, r2, pvalue
         numpy arrays, each ``(E,)`` over the live entries in row-major order.
     """
-    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_device_keep(keep, z.device))
+    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_keep_tensor(keep))
     f_np, r2_np, dof_np, cand_np, lv = (t.cpu().numpy() for t in (f_stat, r2, dof, cand, live))
     parent, child, p = table_pvalues(f_np, dof_np, cand_np, lv, z.shape[0], keep, min_effect)
     return parent, child, f_np[lv], r2_np[lv], p
@@ -176,7 +177,7 @@ def prune_given_parents(
     if dag_p.size == 0:
         return sp.csr_array((m, m)), 0
     tab, mask = parent_table(dag_p, dag_c, m)
-    f_d, r2_d, dof_d = partial_f(z, tab, mask, ridge=ridge, noise=noise, keep=_device_keep(keep, z.device))
+    f_d, r2_d, dof_d = partial_f(z, tab, mask, ridge=ridge, noise=noise, keep=_keep_tensor(keep))
     mk = mask.numpy()
     r2_np = r2_d.cpu().numpy()
     pp, cc, p_d = table_pvalues(f_d.cpu().numpy(), dof_d.cpu().numpy(), tab.numpy(), mk, z.shape[0], keep, min_effect)

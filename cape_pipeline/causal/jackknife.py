@@ -82,7 +82,8 @@ def jackknife_variance(
     seed
         Seeds the splits (split b from ``[seed, 100 + b]``).
     device
-        Where the regressions run (each half is sent there from ``z`` on the CPU).
+        Where the regressions run (each half is sent there from ``z`` on the CPU, with
+        ``noise`` and ``keep``, by :func:`~cape_pipeline.causal.neighbourhood.regressions`).
 
     Returns
     -------
@@ -107,7 +108,6 @@ def jackknife_variance(
         if rows is not None:
             zr -= zr.mean(axis=0)  # a half centred on its own rows
         kr = None if keep is None else torch.from_numpy(np.ascontiguousarray(keep if rows is None else keep[rows]))
-        kr = None if kr is None else kr.to(device)
         coef, _, dof = regressions(torch.from_numpy(np.ascontiguousarray(zr)).to(device), parents, live, ridge=ridge,
                                    noise=noise, keep=kr)
         return coef, dof

@@ -306,7 +306,6 @@ def fit_regression(
     may_parent = None if regulators is None else parent_mask(regulators, m)
     dev = torch.device(device)
     zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64)).to(dev)
-    noise = None if noise is None else noise.to(dev)
     splits = int(n_splits) if crossfit and n // 2 >= 10 else 1
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
@@ -426,7 +425,6 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
         return tuple(torch.from_numpy(unit_sd(h - h.mean(axis=0))) for h in (z[rows[:half]], z[rows[half:]]))
     ia, ib = (torch.from_numpy(r).to(zt.device) for r in (rows[:half], rows[half:]))
     return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
-
 
 
 #: support "regression" uses this many candidates per screening round unless n_candidates is set

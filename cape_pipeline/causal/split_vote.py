@@ -162,8 +162,7 @@ def _fit_remote(
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float64)).to(device)
-    moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in opts.items()}
-    return fit(z, zt, rows, **moved)
+    return fit(z, zt, rows, **opts)
 
 
 def fit_on_workers(

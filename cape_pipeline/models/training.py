@@ -296,14 +296,13 @@ def train_epochs(
 
 
 def _distributed_backward(
-    ddp: nn.Module, step: Callable, bi: torch.Tensor, rank: int, size: int,
-    amp: contextlib.AbstractContextManager | None = None,
+    ddp: nn.Module, step: Callable, bi: torch.Tensor, rank: int, size: int, amp: contextlib.AbstractContextManager,
 ) -> float:
     """One data-parallel step: this rank's rows of the batch through the DDP wrapper (inside
     ``amp``, the forward's :func:`autocast`), then the weighted backward (DDP averages the
     gradients). Returns the global mean loss."""
     rows = shard(bi.numel(), rank, size)
-    with amp if amp is not None else contextlib.nullcontext():
+    with amp:
         out = ddp(step, bi, rows)
     loss, weight = out if isinstance(out, tuple) else (out, float(rows.numel()))
     _, mean = weighted_backward(loss, float(weight))
