@@ -1,7 +1,7 @@
 """Every option of Step I, its default and its validation, written once: :class:`DiscoverConfig`.
 
 :func:`~cape_pipeline.causal.api.discover` takes a :class:`DiscoverConfig` (or its fields as
-keywords), the solver's :class:`~cape_pipeline.causal.solver.SolverConfig` takes its defaults
+keywords), the solver's :class:`~cape_pipeline.causal.fitting.SolverConfig` takes its defaults
 from here, and the pipeline's discover stage validates through it before any stage runs.
 """
 
@@ -18,8 +18,8 @@ from cape_pipeline._config import is_int as _is_int
 from cape_pipeline._config import is_num as _is_num
 from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
-from cape_pipeline.causal.model import POSTERIORS
 from cape_pipeline.causal.regulators import check_regulators
+from cape_pipeline.causal.sem import POSTERIORS
 from cape_pipeline.causal.split_vote import workers_ok
 from cape_pipeline.causal.supports import (
     AUTO_LOW_RANK_MAX,

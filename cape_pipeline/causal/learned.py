@@ -294,7 +294,7 @@ def fit_learned(
         If the NLL or the weights become NaN/inf (names ``lr``).
     """
     from cape_pipeline.causal.config import LEARNED_MIN_OBS
-    from cape_pipeline.causal.solver import progress_bar
+    from cape_pipeline.causal.fitting import progress_bar
     from cape_pipeline.errors import CapeDataError, CapeFitError
 
     dev = torch.device(device)

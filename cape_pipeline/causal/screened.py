@@ -40,8 +40,8 @@ from torch import nn
 
 from cape_pipeline._utils import shuffled_batches
 from cape_pipeline.causal.acyclicity import h_spectral_sparse
-from cape_pipeline.causal.model import ElboTerms, EntrywiseMLP, standardize_batch
 from cape_pipeline.causal.screen import screen_parents
+from cape_pipeline.causal.sem import ElboTerms, EntrywiseMLP, standardize_batch
 
 __all__ = ["ScreenedFit", "ScreenedSEMVAE", "fit_screened", "h_spectral_sparse", "screen_parents"]
 
@@ -266,7 +266,7 @@ def fit_screened(
     x
         ``(N, M)`` float tensor, standardized columns, no NaN.
     config
-        :class:`~cape_pipeline.causal.solver.SolverConfig`; uses ``lambda_sparse``, ``epochs``,
+        :class:`~cape_pipeline.causal.fitting.SolverConfig`; uses ``lambda_sparse``, ``epochs``,
         ``batch_size``, ``lr``, ``max_outer``, ``rho_init``, ``alpha_init``, ``hidden``,
         ``power_iters``, ``weight_decay``, ``seed``, ``rho_max``.
     n_candidates
@@ -290,7 +290,7 @@ def fit_screened(
     Cost O(N·M²) for the screen (row blocks, no M × M matrix), then O(N·M·k) per epoch.
     """
     from cape_pipeline._utils import resolve_device
-    from cape_pipeline.causal.solver import progress_bar
+    from cape_pipeline.causal.fitting import progress_bar
     from cape_pipeline.errors import CapeFitError
 
     dev = resolve_device(device)
@@ -393,8 +393,8 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"screened"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_screened` with the
     solver options of ``cfg``, thresholded at τ, cycles broken."""
+    from cape_pipeline.causal.fitting import SolverConfig
     from cape_pipeline.causal.postprocess import break_cycles, cap_rows
-    from cape_pipeline.causal.solver import SolverConfig
     from cape_pipeline.causal.supports import SupportFit
 
     solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs)

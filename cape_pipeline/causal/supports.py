@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cape_pipeline.causal.model import POSTERIORS
+from cape_pipeline.causal.sem import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [

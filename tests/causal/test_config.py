@@ -13,7 +13,7 @@ import pytest
 from cape_pipeline.causal import DiscoverConfig
 from cape_pipeline.causal.api import check_options, discover, discover_scored
 from cape_pipeline.causal.config import resolve_config
-from cape_pipeline.causal.solver import SolverConfig
+from cape_pipeline.causal.fitting import SolverConfig
 from cape_pipeline.errors import CapeConfigError
 
 FIELDS = [f.name for f in dataclasses.fields(DiscoverConfig)]

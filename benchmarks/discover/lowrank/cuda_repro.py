@@ -2,7 +2,7 @@
 
 ``_PiecewiseLinear``'s backward sums per-bucket gradients. With ``scatter_add_`` on CUDA the
 float additions are atomic and unordered, so two runs with one seed drift apart; the default
-CUDA path (``cape_pipeline.causal.model._DETERMINISTIC_CUDA = True``) sums with a one-hot
+CUDA path (``cape_pipeline.causal.sem._DETERMINISTIC_CUDA = True``) sums with a one-hot
 matrix product instead. This script fits the scaling benchmark's linear SEM
 (M = 2000, N = 10⁴, 10 epochs in 10 outer steps) twice per setting and reports whether the
 factors and the thresholded graphs agree, and the time per epoch. Writes ``cuda_repro.json``.
@@ -27,7 +27,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from cape_pipeline.causal import model as model_mod
+    from cape_pipeline.causal import sem
     from cape_pipeline.causal.api import discover
 
     ap = argparse.ArgumentParser()
@@ -42,7 +42,7 @@ def main() -> None:
     x = common.linear_sem(a.m, a.n, seed=0)
     rows = []
     for det in (True, False):
-        model_mod._DETERMINISTIC_CUDA = det
+        sem._DETERMINISTIC_CUDA = det
         runs = []
         for _ in range(2):
             t0 = time.perf_counter()
@@ -63,7 +63,7 @@ def main() -> None:
         }
         rows.append(row)
         print(row, flush=True)
-    model_mod._DETERMINISTIC_CUDA = True
+    sem._DETERMINISTIC_CUDA = True
     out = {"rows": rows, "machine": common.machine(), "command": common.command()}
     (HERE / "cuda_repro.json").write_text(json.dumps(out, indent=1))
 
