@@ -395,7 +395,7 @@ def section_sim50k(out: Path, dry: bool) -> None:
 # ------------------------------------------------- Step I on the GPU at atlas size, the wide perturbation model
 def section_cudatests(out: Path, dry: bool) -> None:
     """The regression support's CPU-vs-CUDA tests (they skip without CUDA)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/causal/test_regression_device.py"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/causal/regression/test_regression_device.py"]
     t0 = time.perf_counter()
     with (out / "pytest_device.txt").open("w") as fh:
         res = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)

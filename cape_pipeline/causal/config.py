@@ -18,9 +18,9 @@ from cape_pipeline._config import is_int as _is_int
 from cape_pipeline._config import is_num as _is_num
 from cape_pipeline._utils import check_device
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
+from cape_pipeline.causal.regression.split_vote import workers_ok
 from cape_pipeline.causal.regulators import check_regulators
 from cape_pipeline.causal.sem import POSTERIORS
-from cape_pipeline.causal.split_vote import workers_ok
 from cape_pipeline.causal.supports import (
     AUTO_LOW_RANK_MAX,
     COVARIATES,
@@ -240,9 +240,9 @@ class DiscoverConfig:
     n_splits
         ``"cape"``, support ``"regression"``: random splits of the cells the whole fit (screen
         on one half, test on the other, both ways) is repeated on; an edge is kept where at
-        least half of the splits keep it (:func:`~cape_pipeline.causal.split_vote.vote`); with
+        least half of the splits keep it (:func:`~cape_pipeline.causal.regression.split_vote.vote`); with
         perturbation labels, then tested again with a jackknife variance
-        (:func:`~cape_pipeline.causal.jackknife.jackknife_retest`).
+        (:func:`~cape_pipeline.causal.regression.jackknife.jackknife_retest`).
         Default :data:`~.supports.N_SPLITS` (8); 1 gives one fit without the re-test, in 1/8 of
         the time. Recorded as
         ``params["n_splits_used"]`` (1 below 20 cells).
@@ -253,7 +253,7 @@ class DiscoverConfig:
     workers
         ``"cape"``, support ``"regression"``: where the ``n_splits`` fits run: None (default) in
         this process; ``"local"``/``"local:N"``/a scheduler address: on ``dask.distributed``
-        workers, with the same DAG (:func:`~cape_pipeline.causal.split_vote.fit_on_workers`).
+        workers, with the same DAG (:func:`~cape_pipeline.causal.regression.split_vote.fit_on_workers`).
     method_options
         Options of a baseline method (empty by default), e.g. gcastle's constructor options;
         for ``"partial-correlation"`` ``alpha`` (``"auto"``: ``GraphicalLassoCV`` for M ≤

@@ -206,7 +206,7 @@ def reaches(children: Any, src: int, dst: int) -> bool:
 
     ``children[u]`` lists u's children (a list of lists, or a ``defaultdict(list)``); used by
     the greedy insertions (:func:`greedy_dag`,
-    :func:`~cape_pipeline.causal.orientation.greedy_likelihood_dag`) to skip an edge
+    :func:`~cape_pipeline.causal.regression.orientation.greedy_likelihood_dag`) to skip an edge
     ``dst → src`` that would close a cycle.
     """
     stack, seen = [src], {src}

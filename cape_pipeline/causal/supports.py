@@ -38,7 +38,7 @@ THINNING_MIN_OBS = 3000
 #: changed F1 by < 0.005; benchmarks/discover/interventional)
 ORDER_ROUNDS = 2
 #: n_splits of support "regression" (the default): random splits of the cells the whole fit is
-#: repeated on, an edge kept where at least half of them keep it (split_vote.vote). Measured
+#: repeated on, an edge kept where at least half of them keep it (regression.split_vote.vote). Measured
 #: against one split on the same data and seeds (benchmarks/discover/interventional and
 #: benchmarks/discover/counts, RESULTS.md); the time is n_splits times one fit's
 N_SPLITS = 8

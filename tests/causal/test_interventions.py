@@ -18,8 +18,8 @@ from cape_pipeline.causal.interventions import (
     parse_condition,
 )
 from cape_pipeline.causal.metrics import dag_metrics, interventional_score
-from cape_pipeline.causal.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression import partial_f
+from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
 from cape_pipeline.datasets import simulate_perturbation_data
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -78,8 +78,8 @@ def test_a_perturbed_feature_is_regressed_on_its_own_rows_only():
 def test_the_edge_test_of_a_perturbed_child_counts_its_own_rows():
     """The minimum-effect test's null noncentrality is ``N_c · f²`` with ``N_c`` the rows the
     child's regression used (here 300 of 500), not every row."""
-    from cape_pipeline.causal.edge_test import min_effect_pvalues
     from cape_pipeline.causal.regression import fit_regression
+    from cape_pipeline.causal.regression.edge_test import min_effect_pvalues
 
     rng = np.random.default_rng(0)
     n = 500
@@ -102,8 +102,8 @@ def test_the_edge_test_of_a_perturbed_child_counts_its_own_rows():
 
 def test_with_cross_fitting_each_half_tests_on_its_own_rows_of_the_child(monkeypatch):
     """Cross-fitting: each half's edge test gets the child's unperturbed rows *of the test half*."""
-    import cape_pipeline.causal.edge_test as edge_test
     import cape_pipeline.causal.regression as reg
+    import cape_pipeline.causal.regression.edge_test as edge_test
 
     seen = []
     real = edge_test.min_effect_pvalues

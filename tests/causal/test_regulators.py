@@ -16,7 +16,7 @@ import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.metrics import dag_metrics
-from cape_pipeline.causal.orientation import greedy_likelihood_dag
+from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regulators import (
     bundled_path,
     listed_regulators,

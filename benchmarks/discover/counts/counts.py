@@ -19,7 +19,7 @@ Methods, side by side on the same files:
   minimum-effect likelihood-ratio edge test, greedy likelihood DAG, repeated on 8 random splits
   of the cells with a majority vote on the edges);
 - ``cape-jk``: the default with the jackknife re-test of the voted edges (f4b2c2d) applied
-  without perturbation labels (``cape_pipeline.causal.jackknife``; the default applies it only
+  without perturbation labels (``cape_pipeline.causal.regression.jackknife``; the default applies it only
   where labels are read). Measured on 2026-11-27 and not made the default; check out 6cf31da
   to rerun;
 - ``cape-split1``: the same on one split of the cells (``discover.n_splits=1``), the default

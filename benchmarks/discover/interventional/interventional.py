@@ -51,7 +51,7 @@ Methods, on the same cells:
   were relabelled ``-order0`` (field ``relabelled_from``);
 - ``-s20``: the code of 66adfef (2026-11-26), where the counting-noise correction raised the
   corrected Gram's spectrum along the identity (a2a5fc7 and 79d8230, 2026-11-27, scale the
-  correction back in the noise's metric, ``cape_pipeline.causal.neighbourhood.partial_f``);
+  correction back in the noise's metric, ``cape_pipeline.causal.regression.neighbourhood.partial_f``);
   rows of every run the correction touches (``-thinning``, and ``hill``, whose preprocessed
   counts get it by default), kept for the paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
 - ``-split1``: one random split of the cells (``n_splits=1``), Step I before 802c626 (2026-11-27),
@@ -59,7 +59,7 @@ Methods, on the same cells:
   methods rerun then were relabelled ``-split1``, field ``relabelled_from``; every ``-order0``,
   ``-floor``, ``-s20`` and ``-states`` row without it was made with one split too);
 - ``-s23``: the code of 63deb54 (2026-11-27), the split vote without the jackknife re-test of the
-  voted edges (``cape_pipeline.causal.jackknife``, f4b2c2d); the rows of the methods rerun with it
+  voted edges (``cape_pipeline.causal.regression.jackknife``, f4b2c2d); the rows of the methods rerun with it
   were relabelled ``-s23`` (field ``relabelled_from``), kept for the paired comparison;
 - ``cape-obs-jk``: ``cape-obs`` with that re-test, which the default runs only where the labels
   are read (measured on 2026-11-27 at 6cf31da; ``cape-obs`` is unchanged);

@@ -13,7 +13,7 @@ from cape_pipeline._utils import CUDA_BATCH_CAP, batch_entries
 from cape_pipeline.causal.covariates import unit_sd, unit_sd_torch
 from cape_pipeline.causal.regression import fit_regression
 
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "regression_dag_b3beea7.npz"
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "regression_dag_b3beea7.npz"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 

@@ -9,9 +9,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from cape_pipeline.causal.jackknife import jackknife_retest, jackknife_variance
-from cape_pipeline.causal.neighbourhood import regressions
 from cape_pipeline.causal.regression import fit_regression
+from cape_pipeline.causal.regression.jackknife import jackknife_retest, jackknife_variance
+from cape_pipeline.causal.regression.neighbourhood import regressions
 from cape_pipeline.causal.screen import parent_table
 from cape_pipeline.errors import CapeConfigError
 

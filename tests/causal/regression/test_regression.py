@@ -13,11 +13,12 @@ import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.covariates import cell_state_labels, count_reliability, residualize
-from cape_pipeline.causal.edge_test import min_effect_pvalues
 from cape_pipeline.causal.metrics import dag_metrics
-from cape_pipeline.causal.orientation import greedy_likelihood_dag
-from cape_pipeline.causal.regression import _fit_split, fit_regression, partial_f
-from cape_pipeline.causal.split_vote import vote
+from cape_pipeline.causal.regression import fit_regression, partial_f
+from cape_pipeline.causal.regression.edge_test import min_effect_pvalues
+from cape_pipeline.causal.regression.fit import _fit_split
+from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
+from cape_pipeline.causal.regression.split_vote import vote
 from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
@@ -210,7 +211,7 @@ def test_split_vote_keeps_the_edges_most_splits_keep_and_aggregates_pairs():
     assert voted.n_splits == 3
     kept = sum((f.adjacency.toarray() != 0).astype(int) for f in fits)
     adj = voted.adjacency.toarray()
-    # without perturbation labels the vote is the fit (no jackknife re-test: tests/causal/test_jackknife.py)
+    # without perturbation labels the vote is the fit (no jackknife re-test: tests/causal/regression/test_jackknife.py)
     np.testing.assert_array_equal(adj, vote(fits, z.shape[1], 0.05).adjacency.toarray())
     assert adj.any() and not np.array_equal(adj != 0, fits[0].adjacency.toarray() != 0)
     assert ((adj != 0) <= (kept >= 2)).all()  # only edges kept in ≥ 2 of 3 splits ...
@@ -301,7 +302,7 @@ def test_errors_in_variables_correction_is_scaled_back_direction_by_direction(sh
     ``Vᵀ D V = I`` — not the Cholesky route of the code; no ridge (λ = 0)."""
     from scipy.linalg import eigh
 
-    from cape_pipeline.causal.neighbourhood import _EIV_MARGIN
+    from cape_pipeline.causal.regression.neighbourhood import _EIV_MARGIN
 
     rng = np.random.default_rng(3)
     n = 400

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cape_pipeline.causal.regression import fit_regression
-from cape_pipeline.causal.split_vote import check_workers
+from cape_pipeline.causal.regression.split_vote import check_workers
 from cape_pipeline.errors import CapeConfigError
 
 pytest.importorskip("distributed")

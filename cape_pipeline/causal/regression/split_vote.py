@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from cape_pipeline.causal.edge_test import bh
 from cape_pipeline.causal.postprocess import greedy_dag
+from cape_pipeline.causal.regression.edge_test import bh
 
 __all__ = ["SPLIT_VOTE", "check_workers", "fit_on_workers", "fit_splits", "vote", "workers_ok"]
 

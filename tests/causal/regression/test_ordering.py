@@ -8,7 +8,7 @@ from statsmodels.stats.multitest import multipletests
 
 from cape_pipeline.causal import discover
 from cape_pipeline.causal.metrics import dag_metrics
-from cape_pipeline.causal.ordering import SHIFT_CONSISTENCY_P, causal_order, shift_tests
+from cape_pipeline.causal.regression.ordering import SHIFT_CONSISTENCY_P, causal_order, shift_tests
 from cape_pipeline.datasets import simulate_perturbation_data
 from cape_pipeline.errors import CapeConfigError
 
@@ -60,7 +60,7 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
     """40 features, 12 targets of 2–30 single rows (two with too few), rows shuffled, a double
     whose targets add, a target only in a combination, and cells perturbed on a gene that is
     not a feature; the features read one at a time and all at once."""
-    import cape_pipeline.causal.ordering as ordering
+    import cape_pipeline.causal.regression.ordering as ordering
 
     rng = np.random.default_rng(5)
     m, n_ctrl = 40, 500
@@ -139,7 +139,7 @@ def test_causal_order_puts_shifts_before_conflicting_dag_edges():
 
 
 def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypatch):
-    import cape_pipeline.causal.regression as reg
+    import cape_pipeline.causal.regression.fit as reg
 
     ranks, tested = [], []
     real_order, real_test = reg.causal_order, reg.candidate_pvalues
@@ -182,7 +182,7 @@ def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypat
 def test_screened_pairs_shifted_at_the_candidate_level_order_the_genes(monkeypatch):
     """With the Benjamini–Hochberg pairs taken away, the screened pairs whose shift has p ≤
     CANDIDATE_SHIFT_ALPHA still reach the order, source before target."""
-    import cape_pipeline.causal.regression as reg
+    import cape_pipeline.causal.regression.fit as reg
 
     real_shifts, seen = reg.shift_tests, []
 
@@ -208,7 +208,7 @@ def test_the_retest_drops_an_edge_whose_parent_does_not_shift_its_child(monkeypa
     """x → y with only y perturbed, and an order that puts y first: the re-test accepts y → x,
     and the shift-consistency check removes it (y's perturbation leaves x where it is: shift
     p = 0.89 at this seed)."""
-    import cape_pipeline.causal.regression as reg
+    import cape_pipeline.causal.regression.fit as reg
 
     rng = np.random.default_rng(0)
     n, n_pert = 2200, 200

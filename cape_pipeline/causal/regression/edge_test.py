@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from cape_pipeline.causal.neighbourhood import partial_f
+from cape_pipeline.causal.regression.neighbourhood import partial_f
 from cape_pipeline.causal.screen import parent_table
 
 __all__ = ["bh", "candidate_pvalues", "combine_halves", "min_effect_pvalues", "prune_given_parents", "table_pvalues"]
@@ -57,7 +57,7 @@ def table_pvalues(
     keep: np.ndarray | None, min_effect: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`min_effect_pvalues` of the live entries of a table of regressions (every child's
-    on its candidates or DAG parents, :func:`~cape_pipeline.causal.neighbourhood.regressions`).
+    on its candidates or DAG parents, :func:`~cape_pipeline.causal.regression.neighbourhood.regressions`).
 
     Parameters
     ----------
@@ -121,7 +121,7 @@ def candidate_pvalues(
     z: torch.Tensor, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
     noise: torch.Tensor | None, keep: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
-    """Regressions (:func:`~cape_pipeline.causal.neighbourhood.partial_f`, on ``z``'s device) and
+    """Regressions (:func:`~cape_pipeline.causal.regression.neighbourhood.partial_f`, on ``z``'s device) and
     minimum-effect p-values (:func:`table_pvalues`, on the CPU) of the live entries of a candidate
     table.
 

@@ -27,8 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from cape_pipeline.causal.edge_test import bh, table_pvalues
-from cape_pipeline.causal.neighbourhood import regressions
+from cape_pipeline.causal.regression.edge_test import bh, table_pvalues
+from cape_pipeline.causal.regression.neighbourhood import regressions
 from cape_pipeline.causal.screen import parent_table
 
 __all__ = ["JACKKNIFE_SPLITS", "jackknife_retest", "jackknife_variance"]
@@ -58,7 +58,7 @@ def jackknife_variance(
     jackknife variances.
 
     Every feature is regressed on its live parents
-    (:func:`~cape_pipeline.causal.neighbourhood.regressions`, with the counting-noise correction
+    (:func:`~cape_pipeline.causal.regression.neighbourhood.regressions`, with the counting-noise correction
     and each feature's own rows where given) on all rows, giving ``β``, and on each half of
     ``n_splits`` random splits of the rows (each half centred on its own rows), giving
     ``β_1 … β_S`` (``S = 2·n_splits``); the variance is ``v = (1/S) Σ_s (β_s − β̄)²`` (module
@@ -83,7 +83,7 @@ def jackknife_variance(
         Seeds the splits (split b from ``[seed, 100 + b]``).
     device
         Where the regressions run (each half is sent there from ``z`` on the CPU, with
-        ``noise`` and ``keep``, by :func:`~cape_pipeline.causal.neighbourhood.regressions`).
+        ``noise`` and ``keep``, by :func:`~cape_pipeline.causal.regression.neighbourhood.regressions`).
 
     Returns
     -------
@@ -139,7 +139,7 @@ def jackknife_retest(
     The statistic of edge p → c is ``F = β² / v``, ``β`` its coefficient in c's regression on
     its DAG parents on all rows and ``v`` its jackknife variance (:func:`jackknife_variance`);
     its p-value is the edge test's minimum-effect test
-    (:func:`~cape_pipeline.causal.edge_test.min_effect_pvalues`, ``H₀: partial R² ≤
+    (:func:`~cape_pipeline.causal.regression.edge_test.min_effect_pvalues`, ``H₀: partial R² ≤
     min_effect``, with the regression's residual degrees of freedom), and an edge is kept where
     Benjamini–Hochberg at ``fdr`` over the DAG's edges rejects. A kept edge keeps its weight.
 
