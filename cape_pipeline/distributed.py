@@ -2,7 +2,7 @@
 
 A base-layer module (torch only): the transformers' loop
 (:func:`cape_pipeline.models.training.train_epochs`) and Step I's low-rank solver
-(:func:`cape_pipeline.causal.solver.fit_low_rank_vae`) both use it.
+(:func:`cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`) both use it.
 
 Launched by ``torchrun --nproc_per_node=K …`` (which sets ``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK`` and the rendezvous address), :func:`init_from_env` opens the process group:

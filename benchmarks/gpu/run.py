@@ -120,7 +120,8 @@ def section_suite(out: Path, dry: bool) -> None:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", str(workers), "--durations=15", "-rfE",
            "-v"]
     if dry:
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/causal/test_model.py"]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/causal/test_sem.py",
+               "tests/causal/lowrank/test_model.py"]
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "2"}  # 2 threads a worker, as on the 2-core CI machine
     with (out / "pytest.txt").open("w") as fh:  # streamed, so a run stopped at its limit still shows where

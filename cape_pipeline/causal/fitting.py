@@ -2,7 +2,7 @@
 progress display (:func:`progress_bar`).
 
 The low-rank support's augmented Lagrangian
-(:func:`~cape_pipeline.causal.solver.fit_low_rank_vae`) and the screened support's two phases
+(:func:`~cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`) and the screened support's two phases
 (:func:`~cape_pipeline.causal.screened.fit_screened`) take a :class:`SolverConfig`; those two
 and the learned support's MLPs (:func:`~cape_pipeline.causal.learned.fit_learned`) show their
 epochs on :func:`progress_bar`.
@@ -60,7 +60,7 @@ class SolverConfig:
         AdamW decoupled weight decay.
     init_scale
         Spectral radius of ``|U||V|ᵀ`` at initialisation (see
-        :class:`~cape_pipeline.causal.model.LowRankSEMVAE`).
+        :class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`).
     seed
         Seed of the local generators (initialisation, shuffling, reparameterisation noise).
     l1
@@ -75,7 +75,7 @@ class SolverConfig:
     posterior
         ``"sampled"`` (reparameterised Z, learned σ) or ``"mean"`` (decoder on μ, KL ½‖μ‖², as
         in the DAG-GNN reference code); see
-        :class:`~cape_pipeline.causal.model.LowRankSEMVAE`.
+        :class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`.
     dag_threshold
         When set (the API passes τ), the augmented-Lagrangian penalty is only tightened
         while the τ-thresholded graph ``|A| > τ`` still has a cycle: once it is a DAG, ρ and

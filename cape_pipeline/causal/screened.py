@@ -19,7 +19,7 @@ Screening (:func:`~cape_pipeline.causal.screen.screen_parents`, re-exported here
 ridge fit on the first round's candidates.
 
 The VAE uses the mean-posterior reading of Eq. 8 (``posterior="mean"`` of
-:class:`~cape_pipeline.causal.model.LowRankSEMVAE`): the decoder gets ``μ = f(X)(I − A)``, so
+:class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`): the decoder gets ``μ = f(X)(I − A)``, so
 ``μ (I − A)⁻¹ = f(X)`` exactly and no inverse of a sparse ``I − A`` is needed; the ELBO is then
 ``½‖X − f⁻¹(f(X))‖² + ½‖f(X)(I − A)‖²``.
 """

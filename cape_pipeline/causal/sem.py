@@ -1,7 +1,7 @@
 """The SEM-VAE of CAPE Step I (paper 000, Eqs. 5–8) that the low-rank and screened supports share.
 
 Both supports fit the generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) as a VAE and differ only in
-how A is parameterised (:class:`~cape_pipeline.causal.model.LowRankSEMVAE`: ``A = U Vᵀ``;
+how A is parameterised (:class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`: ``A = U Vᵀ``;
 :class:`~cape_pipeline.causal.screened.ScreenedSEMVAE`: A on screened candidate parents).
 This module holds what they share, torch modules and functions on tensors only:
 
@@ -149,7 +149,7 @@ def batch_shard(rows: torch.Tensor | None, n_batch: int) -> Iterator[None]:
     """Inside the block this process holds the rows ``rows`` ``(b,)`` of a batch of ``n_batch``
     rows split over the ranks of a process group (data-parallel Step I): the batch statistics of
     :func:`standardize_batch` are summed over the ranks (differentiably), and the posterior
-    noise of :meth:`~cape_pipeline.causal.model.LowRankSEMVAE.forward` is drawn for the whole
+    noise of :meth:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE.forward` is drawn for the whole
     batch, then sliced, so every rank draws the same numbers a single process would.
     ``rows=None`` (one process): nothing changes."""
     token = _SHARD.set(None if rows is None else (rows, int(n_batch)))
@@ -163,7 +163,7 @@ def standardize_batch(fx: torch.Tensor) -> torch.Tensor:
     """Standardize ``(B, M)`` per column over the batch: ``(fx − mean) / sqrt(var + 1e-6)``.
 
     Population variance, same dtype and device; used on ``f(X)`` by both Step I models (see
-    :meth:`~cape_pipeline.causal.model.LowRankSEMVAE.transform` for why the scale of f(X) must be
+    :meth:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE.transform` for why the scale of f(X) must be
     fixed). Inside :func:`batch_shard` the batch is the union of every rank's rows (sums
     all-reduced).
     """

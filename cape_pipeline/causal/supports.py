@@ -175,7 +175,7 @@ def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> Suppor
     """
     from importlib import import_module
 
-    modules = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "solver"}
+    modules = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "lowrank"}
     if support not in modules:
         raise CapeConfigError(f"support: expected one of {sorted(modules)}, got {support!r}")
     return import_module(f"cape_pipeline.causal.{modules[support]}").fit_support(x, cfg, inputs)

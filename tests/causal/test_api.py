@@ -151,29 +151,6 @@ def test_bad_config(kw, match):
         discover(_small(), **kw)
 
 
-def test_penalty_held_once_thresholded_graph_is_dag():
-    import torch
-
-    from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae
-
-    x = torch.from_numpy(prepare_matrix(_chain(n=300))[0].astype(np.float32))
-
-    def history(tau):
-        cfg = SolverConfig(rank=4, epochs=4, max_outer=4, dag_threshold=tau, l1="exact")
-        return fit_low_rank_vae(x, cfg, device="cpu").history
-
-    # tau = 0.2: after 1-epoch steps no entry exceeds tau, the output is a DAG: held at start
-    held = history(0.2)
-    assert all(h["thresholded_dag"] for h in held)
-    assert {(h["rho"], h["alpha"]) for h in held} == {(1.0, 0.0)}
-    # tau = 0: every nonzero entry counts, cycles remain, the plain AL rule raises alpha, rho
-    plain = history(0.0)
-    assert not any(h["thresholded_dag"] for h in plain)
-    assert plain[-1]["alpha"] > 0 and plain[-1]["rho"] > plain[0]["rho"]
-    with pytest.raises(ValueError, match="l1"):
-        fit_low_rank_vae(x, SolverConfig(rank=4, epochs=1, l1="bogus"), device="cpu")
-
-
 def test_missing_mean_imputes_nan_for_structure_learning_only():
     """``missing="mean"``: NaN becomes the feature's observed mean (so no covariance is added);
     the default refuses NaN, naming the feature and the option; inf is refused either way."""

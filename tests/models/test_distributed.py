@@ -66,7 +66,7 @@ def _perturbation() -> dict[str, float]:
 def _step1() -> np.ndarray:
     """Step I (low-rank solver, sampled posterior) on a small SEM, fit in float64: the dense weight
     matrix U Vᵀ. 300 rows at batch 128: the last batch (44 rows) is split too."""
-    from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae
+    from cape_pipeline.causal.lowrank import SolverConfig, fit_low_rank_vae
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 8))

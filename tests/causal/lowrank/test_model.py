@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cape_pipeline.causal.model import LowRankSEMVAE
+from cape_pipeline.causal.lowrank import LowRankSEMVAE
 
 
 def _model(m=8, r=3, seed=0):
@@ -82,7 +82,7 @@ def test_mean_posterior_is_dag_gnn_objective():
 @pytest.mark.parametrize("device", ["cpu", CUDA])
 def test_same_seed_same_fit(device):
     """Two fits with one seed give bit-identical histories and factors (also on CUDA)."""
-    from cape_pipeline.causal.solver import SolverConfig, fit_low_rank_vae
+    from cape_pipeline.causal.lowrank import SolverConfig, fit_low_rank_vae
 
     x = torch.randn(600, 30, generator=torch.Generator().manual_seed(3))
     x[:, 1:] += 0.8 * x[:, :-1]

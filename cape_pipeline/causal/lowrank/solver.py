@@ -34,7 +34,7 @@ from cape_pipeline._utils import resolve_device, shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, L1_MODES
 from cape_pipeline.causal.fitting import SolverConfig, progress_bar
-from cape_pipeline.causal.model import LowRankSEMVAE
+from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.sem import batch_shard
 from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
 from cape_pipeline.errors import CapeFitError
