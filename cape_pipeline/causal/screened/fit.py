@@ -1,27 +1,6 @@
-"""Screened sparse support for Step I: the SEM of Eq. 5 with A restricted to candidate parents.
-
-The paper's ``A = U Vᵀ`` (Supp. G.4) caps what a fit can express: at M = 1000 on a
-scale-free graph the best rank-40 matrix ranks only 53 % of the true edges on top
-(``benchmarks/discover/lowrank/RESULTS.md`` §3c), and on graphs without hubs about a third. This module
-keeps the model of Eqs. 5–8 and changes only the parameterisation of A, after SDCD
-(Nazaret et al. 2024): a first pass *screens* each feature's candidate parents, and A is a sparse
-matrix supported on them,
-
-    A[p, c] = W[c, j]  for p = P[c, j],  j < k,
-
-with ``P`` the ``(M, k)`` candidate-parent indices and ``W`` the ``(M, k)`` weights. Every
-product with A, ``(f(X) A)[:, c] = Σ_j f(X)[:, P[c, j]] W[c, j]``, is a torch CSR product,
-O(B·M·k) for a batch of B rows; the acyclicity ρ(A ∘ A) is a power iteration of sparse
-products, O(M·k) per iteration. No ``M × M`` matrix is ever formed (the screen forms
-``X_bᵀ X`` in row blocks of size b × M).
-
-Screening (:func:`~cape_pipeline.causal.screen.screen_parents`, re-exported here): two correlation rounds, the second on the residuals of a
-ridge fit on the first round's candidates.
-
-The VAE uses the mean-posterior reading of Eq. 8 (``posterior="mean"`` of
-:class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`): the decoder gets ``μ = f(X)(I − A)``, so
-``μ (I − A)⁻¹ = f(X)`` exactly and no inverse of a sparse ``I − A`` is needed; the ELBO is then
-``½‖X − f⁻¹(f(X))‖² + ½‖f(X)(I − A)‖²``.
+"""The screened support's fit: the SEM-VAE with A on screened candidate parents
+(:class:`ScreenedSEMVAE`), its two phases (:func:`fit_screened`), and the support behind Step I's
+common signature (:func:`fit_support`).
 """
 
 from __future__ import annotations

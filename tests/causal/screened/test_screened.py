@@ -8,12 +8,8 @@ import torch
 
 from cape_pipeline.causal.api import discover, discover_scored
 from cape_pipeline.causal.metrics import dag_metrics
-from cape_pipeline.causal.screened import (
-    ScreenedSEMVAE,
-    _SparseProduct,
-    h_spectral_sparse,
-    screen_parents,
-)
+from cape_pipeline.causal.screened import ScreenedSEMVAE, h_spectral_sparse, screen_parents
+from cape_pipeline.causal.screened.fit import _SparseProduct
 from cape_pipeline.errors import CapeConfigError
 
 
