@@ -95,3 +95,123 @@ def test_models_is_torch_only():
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             found += [f"{path.name}: {n}" for n in names if n.startswith(banned)]
     assert not found, found
+
+
+# ---------------------------------------------------------------- Step I: one package per algorithm
+
+#: the algorithm packages of Step I there must be (the walk below finds them; a wrong root finds none)
+ALGORITHMS = {"regression", "lowrank", "learned", "screened", "baselines"}
+
+
+def algorithm_packages() -> list[str]:
+    """Every subpackage of ``cape_pipeline.causal``: one per algorithm (shared modules stay at its top)."""
+    return sorted(f"cape_pipeline.causal.{p.parent.name}" for p in (ROOT / "causal").glob("*/__init__.py"))
+
+
+def package_sources() -> dict[str, tuple[str, bool]]:
+    """Module name → (source, is a package's ``__init__``) for every module of the package."""
+    return {_module_name(p): (p.read_text(), p.name == "__init__.py") for p in ROOT.rglob("*.py")}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def algorithm_boundary_violations(modules: dict[str, tuple[str, bool]], packages: list[str]) -> list[str]:
+    """Imports across the boundary of an algorithm package P, lazy ones included:
+
+    - a module outside P that imports a private name of P or of a module inside it
+      (``from P.fit import _x``, ``import P._inner``, or ``alias._x`` / ``P.fit._x`` after
+      ``import P.fit as alias`` / ``import P.fit``);
+    - a module of P that imports another algorithm package or a module inside it.
+    """
+
+    def owner(name: str) -> str | None:
+        return next((p for p in packages if name == p or name.startswith(p + ".")), None)
+
+    def private_path(mod: str, pkg: str) -> bool:
+        return any(_private(part) for part in mod[len(pkg) + 1:].split(".") if part)
+
+    found = []
+    for name, (source, is_package) in modules.items():
+        home = owner(name)
+        tree = ast.parse(source)
+        bound: dict[str, str] = {}  # local name → the module it stands for
+        for node in ast.walk(tree):
+            targets: list[tuple[str, str | None]] = []  # (module, name imported from it or None)
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: resolved against this module's package
+                    anchor = name.split(".") if is_package else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    if full in modules:  # a module or package bound by name
+                        targets.append((full, None))
+                        bound[alias.asname or alias.name] = full
+                    else:
+                        targets.append((base, alias.name))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    targets.append((alias.name, None))
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+            for mod, attr in targets:
+                pkg = owner(mod)
+                if pkg is None or pkg == home:
+                    continue
+                if home is not None:
+                    found.append(f"{name} imports {mod} (algorithm {home} imports algorithm {pkg})")
+                elif private_path(mod, pkg) or (attr is not None and _private(attr)):
+                    found.append(f"{name} imports the private {mod}{'.' + attr if attr else ''}")
+        if home is None:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and _private(node.attr):
+                    base = _dotted(node.value)
+                    if base is not None and owner(bound.get(base, base)):
+                        found.append(f"{name} reads the private {base}.{node.attr}")
+    return found
+
+
+def test_step1_is_one_package_per_algorithm():
+    assert ALGORITHMS <= {p.rsplit(".", 1)[1] for p in algorithm_packages()}
+
+
+def test_algorithm_packages_keep_their_boundaries():
+    """No module outside an algorithm package imports its private names, and no algorithm package
+    imports another: what two algorithms share lives at the top of ``causal/``."""
+    found = algorithm_boundary_violations(package_sources(), algorithm_packages())
+    assert not found, found
+
+
+def test_the_boundary_check_sees_a_violation():
+    """The check itself: each kind of crossing, written into a module of its own, is reported,
+    and the public names of a package stay allowed."""
+    probes = {
+        "cape_pipeline.causal.probe_private_name": "from cape_pipeline.causal.regression.fit import _fit_split\n",
+        "cape_pipeline.tl.probe_alias": "import cape_pipeline.causal.regression.fit as reg\nreg._halves\n",
+        "cape_pipeline.tl.probe_dotted": "import cape_pipeline.causal.screened.fit\ncape_pipeline.causal.screened.fit._csr\n",
+        "cape_pipeline.causal.learned.probe_lazy": "def f():\n    from cape_pipeline.causal.lowrank import fit_low_rank_vae\n",
+        "cape_pipeline.causal.screened.probe_package": "from cape_pipeline.causal import regression\n",
+        "cape_pipeline.causal.lowrank.probe_relative": "from ..regression import fit_support\n",
+    }
+    allowed = {"cape_pipeline.causal.probe_public": "from cape_pipeline.causal.regression import fit_regression\n"
+                                                    "import cape_pipeline.causal.lowrank as lowrank\nlowrank.fit_support\n"}
+    modules = package_sources()
+    modules.update({name: (source, False) for name, source in {**probes, **allowed}.items()})
+    found = algorithm_boundary_violations(modules, algorithm_packages())
+    for name in probes:
+        assert any(f.startswith(name + " ") for f in found), (name, found)
+    assert not any(f.startswith("cape_pipeline.causal.probe_public ") for f in found), found
