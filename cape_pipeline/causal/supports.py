@@ -166,7 +166,8 @@ class SupportFit:
 def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> SupportFit:
     """Fit ``support`` on the standardized ``(N, M)`` float64 ``x``: every support behind one
     signature ``fit_support(x, cfg, inputs) -> SupportFit`` (as DAGMA's ``linear`` /
-    ``nonlinear`` modules), each in its own module.
+    ``nonlinear`` modules), each in its own package (:mod:`cape_pipeline.causal.regression`,
+    ``learned``, ``screened``, ``lowrank``), whose ``__init__`` re-exports it.
 
     Raises
     ------
@@ -175,7 +176,7 @@ def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> Suppor
     """
     from importlib import import_module
 
-    modules = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "lowrank"}
-    if support not in modules:
-        raise CapeConfigError(f"support: expected one of {sorted(modules)}, got {support!r}")
-    return import_module(f"cape_pipeline.causal.{modules[support]}").fit_support(x, cfg, inputs)
+    packages = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "lowrank"}
+    if support not in packages:
+        raise CapeConfigError(f"support: expected one of {sorted(packages)}, got {support!r}")
+    return import_module(f"cape_pipeline.causal.{packages[support]}").fit_support(x, cfg, inputs)

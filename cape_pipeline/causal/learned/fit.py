@@ -212,7 +212,8 @@ def fit_learned(
     device: str | torch.device = "cpu",
     progress: bool = False,
 ) -> LearnedFit:
-    """Learned screen, acyclic fit and greedy DAG (:mod:`cape_pipeline.causal.learned`), for a standardized matrix.
+    """Learned screen, acyclic fit and greedy DAG (:mod:`cape_pipeline.causal.learned`), for a
+    standardized matrix.
 
     Parameters
     ----------

@@ -48,29 +48,30 @@ one on quantities the model cannot trade away:
 5. **Pruning** (CAM's last step): every edge of the DAG is tested again given its DAG
    parents only (same test, BH over the DAG's edges); the weight of a kept edge is
    ``|partial correlation|`` given its DAG parents, in (0, 1].
-6. **Ordered re-test** (interventional data, ``order_rounds``; :mod:`~cape_pipeline.causal.regression.ordering`).
-   The features a perturbation shifts are its descendants (:func:`~cape_pipeline.causal.regression.ordering.shift_tests`,
-   one additive model of all perturbed and control rows); those pairs (at Benjamini–Hochberg
-   level ``SHIFT_FDR``, and between screened candidates at the unadjusted
-   ``CANDIDATE_SHIFT_ALPHA``) and the DAG give a causal order, and every feature's candidates
-   from step 1 that precede it are tested again (step 3, on each half that step 3 tested on)
-   and pruned (step 5). Step 2 conditions a parent's test on the child's own children and their
-   other parents among the candidates, which takes much of the parent's partial R² away; given
-   the order it conditions on predecessors only. An accepted edge whose parent was perturbed
-   alone is dropped where the child's shift under it has p-value above ``SHIFT_CONSISTENCY_P``
-   (a direct child shifts with its parent; interventional faithfulness). Each round starts from
-   the previous round's DAG.
+6. **Ordered re-test** (interventional data, ``order_rounds``;
+   :mod:`~cape_pipeline.causal.regression.ordering`). The features a perturbation shifts are its
+   descendants (:func:`~cape_pipeline.causal.regression.ordering.shift_tests`, one additive model
+   of all perturbed and control rows); those pairs (at Benjamini–Hochberg level ``SHIFT_FDR``,
+   and between screened candidates at the unadjusted ``CANDIDATE_SHIFT_ALPHA``) and the DAG give
+   a causal order, and every feature's candidates from step 1 that precede it are tested again
+   (step 3, on each half that step 3 tested on) and pruned (step 5). Step 2 conditions a parent's
+   test on the child's own children and their other parents among the candidates, which takes
+   much of the parent's partial R² away; given the order it conditions on predecessors only. An
+   accepted edge whose parent was perturbed alone is dropped where the child's shift under it has
+   p-value above ``SHIFT_CONSISTENCY_P`` (a direct child shifts with its parent; interventional
+   faithfulness). Each round starts from the previous round's DAG.
 7. **Split vote** (``n_splits``; :mod:`~cape_pipeline.causal.regression.split_vote`). Steps 1–6 are
    repeated on several random splits of the cells (8 by default), and an edge is kept where at
    least half the splits keep it: one split's screen-and-test keeps edges that rode on that
    split's noise: precision rises at equal recall, and the time is ``n_splits`` times.
-8. **Jackknife re-test** (with ``n_splits`` > 1 and ``intervened``; :mod:`~cape_pipeline.causal.regression.jackknife`). Every
-   edge of the voted DAG is tested again given its DAG parents (step 5's test), with its
-   coefficient's variance from the delete-half jackknife over random halves of the cells in place
-   of the least-squares formula, which understates it where the counting-noise correction does
-   the most (a sibling seen through a noisy parent) and where the errors are heteroscedastic.
-   On counts without perturbation labels it trades recall for precision at a loss of F1, so it
-   runs only where the labels are read.
+8. **Jackknife re-test** (with ``n_splits`` > 1 and ``intervened``;
+   :mod:`~cape_pipeline.causal.regression.jackknife`). Every edge of the voted DAG is tested
+   again given its DAG parents (step 5's test), with its coefficient's variance from the
+   delete-half jackknife over random halves of the cells in place of the least-squares formula,
+   which understates it where the counting-noise correction does the most (a sibling seen through
+   a noisy parent) and where the errors are heteroscedastic. On counts without perturbation
+   labels it trades recall for precision at a loss of F1, so it runs only where the labels are
+   read.
 
 **Regulators** (``regulators``, :mod:`~cape_pipeline.causal.regulators`: transcription factors,
 as GRNBoost2's ``tf_names``). Step 1 picks candidates among the R listed features only, in

@@ -117,7 +117,8 @@ def fit_regression(
     device: str | torch.device = "cpu",
     progress: bool = False,
 ) -> RegressionFit:
-    """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (:mod:`cape_pipeline.causal.regression`).
+    """Screen, neighbourhood regressions, edge test, greedy DAG and pruning (the steps of
+    :mod:`cape_pipeline.causal.regression`).
 
     The covariates (stage 0) are the caller's: :func:`~cape_pipeline.causal.api.discover`
     regresses the library size (and, on request, the cell states) out first
@@ -165,8 +166,8 @@ def fit_regression(
         interventions); as a candidate parent it keeps them — its perturbations are what
         identify its children. The screen uses every row.
     order_rounds
-        With ``intervened``: rounds of the ordered re-test (step 6 of :mod:`cape_pipeline.causal.regression`; 0:
-        none). Without it the option does nothing.
+        With ``intervened``: rounds of the ordered re-test (step 6 of
+        :mod:`cape_pipeline.causal.regression`; 0: none). Without it the option does nothing.
     label_targets
         ``(N,)`` int, how many targets each row's label names, features or not (0: a control),
         for the shift tests of step 6
@@ -252,9 +253,10 @@ def _fit_split(
     ridge: float, crossfit: bool, noise: torch.Tensor | None, keep: np.ndarray | None, order_rounds: int,
     label_targets: np.ndarray | None, progress: bool, may_parent: np.ndarray | None = None,
 ) -> RegressionFit:
-    """Steps 1–6 of :mod:`cape_pipeline.causal.regression` on one random split of the rows (``rows``, a permutation
-    of ``range(N)``: its first half and the rest are the cross-fitting halves); ``may_parent``
-    ``(M,)`` bool marks the regulators (None: every feature may be a parent)."""
+    """Steps 1–6 of :mod:`cape_pipeline.causal.regression` on one random split of the rows
+    (``rows``, a permutation of ``range(N)``: its first half and the rest are the cross-fitting
+    halves); ``may_parent`` ``(M,)`` bool marks the regulators (None: every feature may be a
+    parent)."""
     n, m = z.shape
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
