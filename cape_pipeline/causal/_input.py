@@ -51,21 +51,22 @@ def prepare_matrix(
         all-missing or constant features (named), or a name list of the wrong length.
     """
     names: Any = None
+    source: Any = data  # the caller's array: never written to
     if hasattr(data, "X") and hasattr(data, "var_names"):
-        x = data.X
+        x = source = data.X
         names = np.asarray(data.var_names, dtype=object)
-        if sp.issparse(x):
-            x = x.toarray()
+        if sp.issparse(x):  # densified once, as float64 (the sparse values cast first)
+            x = x.astype(np.float64).toarray() if x.dtype.kind in "biuf" else x.toarray()
         x = np.asarray(x)
     elif isinstance(data, pd.DataFrame):
         bad = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
         if bad:
             raise CapeDataError(f"data: non-numeric columns {_names_list(bad)}; expected numbers")
         names = np.asarray(data.columns.astype(str), dtype=object)
-        x = data.to_numpy(dtype=np.float64, na_value=np.nan)
+        x = data.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
     else:
         if sp.issparse(data):
-            data = data.toarray()
+            data = data.astype(np.float64).toarray() if data.dtype.kind in "biuf" else data.toarray()
         x = np.asarray(data)
     if x.dtype.kind not in "biuf":
         raise CapeDataError(f"data: expected a numeric matrix, got dtype {x.dtype}")
@@ -84,7 +85,10 @@ def prepare_matrix(
     if m < 2:
         raise CapeDataError(f"data: expected at least 2 features (columns), got {m}")
     finite = np.isfinite(x)
-    if not finite.all():
+    all_finite = bool(finite.all())
+    if all_finite:
+        del finite
+    if not all_finite:
         all_missing = ~finite.any(axis=0) & np.isnan(x).all(axis=0)
         if all_missing.any():
             raise CapeDataError(f"data: features {_names_list(names[all_missing])} are all missing (NaN)")
@@ -103,5 +107,10 @@ def prepare_matrix(
     const = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
     if const.any():
         raise CapeDataError(f"data: features {_names_list(names[const])} are constant; drop them first")
-    return (x - mean) / sd, names
+    if isinstance(source, np.ndarray) and np.may_share_memory(x, source):
+        x = x.copy()
+    # standardized in place: the same values as (x - mean) / sd, without two more (N, M) arrays
+    x -= mean
+    x /= sd
+    return x, names
 

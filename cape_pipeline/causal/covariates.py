@@ -26,7 +26,7 @@ from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 __all__ = [
     "apply_covariates", "cell_context", "cell_state_labels", "count_reliability", "default_n_states", "residualize",
-    "unit_sd", "unit_sd_torch", "wants_thinning",
+    "unit_sd", "unit_sd_rows", "unit_sd_torch", "wants_thinning",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,9 @@ def cell_state_labels(x: np.ndarray, n_states: int, *, n_pcs: int = 30, seed: in
     return labels.astype(np.int64)
 
 
-def residualize(x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarray | None = None) -> np.ndarray:
+def residualize(
+    x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarray | None = None, *, overwrite: bool = False
+) -> np.ndarray:
     """Regress the cell-state means and the log library size out of every feature; standardize.
 
     ``z = x − mean_state(x) − β · (ℓ − mean_state(ℓ))`` with ``β`` the pooled within-state slope
@@ -96,11 +98,14 @@ def residualize(x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarra
         ``(N,)`` int state labels, or None (one state).
     log_library
         ``(N,)`` log library sizes, or None.
+    overwrite
+        Write the result into ``x`` (a C-contiguous float64 array the caller no longer needs),
+        so that no second ``(N, M)`` array is held; the values are the same either way.
 
     Returns
     -------
     np.ndarray
-        ``(N, M)`` float64, columns mean 0 and sd 1 (or all 0).
+        ``(N, M)`` float64, columns mean 0 and sd 1 (or all 0); ``x`` itself with ``overwrite``.
     """
     n = x.shape[0]
     labels = np.zeros(n, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
@@ -108,21 +113,46 @@ def residualize(x: np.ndarray, labels: np.ndarray | None, log_library: np.ndarra
     onehot = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, k))
     counts = np.maximum(np.asarray(onehot.sum(0)).ravel(), 1.0)
     means = np.asarray(onehot.T @ x) / counts[:, None]  # (k, M)
-    z = x - means[labels]
+    z = x if overwrite else x.copy()
+    rows = _row_blocks(z)
+    for s in rows:  # z − means[labels], a block of rows at a time
+        z[s] -= means[labels[s]]
     if log_library is not None:
         ell = np.asarray(log_library, dtype=np.float64)
         ell = ell - (np.asarray(onehot.T @ ell).ravel() / counts)[labels]
         ss = float(ell @ ell)
         if ss > 0:
-            z -= np.outer(ell, (ell @ z) / ss)
-    return unit_sd(z)
+            beta = (ell @ z) / ss
+            for s in rows:  # z − ℓ βᵀ
+                z[s] -= np.outer(ell[s], beta)
+    return unit_sd(z, overwrite=True)
 
 
-def unit_sd(z: np.ndarray) -> np.ndarray:
+def _row_blocks(z: np.ndarray, entries: int = 1 << 22) -> list[slice]:
+    """Slices of about ``entries`` elements of ``z``'s rows: the temporaries of a row-wise update."""
+    step = max(1, entries // max(1, z.shape[1]))
+    return [slice(i, min(i + step, z.shape[0])) for i in range(0, z.shape[0], step)]
+
+
+def unit_sd(z: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """``(N, M)`` float64 centred columns divided by their sd; a column with sd ≤ 1e-12 becomes 0
-    (the scaling of :func:`residualize` and of the regression support's cross-fitting halves)."""
+    (the scaling of :func:`residualize` and of the regression support's cross-fitting halves).
+    With ``overwrite``, in ``z`` itself (the same values, no second ``(N, M)`` array kept)."""
     sd = z.std(axis=0)
-    return np.divide(z, sd, out=np.zeros_like(z), where=sd > 1e-12)
+    ok = sd > 1e-12
+    if not overwrite:
+        return np.divide(z, sd, out=np.zeros_like(z), where=ok)
+    np.divide(z, sd, out=z, where=ok)
+    z[:, ~ok] = 0.0
+    return z
+
+
+def unit_sd_rows(z: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`unit_sd` of ``z[rows] − mean(z[rows])``: ``(N, M)`` float64 and ``(R,)`` int in, a new
+    ``(R, M)`` float64 array out, centred and scaled in place (no other array of its size)."""
+    h = z[rows]
+    h -= h.mean(axis=0)
+    return unit_sd(h, overwrite=True)
 
 
 def unit_sd_torch(h: Any) -> Any:
@@ -190,7 +220,8 @@ def apply_covariates(
 
     ``"auto"``: the log library size for single-cell data where preprocess recorded it, none
     otherwise (cell states only when asked for: :data:`~cape_pipeline.causal.supports.COVARIATES`).
-    Returns the adjusted matrix (the input itself when there are none), the params to record
+    Returns the adjusted matrix (written into ``x_std``, which the caller hands over; the input
+    itself when there are none), the params to record
     (``covariates_used``, ``n_states``) and the ``(N,)`` state labels (None without states).
 
     Raises
@@ -213,7 +244,7 @@ def apply_covariates(
     labels = cell_state_labels(x_std, n_states, seed=int(cfg.seed)) if "states" in want and n_states > 1 else None
     log_lib = np.log(library) if "library" in want else None
     out = {"covariates_used": want, "n_states": int(n_states) if labels is not None else 1}
-    return residualize(x_std, labels, log_lib), out, labels
+    return residualize(x_std, labels, log_lib, overwrite=True), out, labels
 
 
 def wants_thinning(measurement_error: str, n_obs: int) -> bool:
@@ -292,7 +323,7 @@ def count_reliability(
     scale = (2.0 * float(target) / lib)[:, None]
     lab = None if labels is None else np.asarray(labels)[rows]
     log_lib = np.log(lib)
-    z1 = residualize(np.log1p(half * scale), lab, log_lib)
-    z2 = residualize(np.log1p((counts - half) * scale), lab, log_lib)
+    z1 = residualize(np.log1p(half * scale), lab, log_lib, overwrite=True)
+    z2 = residualize(np.log1p((counts - half) * scale), lab, log_lib, overwrite=True)
     rho = np.clip((z1 * z2).mean(axis=0), 0.0, 1.0)
     return np.clip(2.0 * rho / (1.0 + rho), RELIABILITY_FLOOR, 1.0)

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline._progress import progress_task
-from cape_pipeline.causal.covariates import unit_sd, unit_sd_torch
+from cape_pipeline.causal.covariates import unit_sd_rows, unit_sd_torch
 from cape_pipeline.causal.regression.edge_test import (
     bh,
     candidate_pvalues,
@@ -345,7 +345,7 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
     ``zt``'s device (computed there off the CPU)."""
     half = z.shape[0] // 2
     if zt.device.type == "cpu":
-        return tuple(torch.from_numpy(unit_sd(h - h.mean(axis=0))) for h in (z[rows[:half]], z[rows[half:]]))
+        return torch.from_numpy(unit_sd_rows(z, rows[:half])), torch.from_numpy(unit_sd_rows(z, rows[half:]))
     ia, ib = (torch.from_numpy(r).to(zt.device) for r in (rows[:half], rows[half:]))
     return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
 
