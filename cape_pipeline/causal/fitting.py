@@ -1,5 +1,6 @@
-"""What the gradient fits of Step I share: their settings (:class:`SolverConfig`) and their
-progress display (:func:`progress_bar`).
+"""What the gradient fits of Step I share: their settings (:class:`SolverConfig`), the
+augmented-Lagrangian update of the acyclicity penalty (:func:`augmented_lagrangian_step`) and
+their progress display (:func:`progress_bar`).
 
 The low-rank support's augmented Lagrangian
 (:func:`~cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`) and the screened support's two phases
@@ -16,7 +17,7 @@ from typing import Any
 from cape_pipeline.causal.config import DEFAULT_EPOCHS, DiscoverConfig
 from cape_pipeline.causal.sem import POSTERIORS
 
-__all__ = ["SolverConfig", "progress_bar"]
+__all__ = ["SolverConfig", "augmented_lagrangian_step", "progress_bar"]
 
 #: the defaults of Step I, written once in :class:`~cape_pipeline.causal.config.DiscoverConfig`
 _D = DiscoverConfig()
@@ -147,6 +148,33 @@ class SolverConfig:
             dag_max_edges_per_row=dag_max_edges_per_row,
             posterior=cfg.effective_posterior,
         )
+
+
+def augmented_lagrangian_step(
+    rho: float, alpha: float, h_now: float, h_last: float, *, rho_cap: float | None = None
+) -> tuple[float, float, float]:
+    """One outer update of the augmented Lagrangian ``½ ρ h² + α h`` (paper 000, Eq. 10, after
+    NOTEARS): ``α ← α + ρ h``, and ``ρ ← 10 ρ`` where ``h`` fell by less than a factor 4 since the
+    last update.
+
+    Parameters
+    ----------
+    rho, alpha
+        The current penalty weight ρ > 0 and multiplier α.
+    h_now, h_last
+        The acyclicity ``h(A)`` now and at the last update (``math.inf`` before the first).
+    rho_cap
+        Upper bound on ρ (None: none; the caller stops where ρ exceeds its own limit).
+
+    Returns
+    -------
+    rho, alpha, h_last
+        The updated ρ and α, and ``h_now`` as the next update's ``h_last``.
+    """
+    alpha += rho * h_now
+    if h_now > 0.25 * h_last:
+        rho = rho * 10.0 if rho_cap is None else min(rho * 10.0, rho_cap)
+    return rho, alpha, h_now
 
 
 def progress_bar(total_epochs: int, description: str = "") -> tuple[Any, Any]:

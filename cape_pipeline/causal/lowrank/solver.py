@@ -33,7 +33,7 @@ import torch
 from cape_pipeline._utils import resolve_device, shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, L1_MODES
-from cape_pipeline.causal.fitting import SolverConfig, progress_bar
+from cape_pipeline.causal.fitting import SolverConfig, augmented_lagrangian_step, progress_bar
 from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.sem import batch_shard
 from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
@@ -241,11 +241,7 @@ def fit_low_rank_vae(
                     # the output graph is already acyclic: hold ρ and α (see SolverConfig)
                     h_last = h_now
                     continue
-            # augmented-Lagrangian updates (Eq. 10)
-            alpha += rho * h_now
-            if h_now > 0.25 * h_last:
-                rho *= 10.0
-            h_last = h_now
+            rho, alpha, h_last = augmented_lagrangian_step(rho, alpha, h_now, h_last)
             if h_now < config.h_tol or rho > config.rho_max:
                 break
     finally:

@@ -269,7 +269,7 @@ def fit_screened(
     Cost O(N·M²) for the screen (row blocks, no M × M matrix), then O(N·M·k) per epoch.
     """
     from cape_pipeline._utils import resolve_device
-    from cape_pipeline.causal.fitting import progress_bar
+    from cape_pipeline.causal.fitting import augmented_lagrangian_step, progress_bar
     from cape_pipeline.errors import CapeFitError
 
     dev = resolve_device(device)
@@ -350,10 +350,7 @@ def fit_screened(
                     frozen = True
                     model.restrict_support(threshold)
                 else:
-                    alpha += rho * h_now
-                    if h_now > 0.25 * h_last:
-                        rho = min(rho * 10.0, config.rho_max)
-                    h_last = h_now
+                    rho, alpha, h_last = augmented_lagrangian_step(rho, alpha, h_now, h_last, rho_cap=config.rho_max)
     finally:
         if bar is not None:
             bar.stop()
