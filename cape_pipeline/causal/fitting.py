@@ -1,23 +1,22 @@
-"""What the gradient fits of Step I share: their settings (:class:`SolverConfig`), the
-augmented-Lagrangian update of the acyclicity penalty (:func:`augmented_lagrangian_step`) and
-their progress display (:func:`progress_bar`).
+"""What the gradient fits of Step I share: their settings (:class:`SolverConfig`) and the
+augmented-Lagrangian update of the acyclicity penalty (:func:`augmented_lagrangian_step`).
 
 The low-rank support's augmented Lagrangian
 (:func:`~cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`) and the screened support's two phases
-(:func:`~cape_pipeline.causal.screened.fit_screened`) take a :class:`SolverConfig`; those two
-and the learned support's MLPs (:func:`~cape_pipeline.causal.learned.fit_learned`) show their
-epochs on :func:`progress_bar`.
+(:func:`~cape_pipeline.causal.screened.fit_screened`) take a :class:`SolverConfig` and
+update their penalty with :func:`augmented_lagrangian_step`. Their epochs, and the learned
+support's, show on Step I's one progress mechanism
+(:func:`~cape_pipeline._progress.progress_task`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from cape_pipeline.causal.config import DEFAULT_EPOCHS, DiscoverConfig
 from cape_pipeline.causal.sem import POSTERIORS
 
-__all__ = ["SolverConfig", "augmented_lagrangian_step", "progress_bar"]
+__all__ = ["SolverConfig", "augmented_lagrangian_step"]
 
 #: the defaults of Step I, written once in :class:`~cape_pipeline.causal.config.DiscoverConfig`
 _D = DiscoverConfig()
@@ -175,26 +174,3 @@ def augmented_lagrangian_step(
     if h_now > 0.25 * h_last:
         rho = rho * 10.0 if rho_cap is None else min(rho * 10.0, rho_cap)
     return rho, alpha, h_now
-
-
-def progress_bar(total_epochs: int, description: str = "") -> tuple[Any, Any]:
-    """A started progress display for a Step I fit (epochs) and its task id; caller stops it.
-
-    A rich bar in a terminal, periodic log lines otherwise (:func:`cape_pipeline._progress.progress`).
-    """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from cape_pipeline._progress import progress
-
-    bar = progress(
-        lambda: Progress(
-            TextColumn("[bold]discover[/] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} epochs"),
-            TimeElapsedColumn(),
-        ),
-        unit="epochs",
-        prefix="discover",
-    )
-    bar.start()
-    return bar, bar.add_task(description, total=total_epochs)

@@ -271,8 +271,8 @@ def fit_learned(
     CapeFitError
         If the NLL or the weights become NaN/inf (names ``lr``).
     """
+    from cape_pipeline._progress import progress_task
     from cape_pipeline.causal.config import LEARNED_MIN_OBS
-    from cape_pipeline.causal.fitting import progress_bar
     from cape_pipeline.errors import CapeDataError, CapeFitError
 
     dev = torch.device(device)
@@ -311,8 +311,7 @@ def fit_learned(
         best, best_state, bad = math.inf, None, 0
         gamma, frozen = 0.0, False
         state: dict[str, torch.Tensor] = {}
-        bar, task = progress_bar(max_epochs, f"Step I stage {stage}") if progress else (None, None)
-        try:
+        with progress_task(f"discover learned, stage {stage}", max_epochs, unit="epochs", show=progress) as bar:
             for epoch in range(max_epochs):
                 t_ep = time.perf_counter()
                 tot, nb = 0.0, 0
@@ -350,8 +349,7 @@ def fit_learned(
                     "seconds": time.perf_counter() - t_ep,
                 })
                 logger.debug("learned fit epoch %s", history[-1])
-                if bar is not None:
-                    bar.update(task, advance=1, description=f"stage {stage} val NLL {val:.4g} edges {n_sup}")
+                bar.update(advance=1, state=f"val NLL {val:.4g} edges {n_sup}")
                 # early stopping: stage 1 always; stage 2 once the thresholded graph is a DAG
                 if stage != 2 or (frozen and is_dag):
                     if not math.isfinite(best) or val < best - (min_delta_screen if stage == 1 else min_delta) * m:
@@ -361,9 +359,6 @@ def fit_learned(
                         bad += 1
                         if bad >= patience:
                             break
-        finally:
-            if bar is not None:
-                bar.stop()
         if best_state is not None:
             model.load_state_dict(best_state)
         return model

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from cape_pipeline._progress import progress_task
 from cape_pipeline._utils import resolve_device, shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
 from cape_pipeline.causal.config import ACYCLICITY, L1_MODES
-from cape_pipeline.causal.fitting import SolverConfig, augmented_lagrangian_step, progress_bar
+from cape_pipeline.causal.fitting import SolverConfig, augmented_lagrangian_step
 from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.sem import batch_shard
 from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
@@ -164,9 +165,7 @@ def fit_low_rank_vae(
     history: list[dict[str, Any]] = []
     epochs_done = 0
 
-    bar, task = progress_bar(config.epochs) if progress else (None, None)
-
-    try:
+    with progress_task("discover low-rank", config.epochs, unit="epochs", show=progress) as bar:
         outer = 0
         while epochs_done < config.epochs and outer < config.max_outer:
             t0 = time.perf_counter()
@@ -200,12 +199,7 @@ def fit_low_rank_vae(
                     )
                     n_seen += 1
                 epochs_done += 1
-                if bar is not None:
-                    bar.update(
-                        task,
-                        advance=1,
-                        description=f"outer {outer + 1}/{config.max_outer} h={h.item():.3g} ρ={rho:.0e}",
-                    )
+                bar.update(advance=1, state=f"outer {outer + 1}/{config.max_outer} h={h.item():.3g} ρ={rho:.0e}")
             with torch.no_grad():
                 h_now = float(_h(model, config.acyclicity, state, 5 * config.power_iters))
             means = sums / max(n_seen, 1)
@@ -244,9 +238,6 @@ def fit_low_rank_vae(
             rho, alpha, h_last = augmented_lagrangian_step(rho, alpha, h_now, h_last)
             if h_now < config.h_tol or rho > config.rho_max:
                 break
-    finally:
-        if bar is not None:
-            bar.stop()
 
     u = model.u.detach().cpu().double().numpy()
     v = model.v.detach().cpu().double().numpy()

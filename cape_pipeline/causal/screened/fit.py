@@ -268,8 +268,9 @@ def fit_screened(
 
     Cost O(N·M²) for the screen (row blocks, no M × M matrix), then O(N·M·k) per epoch.
     """
+    from cape_pipeline._progress import progress_task
     from cape_pipeline._utils import resolve_device
-    from cape_pipeline.causal.fitting import augmented_lagrangian_step, progress_bar
+    from cape_pipeline.causal.fitting import augmented_lagrangian_step
     from cape_pipeline.errors import CapeFitError
 
     dev = resolve_device(device)
@@ -295,8 +296,7 @@ def fit_screened(
     state: dict[str, torch.Tensor] = {}
     history: list[dict[str, Any]] = []
     epochs_done = 0
-    bar, task = progress_bar(config.epochs, "screened") if progress else (None, None)
-    try:
+    with progress_task("discover screened", config.epochs, unit="epochs", show=progress) as bar:
         phase_prev = 1
         for phase, n_ep in blocks:
             if phase == 2 and phase_prev == 1:
@@ -321,8 +321,7 @@ def fit_screened(
                     sums += np.array([terms.recon.item(), terms.kl.item(), l1.item(), h.item()])
                     n_seen += 1
                 epochs_done += 1
-                if bar is not None:
-                    bar.update(task, advance=1, description=f"phase {phase} h={h.item():.3g} ρ={rho:.0e}")
+                bar.update(advance=1, state=f"phase {phase} h={h.item():.3g} ρ={rho:.0e}")
             with torch.no_grad():
                 h_now = float(model.acyclicity(state, 5 * config.power_iters))
             means = sums / max(n_seen, 1)
@@ -351,9 +350,6 @@ def fit_screened(
                     model.restrict_support(threshold)
                 else:
                     rho, alpha, h_last = augmented_lagrangian_step(rho, alpha, h_now, h_last, rho_cap=config.rho_max)
-    finally:
-        if bar is not None:
-            bar.stop()
     with torch.no_grad():
         weights = model.weights().detach().cpu().double().numpy()
     return ScreenedFit(
