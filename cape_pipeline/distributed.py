@@ -21,7 +21,7 @@ Launched by ``torchrun --nproc_per_node=K …`` (which sets ``RANK``, ``WORLD_SI
 
 With dropout the ranks draw different dropout masks than one process would; the runs then agree
 in distribution only. With dropout 0 they agree to float tolerance
-(``tests/models/test_distributed.py``: 2 processes vs 1).
+(``tests/test_distributed.py``: 2 processes vs 1).
 """
 
 from __future__ import annotations
