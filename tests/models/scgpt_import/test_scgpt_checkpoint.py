@@ -25,7 +25,7 @@ from cape_pipeline.models.scgpt_import.checkpoint import (
     from_scgpt,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 TINY = DATA / "scgpt_tiny"
 OTHER = DATA / "scgpt_other"
 PRENORM = OTHER / "prenorm"

@@ -17,7 +17,7 @@ from cape_pipeline.models.scgpt_import.warm_start import (
     vocabulary_genes,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def _genes(path: Path) -> list[str]:
