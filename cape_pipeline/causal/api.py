@@ -76,9 +76,8 @@ def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: i
 
     ``B = ⌈N / batch_size⌉`` is the number of AdamW steps per epoch. The paper's 100 epochs
     (Supp. F.4) were set for single-cell data with 10⁴–10⁵ cells; below about 6,400 rows they
-    are fewer than 5,000 steps and the fit is visibly under-converged (measured in
-    ``benchmarks/discover/lowrank/RESULTS.md``: a 5-node Gaussian chain, N = 600, has skeleton F1
-    0.85 at 100 epochs = 500 steps and 1.0 at 5,000 steps on seeds 0–2).
+    are fewer than 5,000 steps and the fit is visibly under-converged (a small Gaussian chain,
+    100 epochs against 5,000 steps: ``benchmarks/discover/lowrank/RESULTS.md``).
 
     Parameters
     ----------
@@ -316,27 +315,32 @@ def discover(
     """Learn a weighted causal DAG over the features of ``data`` (CAPE Step I).
 
     With ``method="cape"`` the default ``support="auto"`` chooses from the data
-    (:func:`~cape_pipeline.causal.supports.resolve_support`). Single-cell data (an AnnData whose
-    ingest or preprocess recorded modality ``scrna``) with more than 20 features get the
+    (:func:`~cape_pipeline.causal.supports.resolve_support`). Data with at most 20 features
+    (:data:`~cape_pipeline.causal.supports.AUTO_LOW_RANK_MAX`) or fewer than 50 rows
+    (:data:`~cape_pipeline.causal.supports.LEARNED_MIN_OBS`) get the paper's low rank. Above
+    that, single-cell data (an AnnData whose ingest or preprocess recorded modality ``scrna``,
+    or that carries ``obs["cape_library_size"]``;
+    :func:`~cape_pipeline.causal.covariates.cell_context`) get the
     regression support (:func:`~cape_pipeline.causal.regression.fit_regression`: every feature
     regressed on its screened candidate parents after the cell-level covariates, an edge where
     its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``, repeated on
-    ``n_splits`` random splits of the cells; ``benchmarks/discover/counts/RESULTS.md``). Other
-    data with more than 20 features get the learned support
+    ``n_splits`` random splits of the cells; ``benchmarks/discover/counts/RESULTS.md``), and
+    other data (arrays and DataFrames included) the learned support
     (:func:`~cape_pipeline.causal.learned.fit_learned`: a learned screen of candidate parents,
     per-feature MLPs with the spectral acyclicity penalty, a greedy DAG and a refit; each
     edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence to rank by), which finds real
     graphs at hundreds to thousands of features where the paper's rank-40 model keeps almost
     none (``benchmarks/discover/learned/RESULTS.md``).
-    With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features) it fits the low-rank
+    With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features or < 50 rows) it fits the low-rank
     NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder
     ``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7), loss ``−ELBO + λs‖A‖₁ + (ρ/2)h² + αh`` (Eqs. 8–10) with
     ``A = U Vᵀ`` of rank r (Supp. G.4), solved by the augmented Lagrangian (the penalty is held
     once the τ-thresholded graph is a DAG, see ``dag_threshold`` below); then thresholds
     ``|A| > τ`` and drops the weakest edge of every remaining cycle. Per-epoch cost
-    O(N·M·r + (N/B)·M·r²) plus, for the exact ‖A‖₁ used when M ≤ 1000, O((N/B)·M²·r) in row
-    blocks; above that the sampled estimate costs O((N/B)·S·r) and no ``M × M`` matrix is
+    O(N·M·r + (N/B)·M·r²) plus, for the exact ‖A‖₁ that ``l1="auto"`` (the default) uses when
+    M ≤ ``l1_exact_max`` (500), O((N/B)·M²·r) in row blocks; above that the sampled estimate
+    from S = ``l1_pairs`` (4096) entries costs O((N/B)·S·r) and no ``M × M`` matrix is
     formed during training (one sparse τ-thresholded graph is built per outer step).
 
     Parameters

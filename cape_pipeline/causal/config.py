@@ -146,7 +146,8 @@ class DiscoverConfig:
     support
         ``"cape"``: ``"auto"`` (default: ``"low-rank"`` for M ≤ 20 features or N < 50 rows,
         else ``"regression"`` for single-cell data — an AnnData whose ingest or preprocess
-        recorded modality ``scrna`` — and ``"learned"`` for other data; the rule and its
+        recorded modality ``scrna``, or that carries ``obs["cape_library_size"]`` — and
+        ``"learned"`` for other data; the rule and its
         measurements are in ``benchmarks/discover/learned/RESULTS.md`` and
         ``benchmarks/discover/counts/RESULTS.md``; the choice is ``params["support"]``, the
         request ``params["support_requested"]``),
@@ -209,7 +210,7 @@ class DiscoverConfig:
         fits: ``"auto"`` (default: for single-cell data the log library size where preprocess
         recorded it, ``obs["cape_library_size"]``; otherwise none), ``"none"``, ``"states"``,
         ``"library"`` or ``"states+library"``. Cell states guard against hidden programs shared
-        by many genes and cost half the recall where regulators drive the states
+        by many genes and cost recall where regulators drive the states
         (:data:`~cape_pipeline.causal.supports.COVARIATES`). Recorded as ``params["covariates_used"]``.
     n_states
         ``"cape"``: number of cell states (k-means on 30 principal components) used as
