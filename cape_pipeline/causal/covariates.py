@@ -41,8 +41,8 @@ RELIABILITY_MAX_CELLS = 5000
 def default_n_states(n_obs: int) -> int:
     """Cell states used when ``n_states`` is None: ``min(30, max(2, N // 100))``.
 
-    30 states at 3,000 cells and more; on simulated counts with 6–8 cell types the ranking
-    of true pairs is the same within 1 % for 8 to 120 k-means states
+    30 states at 3,000 cells and more. On simulated counts the ranking of true pairs hardly
+    depends on how many more k-means states there are than cell types
     (``benchmarks/discover/counts/RESULTS.md``), so the number only needs to exceed the
     number of distinct states; 100 cells per state keep each state's means stable.
     """

@@ -69,9 +69,9 @@ class SolverConfig:
         ``"surrogate"`` (the factor bound ``Σ_k ‖U_k‖₁‖V_k‖₁ ≥ ‖A‖₁``, O(M r)), or ``"auto"``:
         exact for ``M ≤ l1_exact_max``, else sampled.
     l1_exact_max, l1_pairs
-        Switch point of ``"auto"`` (500: at M = 1000 the exact form costs 6.8 ms per step
-        against 1.2 ms sampled and 27 ms for the ELBO, one thread) and S of the sampled
-        estimate.
+        Switch point of ``"auto"`` (500: above it the exact form's O(M² r) per step becomes a
+        sizeable part of a step next to the ELBO, where the sampled estimate's O(S r) stays
+        small) and S of the sampled estimate.
     posterior
         ``"sampled"`` (reparameterised Z, learned σ) or ``"mean"`` (decoder on μ, KL ½‖μ‖², as
         in the DAG-GNN reference code); see

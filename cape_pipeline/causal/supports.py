@@ -22,20 +22,20 @@ SUPPORTS = ("auto", "low-rank", "screened", "learned", "regression")
 #: cell-level covariates of Step I: "auto" (single-cell data: the library size where preprocess
 #: recorded it, no cell states; other data: none) or an explicit choice. Cell states are not in
 #: "auto": on counts driven by a regulatory graph they take the regulators' variation between
-#: states with them (recall 0.27 → 0.12 at 10,000 cells on ours, 0.23 → 0.18 on the SERGIO-like
-#: generator), but they are the guard where hidden programs drive many genes (counts with gene
-#: modules and no graph: 433 false edges without states, 6 with) — benchmarks/discover/counts/RESULTS.md
+#: states with them and lower the recall, but they are the guard where hidden programs drive many
+#: genes (on counts with gene modules and no graph they remove most of the false edges);
+#: measured in benchmarks/discover/counts/RESULTS.md
 COVARIATES = ("auto", "none", "states", "library", "states+library")
 #: measurement error of support "regression": "auto" (the counting-noise correction on counts from
 #: THINNING_MIN_OBS cells), "none" or "thinning" (each gene's counting-noise share from binomial
 #: thinning, errors-in-variables regressions)
 MEASUREMENT_ERROR = ("auto", "none", "thinning")
-#: measurement_error="auto" corrects for counting noise from this many cells: at 1,000 cells the
-#: correction costs 0.10–0.12 precision at equal F1 on both count generators, from 3,000 cells it
-#: raises F1 (benchmarks/discover/counts/RESULTS.md)
+#: measurement_error="auto" corrects for counting noise from this many cells: on fewer cells the
+#: correction costs precision at equal F1 on both count generators, from this many on it raises
+#: F1 (benchmarks/discover/counts/RESULTS.md)
 THINNING_MIN_OBS = 3000
 #: order_rounds="auto" runs this many ordered re-tests wherever interventions apply (a third round
-#: changed F1 by < 0.005; benchmarks/discover/interventional)
+#: changes little; benchmarks/discover/interventional)
 ORDER_ROUNDS = 2
 #: n_splits of support "regression" (the default): random splits of the cells the whole fit is
 #: repeated on, an edge kept where at least half of them keep it (regression.split_vote.vote). Measured

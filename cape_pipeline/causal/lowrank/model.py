@@ -97,7 +97,7 @@ class LowRankSEMVAE(nn.Module):
 
         Without this, Eq. 6 has a scale degeneracy: shrinking f drives ``KL(q ‖ N(0, I))`` to
         zero while f⁻¹ scales back up, and the ELBO prefers the posterior-collapsed,
-        edge-free solution (measured: recon = M/2, no edge found). Fixing the scale of f(X)
+        edge-free solution (the fit finds no edge). Fixing the scale of f(X)
         makes ``½‖f(X)(I − A)‖²`` in the KL the NOTEARS least-squares loss on f(X).
         """
         return standardize_batch(self.f(x))

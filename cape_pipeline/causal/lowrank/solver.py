@@ -10,13 +10,13 @@ when the epoch budget is spent. Scaling: the ELBO terms are per-row averages sum
 features (the NOTEARS least-squares scale, 0.5‖X(I − A)‖²/n for a linear f), and the penalty
 terms are divided by the batch size, i.e. the whole objective is that of the batch *sum*
 divided by the batch size — so the paper's λs = 1 is a per-batch (128 rows) weight, the same
-for every dataset (λs = 1 per *row* was measured to empty the graph on synth10).
+for every dataset (λs = 1 per *row*, 128 times stronger, empties the graph on synth10).
 
 Held penalty: with ``SolverConfig.dag_threshold = τ`` (the API's default) ρ and α are only
 updated while the τ-thresholded graph ``|A| > τ`` still has a cycle. The plain rule keeps
-raising ρ (to 1e14 on synth10) because the spectral h of a matrix whose small entries close
-cycles vanishes only when *all* entries do, and every ``|A_ij|`` ended below τ (F1 0); holding
-ρ once the output is a DAG gave F1 0.56 there (benchmarks/discover/lowrank/RESULTS.md).
+raising ρ because the spectral h of a matrix whose small entries close cycles vanishes only
+when *all* entries do, which drives every ``|A_ij|`` below τ and leaves no edge; holding ρ
+once the output is a DAG keeps the edges (synth10: benchmarks/discover/lowrank/RESULTS.md).
 """
 
 from __future__ import annotations

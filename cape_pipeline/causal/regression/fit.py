@@ -141,8 +141,8 @@ def fit_regression(
         Screen on one random half of the rows and test on the other, both ways, and combine
         a pair's (one or two) p-values by Stouffer's method (True). Screening and testing on the
         same rows (False) makes the test anti-conservative: the screen keeps the candidates whose
-        sample correlation is largest, noise included (at 150 cells × 193 genes, 91 % of the
-        kept edges were false that way).
+        sample correlation is largest, noise included, and on few cells most kept edges are then
+        false.
     n_splits
         Random splits of the rows the whole fit (steps 1–6, cross-fitted on each) is repeated
         on; with more than one, an edge is kept where at least
@@ -356,7 +356,8 @@ REGRESSION_N_CANDIDATES = 10
 
 def regression_k(cfg: Any) -> int:
     """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
-    (measured: 40 candidates rank true pairs better than 80, ``benchmarks/discover/counts``)."""
+    (a screen of 40 candidates ranks true pairs better than one of 80 on counts,
+    ``benchmarks/discover/counts``)."""
     from cape_pipeline.causal.config import DiscoverConfig
 
     return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)

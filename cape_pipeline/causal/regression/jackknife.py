@@ -6,9 +6,9 @@ The edge test's statistic ``β² / (σ² (G⁻¹)_jj)`` takes the variance of th
 least-squares formula. With the counting-noise correction (errors in variables) the coefficient
 comes from an inverted, corrected Gram matrix and varies more than that formula says; on counts
 the errors are heteroscedastic too. Both make the test anti-conservative, most of all where the
-correction does the most — a sibling seen through a noisy parent: on the Norman-size screen the
-spread of the coefficient over random halves of the cells is 1.29 × the formula's standard error
-for true edges and 1.67 × for false ones (medians; ``benchmarks/discover/interventional/RESULTS.md``).
+correction does the most — a sibling seen through a noisy parent, whose coefficient spreads over
+random halves of the cells further beyond the formula's standard error than a true edge's does
+(the two compared in ``benchmarks/discover/interventional/RESULTS.md``).
 
 The delete-d jackknife with d = N/2 (Shao & Wu 1989, *Ann. Statist.* 17:1176; half-sample
 replication, McCarthy 1969, *Rev. Int. Stat. Inst.* 37:239) estimates the variance of an estimator from the
@@ -33,9 +33,9 @@ from cape_pipeline.causal.screen import parent_table
 
 __all__ = ["JACKKNIFE_SPLITS", "jackknife_retest", "jackknife_variance"]
 
-#: random splits of the rows into two halves (2 × this many half-sample fits). Measured on the
-#: Norman-size screen: 8 splits gave mean F1 0.698 (seeds 0–2, against 0.705 with 32),
-#: 16 gave 0.713 and 32 0.715 (seeds 0–9)
+#: random splits of the rows into two halves (2 × this many half-sample fits). More splits make
+#: the variance estimate less noisy; the gain levels off towards this many (8, 16 and 32
+#: compared in benchmarks/discover/interventional/RESULTS.md)
 JACKKNIFE_SPLITS = 32
 #: salt of the halves' seeds: split b's rows from ``default_rng([seed, _SEED_SALT + b])``, apart
 #: from the splits of the fit itself (``seed`` and ``[seed, b]``)

@@ -14,7 +14,7 @@ from cape_pipeline._utils import batch_entries
 __all__ = ["partial_f", "regressions"]
 
 #: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
-#: measured (benchmarks/discover/interventional and counts)
+#: chosen on the count generators and screens (benchmarks/discover/interventional and counts)
 _EIV_MARGIN = 3.0
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
@@ -79,15 +79,14 @@ def regressions(
     corrected spectrum to ``max(√(K/N), 0.05)·N`` along the identity hands variance back to
     every candidate — the sibling of a noisy parent included —, and a single scalar for the
     whole matrix (Fuller's form) lets one very noisy candidate scale back every other
-    candidate's correction (``λ̂ ≤ (1 + ridge)/δ_max``). Measured against both on two count generators, with
-    and without perturbation labels (``benchmarks/discover/interventional/RESULTS.md`` and
-    ``benchmarks/discover/counts/RESULTS.md``): mean F1 rises on every screen and at
-    every size, by 0.002 (Norman-size with cell states) to 0.03; at 3,000 cells the kept graph's
-    precision falls (0.513 → 0.472 on our generator). The statistic keeps the
-    OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed* candidates
-    (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹`` (Fuller's
-    Eq. 2.2.12) was measured too conservative at the edge floor (81 edges instead of 536 at
-    10,000 cells, ``benchmarks/discover/counts/RESULTS.md``).
+    candidate's correction (``λ̂ ≤ (1 + ridge)/δ_max``). Against both, on two count generators
+    with and without perturbation labels (``benchmarks/discover/interventional/RESULTS.md`` and
+    ``benchmarks/discover/counts/RESULTS.md``), mean F1 rises on every screen and at every
+    size, while at a few thousand cells the kept graph's precision falls. The statistic keeps
+    the OLS form ``β_j² / (σ² (G_c⁻¹)_jj)`` with ``σ²`` the residual of the *observed*
+    candidates (it carries ``βᵀΣ_uu β``); the full sandwich variance ``G_c⁻¹ G G_c⁻¹``
+    (Fuller's Eq. 2.2.12) is too conservative at the edge floor: it keeps a small fraction of
+    the edges (``benchmarks/discover/counts/RESULTS.md``).
 
     With ``keep``, feature c's regression uses only the rows where ``keep[:, c]`` (the cells in
     which c was not perturbed: its conditional is not ``P(c | parents)`` where it was set by

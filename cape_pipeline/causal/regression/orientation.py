@@ -36,8 +36,8 @@ def greedy_likelihood_dag(
     without parents gain the same in both orientations) go to the orientation whose parent
     has the larger skeleton degree. Gains are recomputed lazily when a child's parents change.
     It uses the observed covariances even where the regressions are corrected for counting
-    noise: corrected, a lone pair's two orientations no longer tie, and the noisier gene wins
-    the parent's place whatever the truth (measured: F1 0.333 → 0.279 at 10,000 cells).
+    noise: corrected, a lone pair's two orientations no longer tie, and the noisier gene would
+    win the parent's place whatever the truth.
 
     With ``keep`` (interventions), a feature's conditional is scored on the rows where it was not
     perturbed (the interventional likelihood of DCDI / SDCD with perfect interventions): if p

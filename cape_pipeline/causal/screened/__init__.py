@@ -1,8 +1,8 @@
 """Screened sparse support for Step I: the SEM of Eq. 5 with A restricted to candidate parents.
 
-The paper's ``A = U Vᵀ`` (Supp. G.4) caps what a fit can express: at M = 1000 on a
-scale-free graph the best rank-40 matrix ranks only 53 % of the true edges on top
-(``benchmarks/discover/lowrank/RESULTS.md`` §3c), and on graphs without hubs about a third. This support
+The paper's ``A = U Vᵀ`` (Supp. G.4) caps what a fit can express: at M = 1000 even the best
+rank-40 matrix ranks only part of the true edges on top, fewer on graphs without hubs than on
+scale-free ones (``benchmarks/discover/lowrank/RESULTS.md`` §3c). This support
 keeps the model of Eqs. 5–8 and changes only the parameterisation of A, after SDCD
 (Nazaret et al. 2024): a first pass *screens* each feature's candidate parents, and A is a sparse
 matrix supported on them,
