@@ -103,8 +103,8 @@ def simulated_counts(
         Median total UMIs per cell the base means are scaled to (approximately).
     type_effect
         Standard deviation (log scale) of the cell types' mean module activities, ≥ 0. At
-        the default 1.0 the types are far apart (annotation saturates at accuracy 1.0 from
-        1,000 cells); smaller values bring them closer (0 = one type in all but name). The
+        the default 1.0 the types are far apart (annotation saturates with a thousand cells or
+        so); smaller values bring them closer (0 = one type in all but name). The
         draws do not depend on it, so the same seed gives the same cells and genes.
 
     Returns

@@ -33,9 +33,9 @@ class EmbedConfig(FromOptions):
     dim
         Manifold dimension d (points live in R^{d+1}); use D/2 for a D-dimensional transformer.
         Default 32: the main job's one width rule is D = 2d, so the default transformer is
-        D = 64, the bundled backbones' CPU width. d = 64 (D = 128) measured 2.15× slower per
-        training step (300 tokens, 1 thread) and took the main job on 3,000 cells past two
-        hours on 2 cores (``benchmarks/scale/RESULTS.md``); set it for a larger model.
+        D = 64, the bundled backbones' CPU width. A larger d (d = 64: D = 128) makes every
+        training step of the main job markedly slower on a CPU (``benchmarks/scale/RESULTS.md``);
+        set it for a larger model.
     k_hop
         Positives are nodes joined by a directed path of length ≤ ``k_hop`` in either
         direction, weighted by the strongest path (max product of |A|; see
@@ -49,15 +49,15 @@ class EmbedConfig(FromOptions):
     batch_size
         Anchors per optimizer step; ``None`` = :func:`~cape_pipeline.hyperbolic.embed.auto_batch_size`:
         the paper's 32, or ``ceil(n / 20)`` for n > 640 trained features so that an epoch is at
-        most 20 steps. Why: every step updates all n points (Riemannian Adam's moments are dense;
-        at n = 5000, d = 64 that update is ~12 ms on one core) and the number of *steps* to the
-        plateau hardly depends on the batch, so big graphs want few, large steps. Measured at
-        n = 5000, d = 64 (scale-free, K = 512): batch 32 took 186 s to the plateau with mAP 0.62,
-        batch 250 took 97 s with mAP 0.73 (``benchmarks/embed/README.md``).
+        most 20 steps. Why: every step updates all n points (Riemannian Adam's moments are
+        dense) and the number of *steps* to the plateau hardly depends on the batch, so big
+        graphs want few, large steps (time to the plateau and mAP by batch size:
+        ``benchmarks/embed/README.md``).
     lr
         Learning rate η (Eq. 21); ``None`` = :data:`DEFAULT_LR` of the optimizer (Riemannian Adam
         0.05, RSGD 0.1, Euclidean Adam 0.05), chosen in ``benchmarks/embed`` so that defaults
-        converge. The paper's 1e-3 leaves points near the origin (measured: max ‖e‖ 0.02).
+        converge. The paper's 1e-3 leaves the points near the origin within the epoch budget
+        (``benchmarks/embed/README.md``).
     optimizer
         ``"radam"`` (``geoopt.optim.RiemannianAdam``) or ``"rsgd"``
         (``geoopt.optim.RiemannianSGD``: the Riemannian gradient g_l⁻¹∇ of Eq. 19, its
@@ -78,11 +78,11 @@ class EmbedConfig(FromOptions):
         Learn κ jointly with the points (Adam on log(1/√κ), lr 0.05, the same burn-in); the
         learned value is ``params["curvature"]``. ``False`` with ``curvature=1`` is Eq. 11
         literally. Why learned by default: with κ fixed at 1 the loss plateaus far above the
-        Euclidean ablation's and edge-reconstruction mAP falls below it at d = 16 (e.g. 0.44
-        vs 0.83 on a 100-node scale-free DAG), because at curvature radius 1 the 2-hop positives
-        of a cycle-rich graph cannot be separated from its negatives; a learned κ picks the
-        scale at which the space is as curved as the graph is tree-like (hyperbolic-embedding
-        practice: Gu et al. 2019, Chami et al. 2019). ``benchmarks/embed`` has both.
+        Euclidean ablation's and edge-reconstruction mAP falls below it, because at curvature
+        radius 1 the 2-hop positives of a cycle-rich graph cannot be separated from its
+        negatives; a learned κ picks the scale at which the space is as curved as the graph is
+        tree-like (hyperbolic-embedding practice: Gu et al. 2019, Chami et al. 2019).
+        ``benchmarks/embed`` has both.
     negatives
         Negatives sampled per anchor (see "Negatives" in :func:`~cape_pipeline.hyperbolic.embed`);
         ``None`` = all.

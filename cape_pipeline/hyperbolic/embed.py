@@ -81,7 +81,7 @@ RSGD_MAX_STEP = 1.0
 #: Points are kept within this hyperbolic distance of the origin (unit hyperboloid) after every
 #: step: ‖e‖ ≤ tanh(6) = 1 − 1.2e-5, Nickel & Kiela's (2017) boundary ε = 1e-5. Farther out,
 #: x⁰ = cosh r exceeds 1e5 and the Minkowski products of nearby points lose their digits to
-#: cancellation (measured: NaN after 301 epochs at M = 500, d = 2 without it).
+#: cancellation, until the loss turns NaN.
 RADIUS_CLIP = 12.0
 
 #: Overflow guard: a hyperbolic point farther than this from the origin stops training with a
@@ -160,8 +160,9 @@ def embed(
     anchors (for each anchor, the anchor itself and its positives are dropped from them), and
     estimates the sum over all |N^-(m)| negatives of Eq. 16 as ``|N^-(m)| / K_valid`` times
     the sampled sum. A step then costs one (B × K) distance matrix, O(B·K·d) as a matrix
-    product, instead of O(B·M·d) (with shared samples K = 512 is the default: at n = 5000, d = 64 it
-    gave mAP 0.69 where K = 128 gave 0.50, for ~25 % more time per step). When K ≥ n − 1 for n trained nodes, all negatives are used (exact
+    product, instead of O(B·M·d) (with shared samples K = 512 is the default: on large graphs
+    more negatives per step reconstruct the edges better for a little more time per step;
+    ``benchmarks/embed/README.md``). When K ≥ n − 1 for n trained nodes, all negatives are used (exact
     Eq. 16). ``None``: always all.
 
     **Isolated features.** A feature with no edge in the DAG has no positive pair, so Eq. 16

@@ -50,8 +50,7 @@ def has_plateaued(history: list[float], window: int, tol: float) -> bool:
     fraction ``tol`` from one window to the next (or rose). Needs ``2w`` epochs; ``tol = 0``
     never stops. There is deliberately no absolute floor: on small graphs whose positives can
     all be separated the loss keeps shrinking by a constant fraction while edge reconstruction
-    still improves (measured on a 121-node tree, d = 16: stopping at loss 0.024 gave mAP 0.88,
-    running on to 0.021 gave 1.00), so such fits run to ``max_epochs``.
+    still improves (a tree: ``benchmarks/embed/README.md``), so such fits run to ``max_epochs``.
     """
     if tol <= 0 or len(history) < 2 * window:
         return False

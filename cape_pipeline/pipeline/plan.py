@@ -11,7 +11,7 @@ pretraining per (arm, seed) shared by annotation and clustering, ``min(pretrain_
 ⌈N/B⌉, pretrain_max_steps)`` steps; fine-tuning at most ``min(finetune_epochs ·
 ⌈n_fit/B⌉, finetune_max_steps)`` steps (early stopping usually ends it sooner; the
 reference models and the clustering are not priced, so the estimate is neither a bound nor
-exact: within ±11 % at 3,000 and 20,000 cells in ``benchmarks/scale``); forward passes for
+exact: its error against measured stages is in ``benchmarks/scale``); forward passes for
 validation and the cell embeddings, priced at a third of a training step per cell (forward ≈
 1/3 of forward + backward).
 """
@@ -69,8 +69,8 @@ class TrainPlan:
     seconds_max
         Estimated train-stage seconds with fine-tuning run to its budget (NaN without
         calibration). Not a bound: early stopping shortens the stage, and the logistic
-        regression reference and the clustering, which are not priced, lengthen it; it came
-        within ±11 % of the measured stage at 3,000 and 20,000 cells (``benchmarks/scale``).
+        regression reference and the clustering, which are not priced, lengthen it; its error
+        against measured stages is in ``benchmarks/scale``.
     """
 
     n_obs: int
@@ -185,8 +185,8 @@ def calibrate(
     ``steps`` after one warm-up, on ``device`` (on CUDA each step is timed to its
     synchronisation). The model is a throwaway copy the caller builds; it is moved to ``device``.
 
-    On a lent H200 the estimate measured on the host's CPU was 3× the GPU's train stage
-    (``benchmarks/gpu/RESULTS.md``), hence the device.
+    A step timed on the host's CPU overestimates a train stage that runs on a GPU several
+    times over (``benchmarks/gpu/RESULTS.md``), hence the device.
 
     Parameters
     ----------
@@ -258,12 +258,11 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
     2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000
     HVGs): ``max(210 + 2.5e-6 · N · M, 1.0e-5 · N · M)``.
 
-    Up to ~20,000 cells the fixed part dominates (218 s at N = 1,000, 224 s at 3,000, 234 s at
-    10,000, 324 s at 20,000): stage 2 is a fixed number of steps. From there on stage 1's
-    passes over the cells take over and the time grows about linearly in N (50,000 cells:
-    1,050 and 1,095 s, both measured beside other jobs, load 2–3; the formula gives 1,000 s
-    and overestimates 20,000 cells by ~20 %). An order of magnitude, not a promise: other
-    data stop early at other epochs."""
+    Up to N·M ≈ 2.8·10⁷ (14,000 cells at M = 2,000) the fixed part dominates: stage 2 is a
+    fixed number of steps. From there on stage 1's passes over the cells take over and the
+    time grows about linearly in N (the runs the formula is fitted to, and its error:
+    ``benchmarks/scale``). An order of magnitude, not a promise: other data stop early at
+    other epochs."""
     nm = float(n_obs) * float(n_vars)
     if support == "regression":
         return max(int(n_splits), 1) * (REGRESSION_FIXED_S + REGRESSION_PER_ENTRY * nm)
@@ -273,10 +272,9 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
 
 
 #: the regression support's estimate per split of the cells (:func:`discover_estimate`): seconds,
-#: and seconds per N·M (the newest step1.jsonl row of each simulated set, library size as
-#: covariate, counting-noise correction from 3,000 cells, all with 8 splits: 11.5 s at 1,000 cells,
-#: 36 s at 3,000, 2.5 min at 10,000, 5.3 min at 20,000 and 14.2 min at 50,000; the estimate is
-#: within a factor of 1.6 of each)
+#: and seconds per N·M, fitted to the newest benchmarks/scale/step1.jsonl row of each simulated
+#: set (library size as covariate, counting-noise correction from 3,000 cells, 8 splits; the
+#: rows and the estimate's error: benchmarks/scale/RESULTS.md)
 REGRESSION_FIXED_S = 0.25
 REGRESSION_PER_ENTRY = 1.0e-6
 

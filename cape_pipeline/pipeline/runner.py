@@ -124,9 +124,9 @@ def build_stage_configs(
 def _run_keeping_threads(st: Any, inputs: dict, config: Any, ctx: Any) -> Any:
     """``st.run(inputs, config, ctx)``, then restore torch's thread count if the stage changed it.
 
-    The thread count is part of every cache key; UMAP's numba/OpenMP start-up in ``evaluate``
-    raised it from 1 to 2 (``OMP_NUM_THREADS=1``), so the next run in the same process missed
-    its cache.
+    The thread count is part of every cache key, and UMAP's numba/OpenMP start-up in
+    ``evaluate`` can change it (from 1 to 2 under ``OMP_NUM_THREADS=1``), so the next run in the
+    same process would miss its cache.
     """
     import torch
 

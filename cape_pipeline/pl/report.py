@@ -165,7 +165,7 @@ def _umap_figure(pe: str, r: Any, adata: Any) -> Any:
     """One arm's UMAP figure: umap-learn (scanpy's defaults: 15 neighbours, min_dist 0.5, seed 0)
     of its clustering embeddings, colored by label. umap-learn directly, not
     ``sc.pp.neighbors`` + ``sc.tl.umap``: scanpy 1.11's neighbours call ``csr_array.getnnz``,
-    which scipy 1.17 removed, above 4,096 cells (measured on 20,000 cells)."""
+    which scipy 1.17 removed, above 4,096 cells."""
     import warnings
 
     import anndata as ad

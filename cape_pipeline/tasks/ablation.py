@@ -26,8 +26,9 @@ def angle_ablation(
     its outputs on ``data`` with the angles as trained and with every angle set to 0 (no
     rotation); the angles are restored afterwards.
 
-    Measured in the pbmc demo: zeroing the angles changed the cell embeddings by 3 %
-    and 0.4 % of the predicted labels, so the model barely used them.
+    A model whose outputs barely change barely uses its angles; the report says so for an arm
+    below 1 % of labels changed (:func:`cape_pipeline.report.sections.angle_use_lines`;
+    measurements in ``benchmarks/cape_value/RESULTS.md``).
 
     Parameters
     ----------

@@ -48,7 +48,7 @@ class BackboneConfig:
         Dropout on the block outputs (attention and MLP residual branches).
     attn_dropout
         Dropout on the attention probabilities. Off by default: on a CPU it forces the
-        unfused attention path, which measured 37 % of a training step at 256 tokens.
+        unfused attention path, a large share of a training step's time.
     identity
         Keep the backbone's native per-feature identity embedding (see the module docstring).
         ``False`` is the literal reading of Eq. F.109: the PE replaces the identity, so with
@@ -155,16 +155,17 @@ class ScGPTConfig(BackboneConfig):
         ``continuous`` (the log-normalized value itself; default), ``binned`` (bin embedding,
         the ``scgpt-binned`` preset) or ``continuous-bins`` (the per-cell value bin, as a number,
         into the continuous encoder: how the released whole-human scGPT was pretrained,
-        ``input_style="binned"`` with ``input_emb_style="continuous"``). Measured on pbmc68k_reduced annotation (seed 0, N(0, 1)
-        gene tokens, no pretraining, 30 epochs): macro-F1 0.44 continuous, 0.29 binned.
+        ``input_style="binned"`` with ``input_emb_style="continuous"``). ``continuous`` is the
+        default because it annotates pbmc68k_reduced better than ``binned``
+        (``benchmarks/tasks/RESULTS.md``).
     identity_init
         Initial gene tokens: ``coexpression`` (default: the top eigenvectors of the training
         data's gene–gene correlation, :func:`~cape_pipeline.models.pe.coexpression_embedding`,
         set by ``fit_data``; still trained) or ``normal`` (scGPT's N(0, 1)). A released scGPT
         starts fine-tuning from gene tokens pretrained on millions of cells; without such a
-        checkpoint the co-expression start stands in for them. Measured on pbmc68k_reduced
-        (seed 0, no pretraining, 30 epochs): macro-F1 0.52 against 0.44 from N(0, 1), which
-        first sits ~8 epochs at the class-prior loss. Only with ``identity``.
+        checkpoint the co-expression start stands in for them: on pbmc68k_reduced it
+        annotates better than N(0, 1), which first sits for several epochs at the class-prior
+        loss (``benchmarks/tasks/RESULTS.md``). Only with ``identity``.
     n_bins
         Value bins B for ``binned``; bin 0 is reserved for zero expression, bins 1..B-1 hold
         per-cell equal-count (quantile) bins of the non-zero values (scGPT's ``n_bins = 51``).
