@@ -1,4 +1,4 @@
-"""The shape of the codebase (issue 15): no import cycle inside the package, modules a newcomer
+"""The shape of the codebase: no import cycle inside the package, modules a newcomer
 can read, and each documented default written once."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_no_module_over_500_lines():
 
 
 def test_models_is_torch_only():
-    """models/ holds torch modules only (issue 41): no module of it imports AnnData, scanpy, the
+    """models/ holds torch modules only: no module of it imports AnnData, scanpy, the
     preprocessing, the tasks or the I/O, lazily or not (a trained model with its genes and
     preprocessing is tasks.TrainedModel)."""
     banned = ("anndata", "scanpy", "cape_pipeline.pp", "cape_pipeline.tasks", "cape_pipeline.io")

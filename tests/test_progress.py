@@ -1,4 +1,4 @@
-"""Progress outside a terminal: periodic one-line logs (issue 14, case 7)."""
+"""Progress outside a terminal: periodic one-line logs."""
 
 from __future__ import annotations
 

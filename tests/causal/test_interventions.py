@@ -1,4 +1,4 @@
-"""Perturbation labels as interventions in Step I (issue 43): parsing GEARS-style conditions,
+"""Perturbation labels as interventions in Step I: parsing GEARS-style conditions,
 the masked likelihood of a perturbed gene, the orientation they identify, and the held-out
 interventional score."""
 

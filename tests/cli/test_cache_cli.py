@@ -1,4 +1,4 @@
-"""`cape cache list | verify | prune` and the sweep of killed runs' temporary files (issue 30 item 4)."""
+"""`cape cache list | verify | prune` and the sweep of killed runs' temporary files."""
 
 from __future__ import annotations
 

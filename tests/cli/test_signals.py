@@ -1,5 +1,5 @@
 """SIGTERM (a SLURM time limit) and SIGINT (Ctrl-C) during a stage: one line, exit 143 / 130,
-no partial artifact, and a rerun resumes from the last finished stage (issue 30 item 1)."""
+no partial artifact, and a rerun resumes from the last finished stage."""
 
 from __future__ import annotations
 

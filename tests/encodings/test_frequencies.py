@@ -1,4 +1,4 @@
-"""The geometric multi-frequency angle map (issue 31): φ_i = c·ω_i·e_i, kept through save/load/AnnData."""
+"""The geometric multi-frequency angle map: φ_i = c·ω_i·e_i, kept through save/load/AnnData."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paper 000's Figs. S2 and S3 as checks (issue 19): small versions of the full-size runs."""
+"""Paper 000's Figs. S2 and S3 as checks: small versions of the full-size runs."""
 
 from __future__ import annotations
 

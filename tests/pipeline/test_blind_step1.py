@@ -1,4 +1,4 @@
-"""Step I is kept blind to the perturbation task's test conditions (issue 43): the discover
+"""Step I is kept blind to the perturbation task's test conditions: the discover
 stage leaves their cells out whenever the run's train stage scores the perturbation task."""
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def test_code_fingerprint_covers_package_data():
 
 
 def test_stage_key_depends_on_torch_threads() -> None:
-    """Same seed, other thread count → other floats (issue 14, case 3): cached apart."""
+    """Same seed, other thread count → other floats: cached apart."""
     import torch
 
     before = torch.get_num_threads()

@@ -1,4 +1,4 @@
-"""Durability (issue 30 item 2): every published artifact is fsynced, file and directory entry,
+"""Durability: every published artifact is fsynced, file and directory entry,
 before the rename that publishes it and after it, so a power loss leaves the old or the new
 artifact whole; a corrupt cached artifact is reported in one line and recomputed."""
 

@@ -1,4 +1,4 @@
-"""SIGKILL a writer at many moments: nothing half-written is ever left in place (issue 14).
+"""SIGKILL a writer at many moments: nothing half-written is ever left in place.
 
 Two writers are covered: ``ArtifactCache.store`` (stage artifacts in the workdir) and
 ``atomic_path`` (every exported file and single-file artifact). Each trial runs the writer in a

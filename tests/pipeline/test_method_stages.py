@@ -108,7 +108,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
     assert (out / "figures" / "cape_vs_default.png").is_file()
     # every arm against default with its MDE, as a table and a forest plot; how much the cape
-    # model uses its angles (issue 31)
+    # model uses its angles
     assert {a["arm"] for a in comp["arms"]} == {"cape", "none/no-id"} and all("mde" in a for a in comp["arms"])
     assert (out / "figures" / "forest.png").is_file()
     use = comp["angle_use"]["cape"]
@@ -125,13 +125,13 @@ def test_train_and_evaluate_report(tmp_path):
     md = (out / "report.md").read_text()
     assert "| annotation | cape | accuracy |" in md and comp["verdict"] in md
     assert "| none/no-id | annotation | **accuracy** |" in md and "annotation model uses its angles" in md
-    # what the run did (issue 28): sizes, edges, tokens per cell, width, subsampling, time
+    # what the run did: sizes, edges, tokens per cell, width, subsampling, time
     plan = rep["training"]["plan"]
     assert plan["runs"] == 6 and plan["d_model"] == 8 and plan["n_obs"] == r.output("preprocess").n_obs
     assert plan["step_seconds"] > 0 and plan["seconds_max"] > 0  # calibrated on this machine
     assert "## What this run did" in md and "tokens per cell median" in md and "width D = 8" in md
     assert "subsampled: nothing" in md and "against an estimate of about" in md
-    hubs = rep["hubs"]  # hub genes with their children and angle norms (issue 29)
+    hubs = rep["hubs"]  # hub genes with their children and angle norms
     assert len(hubs) <= 10 and (len(hubs) > 0) == (rep["dag"]["n_edges"] > 0)
     assert all(h["norm_angles"] >= 0 and h["out_degree"] >= len(h["children"]) for h in hubs)
     assert ("| feature | PageRank | ‖e‖ | ‖φ‖ (rad) | children | strongest children |" in md) == bool(hubs)

@@ -1,4 +1,4 @@
-"""The main job on user-sized data (issue 28): step budgets, progress inside a training run,
+"""The main job on user-sized data: step budgets, progress inside a training run,
 the plan and its calibrated estimate, --dry-run, and what the report says the run did."""
 
 from __future__ import annotations

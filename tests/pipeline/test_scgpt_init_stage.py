@@ -1,5 +1,5 @@
 """`cape run DATA --set train.init=scgpt:DIR` fine-tunes every arm from a released scGPT
-checkpoint (issue 16, item 3), here the tiny fixture with a vocabulary of pbmc68k_reduced genes."""
+checkpoint, here the tiny fixture with a vocabulary of pbmc68k_reduced genes."""
 
 from __future__ import annotations
 

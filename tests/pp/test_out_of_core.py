@@ -1,4 +1,4 @@
-"""Out-of-core input (issue 18, item 4): Parquet row groups and backed .h5ad read lazily with dask,
+"""Out-of-core input: Parquet row groups and backed .h5ad read lazily with dask,
 preprocessing statistics streamed without loading X, within a memory cap on a file 3x larger."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """TrainedModel.angle_ablation: how much a trained model's outputs move when its CAPE angles are
-zeroed (issue 31 item 1's check), with the angles restored afterwards."""
+zeroed, with the angles restored afterwards."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ordered re-test of the regression support on perturbation screens (issue 43)."""
+"""The ordered re-test of the regression support on perturbation screens."""
 
 from __future__ import annotations
 

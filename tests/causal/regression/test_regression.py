@@ -1,4 +1,4 @@
-"""Step I's regression support (issue 40): the statistics against statsmodels/scipy, the
+"""Step I's regression support: the statistics against statsmodels/scipy, the
 orientation on a hub, the covariates, and the property the issue asks for — on counts with a
 known graph, more cells keep more true edges and the kept graph stays mostly right."""
 

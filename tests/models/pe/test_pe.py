@@ -238,7 +238,7 @@ def test_small_norm_init_has_requested_sigma(sigma):
 
 
 def test_small_norm_sigma_is_learned():
-    """σ = σ₀·e^g (issue 17): initial PE scale is σ₀, g gets a gradient and moves under a step."""
+    """σ = σ₀·e^g: initial PE scale is σ₀, g gets a gradient and moves under a step."""
     torch.manual_seed(0)
     pe = LearnedSmallNormPE(2000, 64, sigma=0.2)
     h, idx = torch.zeros(1, 2000, 64), torch.arange(2000)[None]

@@ -1,4 +1,4 @@
-"""Loading released scGPT checkpoints (issue 16) and CAPE rotary on their attention.
+"""Loading released scGPT checkpoints and CAPE rotary on their attention.
 
 Reference outputs were made by scGPT 0.2.4's own ``TransformerModel`` (see the READMEs in
 ``tests/data/scgpt_tiny`` and ``tests/data/scgpt_other``).

@@ -1,4 +1,4 @@
-"""The bundled ScGPT backbone started from a released scGPT checkpoint (issue 16, item 3): with
+"""The bundled ScGPT backbone started from a released scGPT checkpoint: with
 ``pe="none"`` its outputs equal the checkpoint's own encoder on the same genes and values."""
 
 from __future__ import annotations
