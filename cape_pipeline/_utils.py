@@ -292,6 +292,10 @@ CUDA_BATCH_SHARE = 0.25
 CUDA_BATCH_CAP = 1 << 30
 
 
+#: entries of one row block of a blocked computation on the CPU (~4M: 32 MiB of float64)
+BLOCK_ENTRIES = 1 << 22
+
+
 def batch_entries(device: Any, cpu_entries: int, *, bytes_per_entry: int) -> int:
     """Entries one batch of a blocked computation may hold on ``device``.
 

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
+from cape_pipeline._utils import BLOCK_ENTRIES
 from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -128,7 +129,7 @@ def residualize(
     return unit_sd(z, overwrite=True)
 
 
-def _row_blocks(z: np.ndarray, entries: int = 1 << 22) -> list[slice]:
+def _row_blocks(z: np.ndarray, entries: int = BLOCK_ENTRIES) -> list[slice]:
     """Slices of about ``entries`` elements of ``z``'s rows: the temporaries of a row-wise update."""
     step = max(1, entries // max(1, z.shape[1]))
     return [slice(i, min(i + step, z.shape[0])) for i in range(0, z.shape[0], step)]
