@@ -119,7 +119,7 @@ def _keep_tensor(keep: np.ndarray | None) -> torch.Tensor | None:
 
 def candidate_pvalues(
     z: torch.Tensor, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
-    noise: torch.Tensor | None, keep: np.ndarray | None,
+    noise: torch.Tensor | None, keep: np.ndarray | None, gram: torch.Tensor | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Regressions (:func:`~cape_pipeline.causal.regression.neighbourhood.partial_f`, on ``z``'s device) and
     minimum-effect p-values (:func:`table_pvalues`, on the CPU) of the live entries of a candidate
@@ -137,13 +137,16 @@ def candidate_pvalues(
         ``(M,)`` float64 measurement-noise shares, or None.
     keep
         ``(N, M)`` bool numpy array of each child's own rows, or None.
+    gram
+        ``(M, M)`` float64 ``zᵀz`` (:func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`)
+        the regressions read their moments from, or None (they gather ``z``'s columns).
 
     Returns
     -------
     parent, child, f_stat, r2, pvalue
         numpy arrays, each ``(E,)`` over the live entries in row-major order.
     """
-    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_keep_tensor(keep))
+    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_keep_tensor(keep), gram=gram)
     f_np, r2_np, dof_np, cand_np, lv = (t.cpu().numpy() for t in (f_stat, r2, dof, cand, live))
     parent, child, p = table_pvalues(f_np, dof_np, cand_np, lv, z.shape[0], keep, min_effect)
     return parent, child, f_np[lv], r2_np[lv], p
@@ -151,7 +154,7 @@ def candidate_pvalues(
 
 def prune_given_parents(
     z: torch.Tensor, dag_p: np.ndarray, dag_c: np.ndarray, m: int, *, ridge: float, min_effect: float, fdr: float,
-    noise: torch.Tensor | None, keep: np.ndarray | None,
+    noise: torch.Tensor | None, keep: np.ndarray | None, gram: torch.Tensor | None = None,
 ) -> tuple[sp.csr_array, int]:
     """Step 5 of the regression support: every DAG edge tested again given its child's DAG
     parents (CAM's pruning, Bühlmann, Peters & Ernst 2014; the minimum-effect test, BH at
@@ -165,7 +168,7 @@ def prune_given_parents(
         ``(E,)`` int64 edges ``dag_p → dag_c``.
     m
         Number of features M.
-    ridge, min_effect, fdr, noise, keep
+    ridge, min_effect, fdr, noise, keep, gram
         As in :func:`candidate_pvalues` and :func:`bh`.
 
     Returns
@@ -177,7 +180,7 @@ def prune_given_parents(
     if dag_p.size == 0:
         return sp.csr_array((m, m)), 0
     tab, mask = parent_table(dag_p, dag_c, m)
-    f_d, r2_d, dof_d = partial_f(z, tab, mask, ridge=ridge, noise=noise, keep=_keep_tensor(keep))
+    f_d, r2_d, dof_d = partial_f(z, tab, mask, ridge=ridge, noise=noise, keep=_keep_tensor(keep), gram=gram)
     mk = mask.numpy()
     r2_np = r2_d.cpu().numpy()
     pp, cc, p_d = table_pvalues(f_d.cpu().numpy(), dof_d.cpu().numpy(), tab.numpy(), mk, z.shape[0], keep, min_effect)

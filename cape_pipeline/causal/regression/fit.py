@@ -23,7 +23,7 @@ from cape_pipeline.causal.regression.edge_test import (
     prune_given_parents,
 )
 from cape_pipeline.causal.regression.jackknife import jackknife_retest
-from cape_pipeline.causal.regression.neighbourhood import _live_mask, partial_f
+from cape_pipeline.causal.regression.neighbourhood import _live_mask, gram_matrix, partial_f
 from cape_pipeline.causal.regression.ordering import (
     CANDIDATE_SHIFT_ALPHA,
     SHIFT_CONSISTENCY_P,
@@ -275,13 +275,17 @@ def _fit_split(
     if reg is not None:  # a lone regulator's row holds itself as padding
         lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]
 
+    grams: list[torch.Tensor | None] = []  # each test half's ZᵀZ, made at the first test
+
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
+        if not grams:  # None with per-feature rows (interventions) or many features
+            grams.extend(gram_matrix(z_test, k_test) for _, z_test, k_test in halves)
         parts = []
-        for cand, live, (_, z_test, k_test) in zip(cands, lives, halves, strict=True):
+        for cand, live, (_, z_test, k_test), g in zip(cands, lives, halves, grams, strict=True):
             if rank is not None:
                 live = live & torch.from_numpy(rank[cand.cpu().numpy()] < rank[:, None]).to(dev)
-            parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test))
+            parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test, gram=g))
         return combine_halves(parts, m)
 
     history.append({"stage": "screen", "crossfit": len(halves) == 2,
@@ -301,7 +305,8 @@ def _fit_split(
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep}
+    prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep,
+             "gram": gram_matrix(zt, keep)}
     adj, n_pruned = prune_given_parents(zt, dag_p, dag_c, m, **prune)
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
                     "seconds": time.perf_counter() - t0})

@@ -11,7 +11,7 @@ import torch
 
 from cape_pipeline._utils import batch_entries
 
-__all__ = ["partial_f", "regressions"]
+__all__ = ["GRAM_MAX_FEATURES", "gram_matrix", "partial_f", "regressions"]
 
 #: c of the errors-in-variables correction's margin c·√(K/N) in the noise's metric (:func:`partial_f`),
 #: chosen on the count generators and screens (benchmarks/discover/interventional and counts)
@@ -19,6 +19,30 @@ _EIV_MARGIN = 3.0
 
 #: entries of one batch of gathered candidate columns (b · N · K), 2²⁴ float64 = 128 MiB
 _BATCH_ENTRIES = 1 << 24
+
+
+#: up to this many features the regressions take their moments from one ``(M, M)`` Gram matrix
+#: ``ZᵀZ`` (``GRAM_MAX_FEATURES²`` float64 entries, 200 MB) instead of gathering ``(N, K)`` candidate
+#: columns per feature: one BLAS product of O(N·M²) in place of O(N·M·K²) memory-bound gathers,
+#: after which no regression touches the N rows (benchmarks/scale/RESULTS.md)
+GRAM_MAX_FEATURES = 5000
+
+
+def gram_matrix(z: torch.Tensor, keep: object = None) -> torch.Tensor | None:
+    """``ZᵀZ`` ``(M, M)`` float64 on ``z``'s device for :func:`regressions`, or None where the
+    regressions gather their columns instead: more than :data:`GRAM_MAX_FEATURES` features, or
+    per-feature rows (``keep`` given: each feature's moments are over its own rows).
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 tensor.
+    keep
+        The ``keep`` the regressions will be given (only tested for None).
+    """
+    if keep is not None or z.shape[1] > GRAM_MAX_FEATURES:
+        return None
+    return z.T @ z
 
 
 def _live_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -34,7 +58,7 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
 
 def partial_f(
     z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
-    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None, gram: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial F statistic and partial R² of every candidate in every feature's regression
     (:func:`regressions`, whose docstring gives the model, the counting-noise correction and the
@@ -46,14 +70,14 @@ def partial_f(
         ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
         residual degrees of freedom ``ν_c``.
     """
-    coef, var, dof = regressions(z, parents, live, ridge=ridge, noise=noise, keep=keep)
+    coef, var, dof = regressions(z, parents, live, ridge=ridge, noise=noise, keep=keep, gram=gram)
     f_out = coef**2 / var
     return f_out, f_out / (f_out + dof[:, None]), dof
 
 
 def regressions(
     z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
-    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, keep: torch.Tensor | None = None, gram: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every feature's regression on its candidates: coefficients, their variances, dof.
 
@@ -111,6 +135,11 @@ def regressions(
         variance, or None (no correction; the ordinary least squares above).
     keep
         ``(N, M)`` bool: the rows that count in each feature's own regression, or None (all).
+    gram
+        ``(M, M)`` float64 ``zᵀz`` on ``z``'s device (:func:`gram_matrix`), or None. Given, each
+        regression's ``XᵀX``, ``Xᵀy`` and ``yᵀy`` are read from it: the same estimates as from the
+        gathered columns up to the order of the float64 sums (relative differences of order
+        ``N·ε``, ε = 2⁻⁵²). Not with ``keep``.
 
     Returns
     -------
@@ -129,20 +158,32 @@ def regressions(
     dof = torch.zeros(m, dtype=torch.float64, device=dev)
     if k == 0:
         return coef, var, dof
+    if gram is not None and keep is not None:
+        raise ValueError("regressions: gram and keep are exclusive (keep gives each feature its own rows)")
+    full = gram
     eye = torch.eye(k, dtype=torch.float64, device=dev)
-    # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products)
-    chunk = max(1, batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80) // max(n * k, 1))
+    # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products);
+    # read from the Gram matrix a batch is (b, K, K)
+    rows = n if full is None else k
+    chunk = max(1, batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80) // max(rows * k, 1))
     for s in range(0, m, chunk):
         idx = parents[s : s + chunk]
         lv = live[s : s + chunk].to(torch.float64)  # (b, K)
-        xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
-        y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-        if keep is None:
-            nb: Any = n
+        nb: Any = n
+        if full is not None:  # the moments of the gathered columns, read from ZᵀZ
+            col = torch.arange(s, s + idx.shape[0], device=dev)
+            gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])  # (b, K, K)
+            xty = (full[idx, col[:, None]] * lv).unsqueeze(2)  # (b, K, 1)
+            yy = full[col, col]
+        elif keep is None:
+            xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
+            y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
             gram = xp.transpose(1, 2) @ xp  # (b, K, K)
             xty = xp.transpose(1, 2) @ y
             yy = (y * y).sum((1, 2))
         else:  # each child on its own rows, centred there
+            xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]
+            y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)
             w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
             nb = w.sum(1).clamp_min(1.0)
             xw = xp * w[:, :, None]

@@ -21,11 +21,14 @@ import scipy.sparse as sp
 from cape_pipeline.causal.postprocess import greedy_dag
 from cape_pipeline.causal.regression.edge_test import bh
 
-__all__ = ["SPLIT_VOTE", "check_workers", "fit_on_workers", "fit_splits", "vote", "workers_ok"]
+__all__ = ["SPLIT_VOTE", "WEIGHT_DIGITS", "check_workers", "fit_on_workers", "fit_splits", "vote", "workers_ok"]
 
 #: share of the random splits (``n_splits``) that must keep an edge (:func:`vote`; 0.5: a
 #: majority, ties kept)
 SPLIT_VOTE = 0.5
+#: decimals of the mean weight that order the vote's edges: float64 sums in another order (threads,
+#: devices, the Gram-matrix regressions) move a weight by ~1e-15, far below this
+WEIGHT_DIGITS = 9
 
 
 def vote(fits: list[Any], m: int, fdr: float) -> Any:
@@ -73,7 +76,10 @@ def vote(fits: list[Any], m: int, fdr: float) -> Any:
     w_sum = np.bincount(inv, weights=np.concatenate([d.data for d in dags]), minlength=edge.size)
     sel = n_kept >= need
     dp, dc, n_kept, w = edge[sel] // m, edge[sel] % m, n_kept[sel], w_sum[sel] / n_kept[sel]
-    acyclic = greedy_dag(dp, dc, n_kept + 0.5 * w, m)  # count first; weight ∈ (0, 1] breaks ties
+    # count first; the weight ∈ (0, 1] breaks ties, rounded to WEIGHT_DIGITS so that weights equal
+    # but for rounding (a pair whose directions are each other's only parent in two splits has the
+    # same |partial correlation| both ways) tie exactly and keep the edge listed first (parent index)
+    acyclic = greedy_dag(dp, dc, n_kept + 0.5 * np.round(w, WEIGHT_DIGITS), m)
     adj = sp.csr_array((w[acyclic], (dp[acyclic], dc[acyclic])), shape=(m, m))
     codes = [f.parent * m + f.child for f in fits]
     uniq = np.unique(np.concatenate(codes))

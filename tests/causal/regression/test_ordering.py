@@ -148,9 +148,9 @@ def test_the_ordered_retest_regresses_a_child_on_its_predecessors_only(monkeypat
         ranks.append(real_order(*a))
         return ranks[-1]
 
-    def test_spy(z_test, cand, live, *a):
+    def test_spy(z_test, cand, live, *a, **kw):
         tested.append((len(ranks), cand.numpy().copy(), live.numpy().copy()))
-        return real_test(z_test, cand, live, *a)
+        return real_test(z_test, cand, live, *a, **kw)
 
     monkeypatch.setattr(reg, "causal_order", order_spy)
     monkeypatch.setattr(reg, "candidate_pvalues", test_spy)
