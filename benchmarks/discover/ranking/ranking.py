@@ -17,6 +17,10 @@ Rankings (each an ``(M, M)`` score matrix; larger ranks first):
   held-out squared error over the grid ``LAMBDAS``;
 - ``pcor-<λ>``: the same at a fixed λ of the grid (a sweep, to show how the answer moves with λ;
   λ → 0 is the partial correlation, λ → ∞ ranks as |Pearson|);
+- ``pcor-lw``: the same with the Ledoit–Wolf shrinkage of the correlation matrix
+  (``sklearn.covariance.LedoitWolf``: ``(1 − δ)C + δI``, δ the analytic estimate that minimizes
+  the expected Frobenius loss, Ledoit & Wolf 2004), i.e. λ = δ / (1 − δ): a strength of
+  conditioning that follows the number of cells against the number of genes;
 - ``kept-then-pcor-cv``: Step I's kept edges first (by its score), then every other pair by
   ``pcor-cv``;
 - ``kept-then-blend``: Step I's kept edges first, then the other pairs by the mean of two
@@ -26,12 +30,14 @@ Data: the real sets of ``../real/`` (hHEP, mESC, mDC; Step I's scores read from 
 ``_cache/scores/<set>/cape.npz``, so run ``../real/real.py fetch`` and ``run`` first) scored as
 there (EPR and AUPRC ratio, on STRING, non-specific ChIP-seq and LOF/GOF); the generators of
 ``../counts/`` (``grn``, ``hill``; ``sergio`` where its environment is set up) at 10,000 cells ×
-2,000 genes, log-normalized as there, scored as there (EPR, AUPRC ratio over every ordered pair).
+2,000 genes, log-normalized as there, scored as there (EPR, AUPRC ratio over every ordered pair);
+with ``--cells N`` (N < 10,000) a random N of those cells (seeded by the seed; the same generator
+and truth), so the simulated sets can be compared with the real ones at their size (~400 cells).
 BEELINE's other real sets stay held out and are not run.
 
 Usage::
 
-    python benchmarks/discover/ranking/ranking.py run [--generators grn hill sergio] [--seeds 0 1 2]
+    python benchmarks/discover/ranking/ranking.py run [--generators grn hill sergio] [--seeds 0 1 2] [--cells 400]
     python benchmarks/discover/ranking/ranking.py report     # the table in RESULTS.md
 
 ``run`` appends one row per set × truth × ranking to ``ranking.jsonl`` (a rerun of a set replaces
@@ -86,6 +92,15 @@ def pcor(x: np.ndarray, lam: float) -> np.ndarray:
     return out
 
 
+def lw_lambda(x: np.ndarray) -> float:
+    """λ = δ / (1 − δ) of the Ledoit–Wolf shrinkage δ of the correlation matrix of ``x`` ``(N, M)``
+    (``sklearn.covariance.ledoit_wolf_shrinkage`` on the standardized columns)."""
+    from sklearn.covariance import ledoit_wolf_shrinkage
+
+    delta = float(ledoit_wolf_shrinkage(_standardize(x), assume_centered=True))
+    return delta / max(1.0 - delta, 1e-12)
+
+
 def cv_lambda(x: np.ndarray, seed: int = 0) -> tuple[float, list[float]]:
     """λ of ``LAMBDAS`` with the least 5-fold held-out squared error of the ridge regressions of
     every gene on all the others (standardized on the training folds); and the errors per λ."""
@@ -116,12 +131,14 @@ def rankings(x: np.ndarray, kept: np.ndarray, cape: np.ndarray) -> tuple[dict[st
     adjacency ``kept`` (bool ``(M, M)``) and score ``cape`` ``(M, M)``; and the λ record."""
     lam, errors = cv_lambda(x)
     p_cv = pcor(x, lam)
-    out = {"cape": cape, "pcor-cv": p_cv}
+    lam_lw = lw_lambda(x)
+    out = {"cape": cape, "pcor-cv": p_cv, "pcor-lw": pcor(x, lam_lw)}
     out.update({f"pcor-{lam_:g}": pcor(x, lam_) for lam_ in SWEEP})
     top = 3.0 + cape  # kept edges above every other pair
     out["kept-then-pcor-cv"] = np.where(kept, top, p_cv / max(p_cv.max(), 1e-12))
     out["kept-then-blend"] = np.where(kept, top, (2 * _normal_rank(cape) + _normal_rank(p_cv)) / 3)
-    return out, {"lambda_cv": lam, "cv_errors": dict(zip(map(str, LAMBDAS), errors, strict=True))}
+    return out, {"lambda_cv": lam, "lambda_lw": round(lam_lw, 4),
+                 "cv_errors": dict(zip(map(str, LAMBDAS), errors, strict=True))}
 
 
 # ----------------------------------------------------------------------------- sets
@@ -153,13 +170,33 @@ def _real_rows(ds: str, base: dict) -> list[dict]:
     return rows
 
 
-def _sim_rows(gen: str, seed: int, base: dict) -> list[dict]:
+def _subsample(path: Path, cells: int, seed: int) -> Path:
+    """A random ``cells`` of the cells of the generator file ``path`` (seeded), written once."""
+    import anndata as ad
+
+    out = path.with_name(path.stem + f"_sub{cells}.h5ad")
+    if not out.exists():
+        a = ad.read_h5ad(path)
+        keep = np.sort(np.random.default_rng(seed).choice(a.n_obs, cells, replace=False))
+        tmp = out.with_suffix(".tmp.h5ad")
+        a[keep].copy().write_h5ad(tmp)
+        tmp.rename(out)
+    return out
+
+
+def _set_name(gen: str, cells: int) -> str:
+    return f"{gen}-{cells // 1000}k" if cells % 1000 == 0 else f"{gen}-{cells}"
+
+
+def _sim_rows(gen: str, seed: int, base: dict, cells: int = CELLS) -> list[dict]:
     data_dir = CACHE / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     path = counts.simulate(gen, CELLS, seed, data_dir)
+    if cells < CELLS:
+        path = _subsample(path, cells, seed)
     x, names, truth = counts.lognorm(path)
     x = x.astype(np.float64)
-    kept_file = CACHE / f"cape_{gen}_{CELLS}_s{seed}.npz"
+    kept_file = CACHE / f"cape_{gen}_{cells}_s{seed}.npz"
     if not kept_file.exists():
         adj, score, _, sec, _ = counts.cape_graph(counts.GENERATOR_SETS.get(gen, []), path, names)
         np.savez_compressed(kept_file, adj=adj.toarray() != 0, score=score, seconds=sec)
@@ -172,7 +209,7 @@ def _sim_rows(gen: str, seed: int, base: dict) -> list[dict]:
         full = np.zeros(z["score"].shape)
         full[sub] = s
         r = counts.ranking_metrics(full, truth)
-        rows.append({"kind": "sim", "set": f"{gen}-{CELLS // 1000}k", "truth": "simulated", "seed": seed,
+        rows.append({"kind": "sim", "set": _set_name(gen, cells), "truth": "simulated", "seed": seed,
                      "ranking": name, "epr": r["epr"], "auprc_ratio": r["auprc_ratio"], "cells": int(x.shape[0]),
                      "genes": int(x.shape[1]), **lam, **base})
     return rows
@@ -205,8 +242,9 @@ def run(a: argparse.Namespace) -> None:
         print(ds, "done", flush=True)
     for gen in a.generators:
         for seed in a.seeds:
-            new = _sim_rows(gen, seed, base())
-            _replace(lambda r, gen=gen, seed=seed: r["kind"] == "sim" and r["set"].startswith(gen + "-")
+            new = _sim_rows(gen, seed, base(), a.cells)
+            name = _set_name(gen, a.cells)
+            _replace(lambda r, name=name, seed=seed: r["kind"] == "sim" and r["set"] == name
                      and r["seed"] == seed, new)
             print(gen, seed, "done", flush=True)
 
@@ -219,7 +257,8 @@ def report() -> None:
     by = {}
     for r in rows:
         by.setdefault((r["kind"], r["set"], r["truth"]), {}).setdefault(r["ranking"], []).append(r)
-    names = ["cape", "pcor-cv", *(f"pcor-{lam:g}" for lam in SWEEP), "kept-then-pcor-cv", "kept-then-blend"]
+    names = ["cape", "pcor-cv", "pcor-lw", *(f"pcor-{lam:g}" for lam in SWEEP), "kept-then-pcor-cv",
+             "kept-then-blend"]
     mean = {k: {n: (float(np.mean([r["epr"] for r in v])), float(np.mean([r["auprc_ratio"] for r in v])),
                     len(v)) for n, v in d.items()} for k, d in by.items()}
     lines = ["<!-- ranking: begin -->",
@@ -237,22 +276,29 @@ def report() -> None:
             lines.append(f"| {s} | {truth} | " + " | ".join(f"{d[nm][i]:.2f}" if nm in d else "" for nm in names)
                          + (f" | {best:.2f} ({bname}) | {n} |" if bname else " | | " + str(n) + " |"))
         lines.append("")
+    sizes = sorted({s.rsplit("-", 1)[1] for (k, s, _) in mean if k == "sim"},
+                   key=lambda z: float(z.removesuffix("k")) * (1000 if z.endswith("k") else 1), reverse=True)
     lines += ["## Against Step I's own ranking", "",
               "Median over the sets (and truths) of each ranking's value over `cape`'s; real: over the 11 "
-              "judged set × truth cells, also over the best baseline's.", "",
+              "judged set × truth cells, also over the best baseline's; simulated: over the generators at "
+              "each number of cells.", "",
               "| ranking | real EPR / cape | real AUPRC / cape | real EPR / best baseline | "
-              "simulated EPR / cape | simulated AUPRC / cape |", "|---|---|---|---|---|---|"]
+              + " | ".join(f"simulated {z} EPR / cape | simulated {z} AUPRC / cape" for z in sizes) + " |",
+              "|---|---|---|---|" + "---|---|" * len(sizes)]
     for nm in names:
         rl = [d for (k, _, _), d in mean.items() if k == "real" and nm in d]
-        sm = [d for (k, _, _), d in mean.items() if k == "sim" and nm in d]
 
         def med(ds, i, ref, nm=nm):
             vals = [d[nm][i] / ref(d) for d in ds if ref(d) > 0]
             return f"{statistics.median(vals):.2f}" if vals else ""
 
         best = lambda d: max(d[b][0] for b in BASELINES if b in d)  # noqa: E731
+        cells = []
+        for z in sizes:
+            sm = [d for (k, s, _), d in mean.items() if k == "sim" and s.endswith("-" + z) and nm in d]
+            cells += [med(sm, 0, lambda d: d["cape"][0]), med(sm, 1, lambda d: d["cape"][1])]
         lines.append(f"| {nm} | {med(rl, 0, lambda d: d['cape'][0])} | {med(rl, 1, lambda d: d['cape'][1])} | "
-                     f"{med(rl, 0, best)} | {med(sm, 0, lambda d: d['cape'][0])} | {med(sm, 1, lambda d: d['cape'][1])} |")
+                     f"{med(rl, 0, best)} | " + " | ".join(cells) + " |")
     lines.append("<!-- ranking: end -->")
     text = RESULTS.read_text() if RESULTS.exists() else ""
     block = "\n".join(lines)
@@ -272,6 +318,8 @@ def main() -> None:
     r.add_argument("--datasets", nargs="*", default=list(real.DATASETS))
     r.add_argument("--generators", nargs="*", default=["grn", "hill"], choices=["grn", "hill", "sergio"])
     r.add_argument("--seeds", nargs="+", type=int, default=[0])
+    r.add_argument("--cells", type=int, default=CELLS,
+                   help=f"cells of each simulated set: a random subset of the {CELLS:,}-cell file below it")
     sub.add_parser("report")
     a = p.parse_args()
     if a.cmd == "run":
