@@ -56,21 +56,23 @@ def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> to
     """``x_c − X_{P[c]} β_c`` with ``β_c`` the ridge fit of each column on its candidates.
 
     ``x`` ``(N, M)``, ``parents`` ``(M, k)``; returns ``(N, M)``. The M small ``k × k``
-    systems are solved in batches of b columns (``b·N·k`` ≤ 2²⁴ entries at a time), O(N·M·k²).
+    systems are solved in batches of b columns (``b·N·k`` ≤ 2²⁴ entries at a time), O(N·M·k²),
+    on the transposed ``(M, N)`` copy of ``x``, whose rows (features) gather contiguously.
     """
     n, m = x.shape
     k = parents.shape[1]
-    out = torch.empty_like(x)
+    xt = x.T.contiguous()  # (M, N)
+    out = torch.empty_like(xt)
     eye = torch.eye(k, dtype=x.dtype, device=x.device)
     chunk = max(1, batch_entries(x.device, 1 << 24, bytes_per_entry=4 * x.element_size()) // max(n * k, 1))
     for start in range(0, m, chunk):
         idx = parents[start : start + chunk]  # (b, k)
-        xp = x[:, idx].permute(1, 0, 2)  # (b, N, k)
-        y = x[:, start : start + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-        gram = xp.transpose(1, 2) @ xp / n + ridge * eye
-        beta = torch.linalg.solve(gram, xp.transpose(1, 2) @ y / n)
-        out[:, start : start + idx.shape[0]] = (y - xp @ beta).squeeze(2).T
-    return out
+        xp = xt[idx]  # (b, k, N)
+        y = xt[start : start + idx.shape[0]].unsqueeze(2)  # (b, N, 1)
+        gram = xp @ xp.transpose(1, 2) / n + ridge * eye
+        beta = torch.linalg.solve(gram, xp @ y / n)
+        out[start : start + idx.shape[0]] = (y - xp.transpose(1, 2) @ beta).squeeze(2)
+    return out.T
 
 
 def screen_parents(
