@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _record import append, provenance  # noqa: E402
+from _record import append, commit, provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -117,6 +117,7 @@ def main() -> None:
         rec = {
             "data": name, "cells": a.cells if not a.pbmc else 700, "genes": a.genes if not a.pbmc else 765,
             "seed": a.seed, "stages": stages, "peak_rss_mb": max(v["peak_rss_mb"] for v in stages.values()),
+            "commit": commit(),
             "dag": {k: g.params.get(k) for k in ("n_edges", "n_isolated", "isolated_share", "support",
                                                     "covariates_used", "edge_rule", "n_splits_used")},
             **provenance(load0, threads=False),

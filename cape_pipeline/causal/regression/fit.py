@@ -231,7 +231,8 @@ def fit_regression(
     splits = int(n_splits) if crossfit and n // 2 >= 10 else 1
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
-            "label_targets": label_targets, "progress": progress, "may_parent": may_parent}
+            "label_targets": label_targets, "progress": progress, "may_parent": may_parent,
+            "full_gram": gram_matrix(zt, keep)}  # the pruning's moments: the same rows in every split
     # split 0 is the single split's (n_splits=1 gives the same fit as before splits were repeated)
     row_sets = [np.random.default_rng(seed if b == 0 else [seed, b]).permutation(n) for b in range(splits)]
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
@@ -252,11 +253,14 @@ def _fit_split(
     z: np.ndarray, zt: torch.Tensor, rows: np.ndarray, *, n_candidates: int, min_effect: float, fdr: float,
     ridge: float, crossfit: bool, noise: torch.Tensor | None, keep: np.ndarray | None, order_rounds: int,
     label_targets: np.ndarray | None, progress: bool, may_parent: np.ndarray | None = None,
+    full_gram: torch.Tensor | None = None,
 ) -> RegressionFit:
     """Steps 1–6 of :mod:`cape_pipeline.causal.regression` on one random split of the rows
     (``rows``, a permutation of ``range(N)``: its first half and the rest are the cross-fitting
     halves); ``may_parent`` ``(M,)`` bool marks the regulators (None: every feature may be a
-    parent)."""
+    parent); ``full_gram`` ``(M, M)`` is ``ztᵀzt`` for the pruning's regressions
+    (:func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`; None: they gather ``zt``'s
+    columns)."""
     n, m = z.shape
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -305,8 +309,7 @@ def _fit_split(
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep,
-             "gram": gram_matrix(zt, keep)}
+    prune = {"ridge": ridge, "min_effect": min_effect, "fdr": fdr, "noise": noise, "keep": keep, "gram": full_gram}
     adj, n_pruned = prune_given_parents(zt, dag_p, dag_c, m, **prune)
     history.append({"stage": "pruning", "n_pruned": n_pruned, "n_edges": int(adj.nnz),
                     "seconds": time.perf_counter() - t0})

@@ -17,6 +17,7 @@ from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.regression import fit_regression, partial_f
 from cape_pipeline.causal.regression.edge_test import min_effect_pvalues
 from cape_pipeline.causal.regression.fit import _fit_split
+from cape_pipeline.causal.regression.neighbourhood import gram_matrix
 from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression.split_vote import vote
 from cape_pipeline.causal.supports import THINNING_MIN_OBS
@@ -188,11 +189,12 @@ def test_new_options_are_validated(kw, match):
 def _split_fits(z: np.ndarray, n_splits: int, seed: int = 0):
     """The single-split fits that ``fit_regression(z, n_splits=…)`` votes over, made one by one."""
     fits = []
+    zt = torch.from_numpy(z)
     for b in range(n_splits):
         rows = np.random.default_rng(seed if b == 0 else [seed, b]).permutation(z.shape[0])
-        fits.append(_fit_split(z, torch.from_numpy(z), rows, n_candidates=10, min_effect=0.003, fdr=0.05,
+        fits.append(_fit_split(z, zt, rows, n_candidates=10, min_effect=0.003, fdr=0.05,
                                ridge=1e-2, crossfit=True, noise=None, keep=None, order_rounds=0,
-                               label_targets=None, progress=False))
+                               label_targets=None, progress=False, full_gram=gram_matrix(zt)))
     return fits
 
 
