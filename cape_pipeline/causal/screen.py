@@ -1,8 +1,10 @@
 """Candidate parents for the screened sparse support of Step I (:func:`screen_parents`).
 
 Two correlation rounds, the second on the residuals of a ridge fit on the first round's
-candidates; no ``M × M`` matrix is formed (``X_bᵀ X`` in row blocks of size b × M). Used by
-:func:`~cape_pipeline.causal.screened.fit_screened`.
+candidates; no ``M × M`` matrix is formed (``X_bᵀ X`` in row blocks of size b × M) unless the
+caller gives the Gram matrix ``XᵀX`` (``gram=``, for M in the thousands: every round's products
+are then read from it). Used by :func:`~cape_pipeline.causal.screened.fit_screened` and the
+regression and learned supports.
 """
 
 from __future__ import annotations
@@ -17,6 +19,34 @@ __all__ = ["candidate_parents", "parent_table", "screen_parents"]
 _BLOCK_ENTRIES = 1 << 22
 
 
+def _top_k_blocks(
+    products, ysd: torch.Tensor, n: int, m: int, r: int, k: int, *, exclude_self: bool,
+    pool: torch.Tensor | None, device: torch.device, bytes_per_entry: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k ``|products(c) / (n · ysd_c)|`` over the R pool features for every feature c, in
+    blocks of features: ``products(start, stop)`` gives the ``(b, R)`` sums ``Σ_rows y_c x_p``."""
+    block = max(1, batch_entries(device, _BLOCK_ENTRIES, bytes_per_entry=bytes_per_entry) // max(r, 1))
+    where = None
+    if pool is not None and exclude_self:
+        where = torch.full((m,), -1, dtype=torch.int64, device=device)  # column of y → its place in pool
+        where[pool] = torch.arange(pool.numel(), device=device)
+    vals, idxs = [], []
+    for start in range(0, m, block):
+        stop = min(m, start + block)
+        c = products(start, stop).abs() / (n * ysd[start:stop, None])  # (b, R)
+        if exclude_self and where is None:
+            i = torch.arange(stop - start, device=device)
+            c[i, i + start] = -1.0
+        elif where is not None:
+            pos = where[start:stop]
+            i = torch.nonzero(pos >= 0).squeeze(1)
+            c[i, pos[i]] = -1.0
+        v, ix = torch.topk(c, k, dim=1)
+        vals.append(v)
+        idxs.append(ix if pool is None else pool[ix])
+    return torch.cat(vals), torch.cat(idxs)
+
+
 def _top_abs_corr(
     x: torch.Tensor, y: torch.Tensor, k: int, *, exclude_self: bool, pool: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,28 +58,54 @@ def _top_abs_corr(
     memory per block.
     """
     n, r = x.shape
-    m = y.shape[1]
     ysd = y.std(dim=0, unbiased=False).clamp_min(1e-12)
-    block = max(1, batch_entries(x.device, _BLOCK_ENTRIES, bytes_per_entry=4 * x.element_size()) // max(r, 1))
-    where = None
-    if pool is not None and exclude_self:
-        where = torch.full((m,), -1, dtype=torch.int64, device=x.device)  # column of y → its place in pool
-        where[pool] = torch.arange(pool.numel(), device=x.device)
-    vals, idxs = [], []
-    for start in range(0, m, block):
-        stop = min(m, start + block)
-        c = (y[:, start:stop].T @ x).abs_() / (n * ysd[start:stop, None])  # (b, R)
-        if exclude_self and where is None:
-            i = torch.arange(stop - start, device=x.device)
-            c[i, i + start] = -1.0
-        elif where is not None:
-            pos = where[start:stop]
-            i = torch.nonzero(pos >= 0).squeeze(1)
-            c[i, pos[i]] = -1.0
-        v, ix = torch.topk(c, k, dim=1)
-        vals.append(v)
-        idxs.append(ix if pool is None else pool[ix])
-    return torch.cat(vals), torch.cat(idxs)
+    return _top_k_blocks(lambda a, b: y[:, a:b].T @ x, ysd, n, y.shape[1], r, k, exclude_self=exclude_self,
+                         pool=pool, device=x.device, bytes_per_entry=4 * x.element_size())
+
+
+def _gram_ridge_fits(
+    gram: torch.Tensor, parents: torch.Tensor, ridge: float, n: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ridge fits of :func:`_ridge_residuals` from the Gram matrix ``gram`` = ``XᵀX`` ``(M, M)``
+    alone: coefficients ``β`` ``(M, k)`` and residual sums of squares ``(M,)``."""
+    m, k = parents.shape
+    eye = torch.eye(k, dtype=gram.dtype, device=gram.device)
+    beta = torch.empty(m, k, dtype=gram.dtype, device=gram.device)
+    rss = torch.empty(m, dtype=gram.dtype, device=gram.device)
+    chunk = max(1, batch_entries(gram.device, 1 << 24, bytes_per_entry=32) // max(k * k, 1))
+    for start in range(0, m, chunk):
+        idx = parents[start : start + chunk]  # (b, k)
+        col = torch.arange(start, start + idx.shape[0], device=gram.device)
+        g_pp = gram[idx[:, :, None], idx[:, None, :]]  # (b, k, k)
+        g_pc = gram[idx, col[:, None]].unsqueeze(2)  # (b, k, 1)
+        b = torch.linalg.solve(g_pp / n + ridge * eye, g_pc / n)
+        beta[start : start + idx.shape[0]] = b[:, :, 0]
+        rss[start : start + idx.shape[0]] = (gram[col, col] - 2 * (b * g_pc).sum((1, 2))
+                                            + (b.transpose(1, 2) @ g_pp @ b)[:, 0, 0])
+    return beta, rss
+
+
+def _top_abs_corr_residuals(
+    cross: torch.Tensor, gram: torch.Tensor, parents: torch.Tensor, ridge: float, n: int, k: int, *,
+    pool: torch.Tensor | None,
+) -> torch.Tensor:
+    """The indices of :func:`_top_abs_corr` ``(f, _ridge_residuals(x, parents, ridge), k,
+    exclude_self=True, pool=pool)`` from moments alone: ``cross`` ``(R, M)`` = ``fᵀX`` (f the
+    pool features, standardized) and ``gram`` = ``XᵀX``; ``fᵀ(x_c − X_P β_c) = cross[:, c] −
+    cross[:, P] β_c``. Cost O(M·R·k), no ``(N, M)`` residual matrix."""
+    m = gram.shape[0]
+    r = cross.shape[0]
+    beta, rss = _gram_ridge_fits(gram, parents, ridge, n)
+    ysd = (rss.clamp_min(0.0) / n).sqrt().clamp_min(1e-12)
+
+    def products(a: int, b: int) -> torch.Tensor:
+        idx = parents[a:b]
+        fitted = (cross[:, idx].permute(1, 0, 2) @ beta[a:b, :, None])[:, :, 0]  # (b, R)
+        return cross[:, a:b].T - fitted
+
+    k_par = parents.shape[1]
+    return _top_k_blocks(products, ysd, n, m, r, k, exclude_self=True, pool=pool, device=gram.device,
+                         bytes_per_entry=4 * gram.element_size() * (k_par + 1))[1]
 
 
 def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> torch.Tensor:
@@ -77,6 +133,7 @@ def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> to
 
 def screen_parents(
     x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+    gram: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Candidate parents of every feature in two correlation rounds, without an M × M matrix.
 
@@ -102,6 +159,11 @@ def screen_parents(
         knowledge, ``DiscoverConfig.regulators``), or None (every feature). Given, both rounds
         pick among these columns only, k is capped at ``R − 1`` (at least 1) and round 1's
         symmetrisation adds ``c`` as a candidate of p only where c is one of them.
+    gram
+        ``(M, M)`` ``xᵀx`` in ``x``'s dtype, or None. Given, both rounds read their products from
+        it (round 2's residual correlations as ``G[:, c] − G[:, P] β_c``: no ``(N, M)`` residual
+        matrix, O(M²·k) after the O(N·M²) product); the candidates are those of the row passes up
+        to float rounding (a near-tie at the k-th place may order the other way).
 
     Returns
     -------
@@ -122,7 +184,13 @@ def screen_parents(
         xp = x[:, regulators]  # (N, R)
     width = 2 * k
     with torch.no_grad():
-        tv, ti = _top_abs_corr(xp, x, k, exclude_self=True, pool=regulators)
+        if gram is None:
+            tv, ti = _top_abs_corr(xp, x, k, exclude_self=True, pool=regulators)
+        else:
+            cols = slice(None) if regulators is None else regulators
+            ysd = x.std(dim=0, unbiased=False).clamp_min(1e-12)
+            tv, ti = _top_k_blocks(lambda a, b: gram[a:b][:, cols], ysd, n, m, xp.shape[1], k, exclude_self=True,
+                                   pool=regulators, device=x.device, bytes_per_entry=4 * x.element_size())
         rows = torch.arange(m, device=x.device).repeat_interleave(k)
         cols = ti.reshape(-1)
         vals = tv.reshape(-1)
@@ -151,13 +219,18 @@ def screen_parents(
         keep = rank < width
         first = ti[:, :1].repeat(1, width)  # pad with the strongest candidate
         first[c_all[keep], rank[keep]] = p_all[keep]
-        resid = _ridge_residuals(x, first, ridge)
-        _, second = _top_abs_corr(xp, resid, k, exclude_self=True, pool=regulators)
+        if gram is None:
+            resid = _ridge_residuals(x, first, ridge)
+            _, second = _top_abs_corr(xp, resid, k, exclude_self=True, pool=regulators)
+        else:
+            cross = gram if regulators is None else gram[regulators]
+            second = _top_abs_corr_residuals(cross, gram, first, ridge, n, k, pool=regulators)
     return torch.cat([first, second], dim=1)
 
 
 def candidate_parents(
     x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+    gram: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(M, 4k)`` candidate parents: three linear rounds and one nonlinear round of screening.
 
@@ -181,6 +254,9 @@ def candidate_parents(
         ``(R,)`` int64 sorted column indices of the features that may be parents, or None
         (every feature): every round picks among these columns only
         (:func:`screen_parents`), so a feature that is not listed is nobody's candidate.
+    gram
+        ``(M, M)`` ``xᵀx`` in ``x``'s dtype, or None: as in :func:`screen_parents`, for every round
+        (round 3 adds one O(N·M·R) product ``tanh(x)ᵀx``).
 
     Returns
     -------
@@ -189,17 +265,20 @@ def candidate_parents(
         the only regulator, see :func:`screen_parents`); repeats are possible (masked later).
     """
     n, m = x.shape
-    first = screen_parents(x, k, ridge=ridge, regulators=regulators)
+    first = screen_parents(x, k, ridge=ridge, regulators=regulators, gram=gram)
     k3 = int(min(max(int(k), 1), max(1, (m - 1) // 4)))
     if regulators is not None:
         k3 = min(k3, max(1, regulators.numel() - 1))
     if first.shape[1] + k3 > m - 1:
         return first
     with torch.no_grad():
-        resid = _ridge_residuals(x, first, ridge)
         t = torch.tanh(x if regulators is None else x[:, regulators])
         t = (t - t.mean(0)) / t.std(0, unbiased=False).clamp_min(1e-12)
-        _, third = _top_abs_corr(t, resid, k3, exclude_self=True, pool=regulators)
+        if gram is None:
+            resid = _ridge_residuals(x, first, ridge)
+            _, third = _top_abs_corr(t, resid, k3, exclude_self=True, pool=regulators)
+        else:
+            third = _top_abs_corr_residuals(t.T @ x, gram, first, ridge, n, k3, pool=regulators)
     return torch.cat([first, third], dim=1)
 
 

@@ -274,7 +274,7 @@ def _fit_split(
     else:
         halves = [(zt, zt, keep)]
     reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent)).to(dev)
-    cands = [candidate_parents(zs.to(torch.float32), int(n_candidates), regulators=reg) for zs, _, _ in halves]
+    cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs, _, _ in halves]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
         lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]
@@ -345,6 +345,12 @@ def _fit_split(
         parent=parent, child=child, f_stat=f_e, partial_r2=r2_e, pvalue=p_e, qvalue=q_e, accepted=acc,
         n_tests=n_tests, adjacency=adj, history=history, n_oriented=int(dag_p.size), n_pruned=n_pruned,
     )
+
+
+def _screen(zs: torch.Tensor, k: int, reg: torch.Tensor | None) -> torch.Tensor:
+    """The candidate table of a half ``zs`` ``(N, M)`` float32 (:func:`candidate_parents`), its
+    products read from the half's ``ZᵀZ`` where :func:`gram_matrix` makes one."""
+    return candidate_parents(zs, k, regulators=reg, gram=gram_matrix(zs))
 
 
 def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

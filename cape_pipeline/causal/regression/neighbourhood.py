@@ -21,22 +21,23 @@ _EIV_MARGIN = 3.0
 _BATCH_ENTRIES = 1 << 24
 
 
-#: up to this many features the regressions take their moments from one ``(M, M)`` Gram matrix
-#: ``ZᵀZ`` (``GRAM_MAX_FEATURES²`` float64 entries, 200 MB) instead of gathering ``(N, K)`` candidate
-#: columns per feature: one BLAS product of O(N·M²) in place of O(N·M·K²) memory-bound gathers,
-#: after which no regression touches the N rows (benchmarks/scale/RESULTS.md)
+#: up to this many features the screen and the regressions take their moments from one ``(M, M)``
+#: Gram matrix ``ZᵀZ`` (``GRAM_MAX_FEATURES²`` float64 entries, 200 MB) instead of gathering
+#: ``(N, K)`` candidate columns per feature: one BLAS product of O(N·M²) in place of O(N·M·K²)
+#: memory-bound gathers, after which nothing touches the N rows (benchmarks/scale/RESULTS.md)
 GRAM_MAX_FEATURES = 5000
 
 
 def gram_matrix(z: torch.Tensor, keep: object = None) -> torch.Tensor | None:
-    """``ZᵀZ`` ``(M, M)`` float64 on ``z``'s device for :func:`regressions`, or None where the
-    regressions gather their columns instead: more than :data:`GRAM_MAX_FEATURES` features, or
-    per-feature rows (``keep`` given: each feature's moments are over its own rows).
+    """``ZᵀZ`` ``(M, M)`` in ``z``'s dtype and on its device, for :func:`regressions` (float64) and
+    the screen (float32, :func:`~cape_pipeline.causal.screen.candidate_parents`), or None where
+    they pass over the rows instead: more than :data:`GRAM_MAX_FEATURES` features, or per-feature
+    rows (``keep`` given: each feature's moments are over its own rows).
 
     Parameters
     ----------
     z
-        ``(N, M)`` float64 tensor.
+        ``(N, M)`` float tensor.
     keep
         The ``keep`` the regressions will be given (only tested for None).
     """
