@@ -13,8 +13,8 @@ function of the factors (:func:`fit_low_rank_vae`, :mod:`~cape_pipeline.causal.l
 
 from __future__ import annotations
 
-from cape_pipeline.causal.fitting import SolverConfig
+from cape_pipeline.causal.lowrank.config import LowRankConfig, SolverConfig
 from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.lowrank.solver import FitResult, fit_low_rank_vae, fit_support
 
-__all__ = ["FitResult", "LowRankSEMVAE", "SolverConfig", "fit_low_rank_vae", "fit_support"]
+__all__ = ["FitResult", "LowRankConfig", "LowRankSEMVAE", "SolverConfig", "fit_low_rank_vae", "fit_support"]

@@ -350,23 +350,11 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
     return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
 
 
-#: support "regression" uses this many candidates per screening round unless n_candidates is set
-REGRESSION_N_CANDIDATES = 10
-
-
-def regression_k(cfg: Any) -> int:
-    """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
-    (a screen of 40 candidates ranks true pairs better than one of 80 on counts,
-    ``benchmarks/discover/counts``)."""
-    from cape_pipeline.causal.config import DiscoverConfig
-
-    return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)
-
-
 def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"regression"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_regression` on the
-    covariate-adjusted ``(N, M)`` float64 ``x`` with ``cfg``'s options, every screened pair as
+    covariate-adjusted ``(N, M)`` float64 ``x`` with the options of ``cfg``, a
+    :class:`~cape_pipeline.causal.regression.config.RegressionConfig`, every screened pair as
     ``edge_scores``."""
     import pandas as pd
 
@@ -374,13 +362,13 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
-    device = resolve_device(cfg.device)
+    device = resolve_device(inputs.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
-        x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
+        x, n_candidates=int(cfg.n_candidates), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
-        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(cfg.seed),
+        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(inputs.seed),
         device=device, progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)
