@@ -278,6 +278,19 @@ class DiscoverConfig:
         if allowed is not None and "threshold" in allowed and not _is_num(tau, lambda f: f >= 0):
             raise CapeConfigError(f"method_options.threshold: expected a finite number >= 0, got {tau!r}")
 
+    @classmethod
+    def stage_params(cls, params: Mapping[str, Any], *, where: str = "discover.") -> dict[str, Any]:
+        """The pipeline's parameters of this config with the earlier spellings mapped
+        (:func:`~cape_pipeline.causal.options.nest_options`, messages in the ``where``
+        spelling: ``discover.regression.fdr``) and the dotted names gathered per algorithm config.
+
+        Raises
+        ------
+        CapeConfigError
+            As :func:`~cape_pipeline.causal.options.nest_options`.
+        """
+        return nest_options(params, where=where)
+
     def options_set(self) -> list[str]:
         """The algorithm options that differ from their defaults, as ``"regression.fdr"``, in field
         order."""
