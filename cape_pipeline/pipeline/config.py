@@ -165,6 +165,21 @@ def _coerce_nested(default: Any, values: Mapping[str, Any], where: str) -> Any:
     return {k: _coerce(v, getattr(default, k), f"{where}.{k}") for k, v in values.items()}
 
 
+def _nested_hint(cls: type, name: str, stage: str) -> str:
+    """``" (did you mean 'stage.field.option'?)"`` where ``name`` is close to an option of a nested
+    config of ``cls`` (``min_efect`` → ``discover.regression.min_effect``), else ``""``."""
+    from cape_pipeline._config import did_you_mean
+
+    leaves: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(default):
+            for g in dataclasses.fields(default):
+                leaves.setdefault(g.name, f"{f.name}.{g.name}")
+    close = difflib.get_close_matches(name.rsplit(".", 1)[-1], list(leaves), n=1, cutoff=0.6)
+    return did_you_mean(leaves[close[0]], [leaves[close[0]]], prefix=f"{stage}.") if close else ""
+
+
 def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_field: str | None = None) -> Any:
     """Instantiate the frozen config dataclass ``cls`` from ``params``.
 
@@ -212,7 +227,8 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
         kwargs[name] = _coerce(value, default, f"{stage}.{name}")
     if unknown:
         if extra_field is None:
-            hint = "".join(did_you_mean(k, fields, prefix=f"{stage}.") for k in sorted(unknown))
+            hint = "".join(did_you_mean(k, fields, prefix=f"{stage}.") or _nested_hint(cls, k, stage)
+                           for k in sorted(unknown))
             raise CapeConfigError(
                 f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}{hint}; known: {sorted(fields)}"
             )
