@@ -216,7 +216,7 @@ def test_the_pipeline_reads_the_labels_and_the_report_says_so(tmp_path, perturb)
     path = tmp_path / "screen.h5ad"
     perturb.write_h5ad(path)
     r = run_pipeline(str(path), until="discover", workdir=tmp_path / "w",
-                     overrides={"discover": {"support": "regression"}})
+                     overrides={"discover": {"algorithm": "regression"}})
     g = r.output("discover")
     assert g.params["intervention_column"] == "condition" and g.params["n_perturbed_features"] == 40
     rec = next(x for x in r.records if x.stage == "discover")

@@ -1,6 +1,6 @@
 """Learned screen and per-feature MLPs for Step I at hundreds to thousands of features.
 
-``support="learned"`` of :func:`~cape_pipeline.causal.api.discover`. Three stages, after the
+``algorithm="learned"`` of :func:`~cape_pipeline.causal.api.discover`. Three stages, after the
 idea of SDCD (Nazaret et al. 2024; our own code, vectorized over targets and restricted to
 screened candidates so that no ``M × M`` matrix is formed):
 

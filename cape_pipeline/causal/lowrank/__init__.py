@@ -1,4 +1,4 @@
-"""Step I with the paper's model: the low-rank NOTEARS-VAE (``support="low-rank"``; paper 000,
+"""Step I with the paper's model: the low-rank NOTEARS-VAE (``algorithm="low-rank"``; paper 000,
 Eqs. 5–10, Supp. G.4), the default up to 20 features.
 
 The generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) with ``A = U Vᵀ`` (U, V of shape ``(M, r)``)

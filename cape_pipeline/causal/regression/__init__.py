@@ -1,5 +1,5 @@
 """Step I for single-cell counts: covariate-adjusted neighbourhood regressions, a minimum-effect
-likelihood-ratio test per edge, and a greedy likelihood DAG (``support="regression"``).
+likelihood-ratio test per edge, and a greedy likelihood DAG (``algorithm="regression"``).
 
 On UMI counts the learned support's rule — a fixed threshold on the first-layer norm of
 per-feature MLPs — keeps fewer edges as cells are added (the output layer trades the norm

@@ -207,7 +207,7 @@ def fit_regression(
 
     n, m = z.shape
     if n < 10 or m < 2:
-        raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
+        raise CapeDataError(f"discover: algorithm='regression' needs at least 10 rows and 2 features, got {n} × {m}")
     if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
         raise CapeConfigError(f"n_splits: expected an integer >= 1, got {n_splits!r}")
     workers = check_workers(workers)

@@ -47,13 +47,13 @@ class ScreenedConfig:
     rho_max
         Upper bound on the penalty ρ (1e16).
     rho_init
-        Initial penalty ρ (1).
+        Initial penalty ρ of the augmented Lagrangian of phase 2 (1).
     hidden
         Width of the entrywise MLPs f, f⁻¹ (64).
     power_iters
         Power-iteration steps per evaluation of the sparse spectral h (10, warm-started).
     weight_decay
-        AdamW decoupled weight decay (1e-2).
+        AdamW decoupled weight decay of both phases (1e-2).
 
     Raises
     ------
