@@ -22,8 +22,8 @@ def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
 
     Examples
     --------
-    >>> did_you_mean("min_efect", ["min_effect", "fdr"], prefix="discover.")
-    " (did you mean 'discover.min_effect'?)"
+    >>> did_you_mean("min_efect", ["min_effect", "fdr"], prefix="discover.regression.")
+    " (did you mean 'discover.regression.min_effect'?)"
     """
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" (did you mean '{prefix}{close[0]}'?)" if close else ""

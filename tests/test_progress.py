@@ -49,6 +49,6 @@ def test_not_a_terminal_gives_log_lines(capsys, monkeypatch) -> None:
     from cape_pipeline.causal.api import discover
 
     x = np.random.default_rng(0).normal(size=(200, 4))
-    discover(x, epochs=4, max_outer=2, device="cpu", progress=True)
+    discover(x, low_rank={"epochs": 4, "max_outer": 2}, device="cpu", progress=True)
     err = capsys.readouterr().err
     assert "discover" in err and "4/4 epochs (100%)" in err

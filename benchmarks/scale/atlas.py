@@ -65,7 +65,7 @@ def run(cells: int, genes: int, seed: int, device: str, n_splits: int | None, ed
     rec["genes_kept"] = int(a.n_vars)
     rec["data_hash"] = hash_array(a.X.data if hasattr(a.X, "data") else np.asarray(a.X))[:16]
     rec["rss_before_discover_mb"] = round(_rss_mb())
-    opts = {} if n_splits is None else {"n_splits": n_splits}
+    opts = {} if n_splits is None else {"regression": {"n_splits": n_splits}}
     t = time.perf_counter()
     g = discover(a, device=device, progress=True, **opts)
     if device.startswith("cuda"):
@@ -77,7 +77,7 @@ def run(cells: int, genes: int, seed: int, device: str, n_splits: int | None, ed
     p = g.params
     rec["estimate_s"] = round(discover_estimate(cells, a.n_vars, p.get("support", "regression"),
                                                 n_splits=int(p.get("n_splits_used", p.get("n_splits", 1)))))
-    rec.update({k: p.get(k) for k in ("support", "device", "n_splits_used", "covariates_used", "measurement_error")})
+    rec.update({k: p.get(k) for k in ("algorithm", "support", "device", "n_splits_used", "covariates_used", "measurement_error")})
     adj = g.adjacency.tocoo()
     truth = a[:, g.feature_names].varp["true_dag"] if "true_dag" in a.varp else None
     rec["n_edges"] = int(adj.nnz)
@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--genes", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--n-splits", type=int, default=None, help="discover.n_splits (default: Step I's)")
+    ap.add_argument("--n-splits", type=int, default=None, help="discover.regression.n_splits (default: Step I's)")
     ap.add_argument("--edges", type=Path, default=None, help="write the DAG's edge list here (.npz)")
     ap.add_argument("--jsonl", type=Path, default=HERE / "atlas.jsonl")
     ap.add_argument("--compare", nargs=2, type=Path, default=None)

@@ -3,7 +3,7 @@
 On one simulated counts file (``cape_pipeline.datasets.simulated_counts``), Step I runs three
 times from the same cached preprocess stage, each in a fresh process::
 
-    cape discover FILE --set 'ingest.label_columns=[cell_type]' --workdir W [--set discover.workers=local:N]
+    cape discover FILE --set 'ingest.label_columns=[cell_type]' --workdir W [--set discover.regression.workers=local:N]
 
 and records the discover stage's seconds (from its manifest), the edges and whether the DAG
 equals the serial run's. One JSON line per run goes to ``split_workers.jsonl``.
@@ -57,7 +57,7 @@ def main() -> None:
     subprocess.run([CAPE, "preprocess", *base[2:]], check=True, capture_output=True)  # cached for every variant
     dags: dict[str, pd.DataFrame] = {}
     for v in a.variants:
-        extra = [] if v == "serial" else ["--set", f"discover.workers={v}"]
+        extra = [] if v == "serial" else ["--set", f"discover.regression.workers={v}"]
         out = work / f"out-{v.replace(':', '')}-t{a.threads or 0}"
         load0 = os.getloadavg()
         t0 = time.perf_counter()

@@ -28,7 +28,7 @@ bs = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 torch.set_num_threads(1)
 init_from_env("cpu")
 x = common.linear_sem(m, n, seed=0)
-g = discover(x, epochs=4, max_outer=2, seed=0, device="cpu", batch_size=bs)
+g = discover(x, algorithm="low-rank", low_rank={"epochs": 4, "max_outer": 2, "batch_size": bs}, seed=0, device="cpu")
 rank, size = world()
 if rank == 0:
     print(json.dumps({"world_size": size, "N": n, "M": m, "batch_size": bs, "seconds_per_epoch": float(np.median([h["seconds"] for h in g.history])) / 2,

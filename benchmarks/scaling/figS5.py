@@ -48,7 +48,7 @@ def one(kind: str, m: int, n: int, device: str) -> dict:
         from cape_pipeline.causal.api import discover
 
         t0 = time.perf_counter()
-        g = discover(x, epochs=2, max_outer=2, seed=0, device=device)
+        g = discover(x, algorithm="low-rank", low_rank={"epochs": 2, "max_outer": 2}, seed=0, device=device)
         total = time.perf_counter() - t0
         per_epoch = float(np.median([h["seconds"] for h in g.history]))
         epochs = int(g.params["effective_epochs"])

@@ -44,6 +44,13 @@ INTERVENTIONAL_SEEDS = [0, 1, 2]
 EMBED_EPOCHS = "to the plateau (embed() defaults since e77b46c, 2026-11-23; before it 300 RSGD epochs)"
 
 
+
+def _epochs(epochs: int | None, **options) -> dict:
+    """Step I's ``epochs`` (and ``options``) for whichever of the low-rank and learned algorithms
+    ``algorithm="auto"`` picks (None: each algorithm's default)."""
+    own = {} if epochs is None else {"epochs": epochs}
+    return {"low_rank": {**own, **options}, "learned": {**own, **options}}
+
 def main() -> None:
     out, d_model, name, graph = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     # Step I epochs: "default" (None: the paper's 100 raised to >= 5000 AdamW steps) or a number
@@ -71,13 +78,13 @@ def main() -> None:
         seen = ~unseen
         print(f"{name} graph=interventional: Step I leaves out {len(held)} conditions ({(~seen).sum()} cells) "
               f"held out for seeds {INTERVENTIONAL_SEEDS}", flush=True)
-        g = discover(adata[seen].copy(), support="regression", seed=0)  # the support that reads the labels
-        print(f"  params: support {g.params.get('support')}, order rounds {g.params.get('order_rounds_used')}, "
+        g = discover(adata[seen].copy(), algorithm="regression", seed=0)  # the algorithm that reads the labels
+        print(f"  params: algorithm {g.params.get('algorithm')}, order rounds {g.params.get('order_rounds_used')}, "
               f"perturbed features {g.params.get('n_perturbed_features')}", flush=True)
     elif graph == "discover005":
-        g = discover(x, feature_names=names, epochs=epochs, threshold=0.05, seed=0)
+        g = discover(x, feature_names=names, seed=0, **_epochs(epochs, threshold=0.05))
     else:
-        g = discover(x, feature_names=names, epochs=epochs, seed=0)
+        g = discover(x, feature_names=names, seed=0, **_epochs(epochs))
     graph_s = time.perf_counter() - t0
     coo = g.adjacency.tocoo()
     for geometry in geometries:

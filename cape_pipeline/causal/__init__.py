@@ -13,13 +13,20 @@ from typing import Any
 _LAZY = {
     "CausalGraph": "cape_pipeline.causal.graph",
     "DiscoverConfig": "cape_pipeline.causal.config",
+    "LearnedConfig": "cape_pipeline.causal.config",
+    "LowRankConfig": "cape_pipeline.causal.config",
+    "RegressionConfig": "cape_pipeline.causal.config",
+    "ScreenedConfig": "cape_pipeline.causal.config",
     "dag_metrics": "cape_pipeline.causal.metrics",
     "discover": "cape_pipeline.causal.api",
     "intervention_targets": "cape_pipeline.causal.interventions",
     "interventional_score": "cape_pipeline.causal.metrics",
 }
 
-__all__ = ["CausalGraph", "DiscoverConfig", "dag_metrics", "discover", "intervention_targets", "interventional_score"]
+__all__ = [
+    "CausalGraph", "DiscoverConfig", "LearnedConfig", "LowRankConfig", "RegressionConfig", "ScreenedConfig", "dag_metrics",
+    "discover", "intervention_targets", "interventional_score",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -24,6 +24,9 @@ from cape_pipeline.causal.baselines import (
     partial_correlation_graph,
 )
 from cape_pipeline.causal.config import (
+    ALGORITHM_FIELDS,
+    ALGORITHMS,
+    BASELINE_THRESHOLD,
     DEFAULT_ACYCLICITY,
     DEFAULT_EPOCHS,
     DEFAULT_MIN_STEPS,
@@ -31,6 +34,7 @@ from cape_pipeline.causal.config import (
     SUPPORTS,
     TRUE_DAG,
     DiscoverConfig,
+    LowRankConfig,
     check_options,
     resolve_config,
 )
@@ -43,11 +47,11 @@ from cape_pipeline.causal.covariates import (
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.postprocess import break_cycles, threshold_matrix
-from cape_pipeline.causal.regression import regression_k
 from cape_pipeline.causal.supports import SupportInputs, fit_support
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
+    "ALGORITHMS",
     "DEFAULT_ACYCLICITY",
     "METHODS",
     "SUPPORTS",
@@ -63,12 +67,6 @@ logger = logging.getLogger(__name__)
 
 #: above this many features the final adjacency is formed with a per-row cap
 SPARSE_ABOVE = 5000
-#: options recorded under their own keys in ``CausalGraph.params``; every other option that was
-#: set (a cape solver option, ``max_edges_per_row``, a baseline's option) is recorded as given
-_OWN_PARAMS = frozenset(
-    {"method", "rank", "lambda_sparse", "threshold", "epochs", "batch_size", "lr", "acyclicity", "device",
-     "seed", "max_outer", "support", "n_candidates", "min_steps", "method_options", "regulators"}
-)
 
 
 def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: int = DEFAULT_MIN_STEPS) -> int:
@@ -99,8 +97,6 @@ def resolve_epochs(epochs: int | None, n_obs: int, batch_size: int, min_steps: i
     return max(DEFAULT_EPOCHS, math.ceil(int(min_steps) / steps_per_epoch))
 
 
-#: options of the MLP fits that the regression support has no use for (it trains nothing)
-_MLP_TRAINING = ("threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
 def discover_scored(
     data: Any,
     config: DiscoverConfig | None = None,
@@ -123,42 +119,32 @@ def discover_scored(
         ``M <= 5000``, else None. Used for AUPRC in the benchmarks.
     """
     cfg, explicit = resolve_config(config, options)
-    cfg_support_requested = cfg.support
     if cfg.method == TRUE_DAG:
         raise CapeConfigError(
             "method: 'true-dag' takes the data's known graph and learns nothing; build that graph with "
             "CausalGraph.from_adjacency(adjacency, feature_names) (the pipeline's discover stage does)"
         )
-    method, rank, epochs, batch_size = cfg.method, cfg.rank, cfg.epochs, cfg.batch_size
-    lambda_sparse, threshold, lr, acyclicity = cfg.lambda_sparse, cfg.threshold, cfg.lr, cfg.acyclicity
-    device, seed, max_outer, min_steps = cfg.device, cfg.seed, cfg.max_outer, cfg.min_steps
+    method, device, seed = cfg.method, cfg.device, cfg.seed
     method_options = dict(cfg.method_options)
     x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
     n, m = x_std.shape
     single_cell, library = cell_context(data)
-    support = cfg.support_for(m, n, single_cell=single_cell) if method == "cape" else None
-    if cfg.regulators is not None and support is not None and support != "regression":
+    algorithm = cfg.algorithm_for(m, n, single_cell=single_cell) if method == "cape" else None
+    acfg = cfg.config_of(algorithm) if algorithm is not None else None
+    reg = cfg.regression
+    if reg.regulators is not None and algorithm is not None and algorithm != "regression":
         raise CapeConfigError(
-            f"regulators: supported by support='regression' only; support={cfg.support!r} chose {support!r} for "
-            "these data; set support='regression' or leave regulators out"
+            f"regression.regulators: used by algorithm='regression' only; algorithm={cfg.algorithm!r} chose "
+            f"{algorithm!r} for these data; set algorithm='regression' or leave regulators out"
         )
-    ignored: list[str] = []
-    if support != cfg.support and support is not None:
-        # "auto" resolved: a low-rank-only option that was set is refused as for support="learned";
-        # the MLP training options a config may carry for the learned support are left unused
-        # (logged, recorded) when the data resolve to the regression support, which has no training
-        if support == "regression":
-            base = DiscoverConfig()
-            ignored = [k for k in _MLP_TRAINING if getattr(cfg, k) != getattr(base, k)]
-            if ignored:
-                logger.info("support 'auto' chose 'regression' for single-cell data; unused: %s", ", ".join(ignored))
-                cfg = dataclasses.replace(cfg, **{k: getattr(base, k) for k in ignored})
-        cfg = dataclasses.replace(cfg, support=support)
+    unused = [k for k in cfg.options_set() if algorithm is not None and k.split(".")[0] != ALGORITHM_FIELDS[algorithm]]
+    if unused:
+        logger.info("algorithm 'auto' chose %r for these data; unused: %s", algorithm, ", ".join(unused))
     iv = None
-    if method == "cape" and support == "regression" and cfg.interventions != "none" and hasattr(data, "obs"):
+    if algorithm == "regression" and reg.interventions != "none" and hasattr(data, "obs"):
         from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
 
-        column = find_condition_column(data.obs) if cfg.interventions == "auto" else cfg.interventions
+        column = find_condition_column(data.obs) if reg.interventions == "auto" else reg.interventions
         if column is not None:
             iv = intervention_targets(data.obs, names, column)
             if iv.keep_cells is not None and iv.n_left_out:
@@ -169,66 +155,58 @@ def discover_scored(
                 x_std, names = prepare_matrix(data, feature_names, missing=cfg.missing)
                 n = x_std.shape[0]
                 single_cell, library = cell_context(data)
-    elif method == "cape" and cfg.interventions not in ("auto", "none"):
-        raise CapeConfigError(f"interventions={cfg.interventions!r}: only support 'regression' uses interventions, "
-                              f"this run uses {support!r} (set support='regression')")
-    eff_epochs = resolve_epochs(epochs, n, batch_size, min_steps)
-    if epochs is None and eff_epochs > DEFAULT_EPOCHS and method == "cape":
-        logger.info(
-            "epochs=None: %d rows at batch size %d; using %d epochs (at least %d AdamW steps)",
-            n, batch_size, eff_epochs, min_steps,
-        )
-    eff_rank = int(rank)
-    if eff_rank >= m:
-        eff_rank = m - 1
-        logger.info("rank %d >= number of features %d; using rank %d", rank, m, eff_rank)
-    params: dict[str, Any] = {
-        "method": method,
-        "rank": int(rank),
-        "effective_rank": eff_rank,
-        "lambda_sparse": float(lambda_sparse),
-        "threshold": float(threshold),
-        "epochs": None if epochs is None else int(epochs),
-        "effective_epochs": int(eff_epochs),
-        "min_steps": int(min_steps),
-        "batch_size": int(batch_size),
-        "lr": float(lr),
-        "acyclicity": acyclicity,
-        "device": str(device),
-        "seed": int(seed),
-        "max_outer": int(max_outer),
-        "n_obs": int(n),
-        "n_vars": int(m),
-        **{k: method_options[k] if k in method_options else getattr(cfg, k) for k in explicit if k not in _OWN_PARAMS},
-    }
-    if method == "cape":
-        params["support"] = support
-        params["support_requested"] = cfg_support_requested
-        if support == "learned":
-            params["n_candidates"] = int(cfg.n_candidates)
-        if support == "regression":
-            params.update({
-                "n_candidates": regression_k(cfg), "min_effect": float(cfg.min_effect), "fdr": float(cfg.fdr),
-                "measurement_error": cfg.measurement_error,
-            })
-        if support == "screened":
-            params["n_candidates"] = int(cfg.n_candidates)
-            params["posterior"] = "mean"
+    elif method == "cape" and reg.interventions not in ("auto", "none"):
+        raise CapeConfigError(f"regression.interventions={reg.interventions!r}: only algorithm 'regression' uses "
+                              f"interventions, this run uses {algorithm!r} (set algorithm='regression')")
+    params: dict[str, Any] = {"method": method, "device": str(device), "seed": int(seed), "n_obs": int(n),
+                              "n_vars": int(m)}
+    params.update({k: getattr(cfg, k) for k in explicit if k in ("missing", "covariates", "n_states",
+                                                                  "max_edges_per_row")})
+    eff_rank = eff_epochs = None
+    if algorithm is not None:
+        params.update({"algorithm": algorithm, "support": algorithm, "algorithm_requested": cfg.algorithm,
+                       "support_requested": cfg.algorithm})
+        params.update({f.name: getattr(acfg, f.name) for f in dataclasses.fields(acfg) if f.name != "regulators"})
+        if unused:
+            params["unused_options"] = unused
+    if algorithm in ("low-rank", "screened"):
+        eff_epochs = resolve_epochs(acfg.epochs, n, acfg.batch_size, acfg.min_steps)
+        if acfg.epochs is None and eff_epochs > DEFAULT_EPOCHS:
+            logger.info(
+                "epochs=None: %d rows at batch size %d; using %d epochs (at least %d AdamW steps)",
+                n, acfg.batch_size, eff_epochs, acfg.min_steps,
+            )
+        params["effective_epochs"] = int(eff_epochs)
+    if algorithm == "low-rank" or method == "notears-low-rank":
+        rank = acfg.rank if algorithm == "low-rank" else method_options.pop("rank", LowRankConfig().rank)
+        eff_rank = int(rank)
+        if eff_rank >= m:
+            eff_rank = m - 1
+            logger.info("rank %d >= number of features %d; using rank %d", rank, m, eff_rank)
+        params.update(rank=int(rank), effective_rank=eff_rank)
+    if algorithm == "screened":
+        params["posterior"] = "mean"
+    threshold = float(acfg.threshold) if hasattr(acfg, "threshold") else float(
+        method_options.pop("threshold", BASELINE_THRESHOLD) if method in ("correlation", "partial-correlation")
+        else BASELINE_THRESHOLD)
+    if method in ("correlation", "partial-correlation"):
+        params["threshold"] = threshold
+    params.update(method_options)
     regulators = None
-    if method == "cape" and cfg.regulators is not None:
+    if algorithm == "regression" and reg.regulators is not None:
         from cape_pipeline.causal.regulators import resolve_regulators
 
-        reg = resolve_regulators(cfg.regulators, names, data)
-        regulators = reg.index
-        params["regulators"] = reg.summary()
+        listed = resolve_regulators(reg.regulators, names, data)
+        regulators = listed.index
+        params["regulators"] = listed.summary()
     t0 = time.perf_counter()
     reliability = None
     if method == "cape":
         x_std, cov_params, labels = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
         params.update(cov_params)
-        if support == "regression" and library is not None and wants_thinning(cfg.measurement_error, n):
+        if algorithm == "regression" and library is not None and wants_thinning(reg.measurement_error, n):
             reliability = count_reliability(data, labels, library, seed=int(cfg.seed))
-        if support == "regression":
+        if algorithm == "regression":
             params["measurement_error_used"] = "none" if reliability is None else "count thinning"
             if reliability is not None:
                 params["median_reliability"] = float(np.median(reliability))
@@ -248,10 +226,10 @@ def discover_scored(
             label_targets = None if iv.n_label_targets is None else iv.n_label_targets[rows]
         params.update(iv.summary())
     if method == "cape":
-        fit = fit_support(support, x_std, cfg, SupportInputs(
-            names=names, rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row, dense_scores=m <= SPARSE_ABOVE,
-            progress=progress, reliability=reliability, intervened=intervened, label_targets=label_targets,
-            regulators=regulators, unused=ignored,
+        fit = fit_support(algorithm, x_std, acfg, SupportInputs(
+            names=names, device=device, seed=int(seed), rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row,
+            dense_scores=m <= SPARSE_ABOVE, progress=progress, reliability=reliability, intervened=intervened,
+            label_targets=label_targets, regulators=regulators, unused=unused,
         ))
         adj, history, scores, n_dropped, edge_scores = (
             fit.adjacency, fit.history, fit.scores, fit.n_cycle_edges_dropped, fit.edge_scores
@@ -290,8 +268,8 @@ def discover_scored(
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
     params.update(
-        isolation_report(adj, m, threshold=float(threshold), method=method, support=support, scores=scores, n_obs=n,
-                   min_effect=float(cfg.min_effect))
+        isolation_report(adj, m, threshold=threshold, method=method, support=algorithm, scores=scores, n_obs=n,
+                         min_effect=float(reg.min_effect))
     )
     graph = CausalGraph(
         feature_names=names,
@@ -314,29 +292,30 @@ def discover(
 ) -> CausalGraph:
     """Learn a weighted causal DAG over the features of ``data`` (CAPE Step I).
 
-    With ``method="cape"`` the default ``support="auto"`` chooses from the data
-    (:func:`~cape_pipeline.causal.supports.resolve_support`). Data with at most 20 features
+    With ``method="cape"`` the default ``algorithm="auto"`` chooses from the data
+    (:func:`~cape_pipeline.causal.supports.resolve_algorithm`). Data with at most 20 features
     (:data:`~cape_pipeline.causal.supports.AUTO_LOW_RANK_MAX`) or fewer than 50 rows
     (:data:`~cape_pipeline.causal.supports.LEARNED_MIN_OBS`) get the paper's low rank. Above
     that, single-cell data (an AnnData whose ingest or preprocess recorded modality ``scrna``,
     or that carries ``obs["cape_library_size"]``;
     :func:`~cape_pipeline.causal.covariates.cell_context`) get the
-    regression support (:func:`~cape_pipeline.causal.regression.fit_regression`: every feature
+    regression algorithm (:func:`~cape_pipeline.causal.regression.fit_regression`: every feature
     regressed on its screened candidate parents after the cell-level covariates, an edge where
-    its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``, repeated on
-    ``n_splits`` random splits of the cells; ``benchmarks/discover/counts/RESULTS.md``), and
-    other data (arrays and DataFrames included) the learned support
+    its partial R² exceeds ``regression.min_effect`` at false-discovery rate ``regression.fdr``,
+    repeated on ``regression.n_splits`` random splits of the cells;
+    ``benchmarks/discover/counts/RESULTS.md``), and other data (arrays and DataFrames included)
+    the learned algorithm
     (:func:`~cape_pipeline.causal.learned.fit_learned`: a learned screen of candidate parents,
     per-feature MLPs with the spectral acyclicity penalty, a greedy DAG and a refit; each
     edge's weight is its strength ``‖W₁‖₂ > τ/2``, a confidence to rank by), which finds real
     graphs at hundreds to thousands of features where the paper's rank-40 model keeps almost
     none (``benchmarks/discover/learned/RESULTS.md``).
-    With ``support="low-rank"`` (and ``"auto"`` at ≤ 20 features or < 50 rows) it fits the low-rank
+    With ``algorithm="low-rank"`` (and ``"auto"`` at ≤ 20 features or < 50 rows) it fits the low-rank
     NOTEARS-VAE of paper 000: SEM
     ``f(X) = f(X) A + Z`` (Eq. 5), encoder ``Z = f(X)(I − A)`` (Eq. 6), decoder
     ``X̂ = f⁻¹(Z (I − A)⁻¹)`` (Eq. 7), loss ``−ELBO + λs‖A‖₁ + (ρ/2)h² + αh`` (Eqs. 8–10) with
     ``A = U Vᵀ`` of rank r (Supp. G.4), solved by the augmented Lagrangian (the penalty is held
-    once the τ-thresholded graph is a DAG, see ``dag_threshold`` below); then thresholds
+    once the τ-thresholded graph is a DAG, see ``LowRankConfig.dag_threshold``); then thresholds
     ``|A| > τ`` and drops the weakest edge of every remaining cycle. Per-epoch cost
     O(N·M·r + (N/B)·M·r²) plus, for the exact ‖A‖₁ that ``l1="auto"`` (the default) uses when
     M ≤ ``l1_exact_max`` (500), O((N/B)·M²·r) in row blocks; above that the sampled estimate
@@ -350,22 +329,28 @@ def discover(
         features), or ``(N, M)`` ndarray with ``feature_names``. Each feature is standardized.
     config
         The options, a :class:`~cape_pipeline.causal.config.DiscoverConfig` (default: its
-        defaults); ``options`` given too replace its fields (``dataclasses.replace``).
+        defaults); ``options`` given too replace its fields (``dataclasses.replace``; an
+        algorithm's options given as a dict update that algorithm's config).
     feature_names
         Names for ndarray input; overrides other names when given.
     progress
         Show a rich progress bar (outer step, epochs, current h).
     **options
-        Fields of :class:`~cape_pipeline.causal.config.DiscoverConfig` (listed below). With a
-        baseline method, keywords that are not fields — and the cape solver options, e.g.
-        ``hidden`` of ``"dagma-mlp"`` — are that method's options (``method_options``).
+        Fields of :class:`~cape_pipeline.causal.config.DiscoverConfig` (listed below); an
+        algorithm's options go in its config, ``regression={"min_effect": 0.01}`` (the flat
+        ``min_effect=0.01`` still works for one release, with a FutureWarning; a flat name that
+        several algorithms have, ``epochs``, ``lr``, ``threshold``, …, needs an explicit
+        ``algorithm``). With a baseline method, keywords that are not fields, e.g. ``hidden`` of
+        ``"dagma-mlp"`` or ``threshold`` of ``"correlation"``, are that method's options
+        (``method_options``).
     %(config_fields)s
 
     Returns
     -------
     CausalGraph
         ``adjacency`` ``(M, M)`` sparse float64 (``[m, n]``: weight of m → n), acyclic except
-        for ``"correlation"``; ``params`` (method, every parameter, ``effective_rank``,
+        for ``"correlation"``; ``params`` (method, ``algorithm`` and, for one release, the same
+        value as ``support``, every option of the algorithm that ran, ``effective_rank``,
         ``seconds``); ``history`` (per outer step: ``recon``, ``kl``, ``neg_elbo``, ``l1``,
         ``h``, ``rho``, ``alpha``, ``epochs``, ``seconds``); ``n_cycle_edges_dropped``.
 
@@ -373,13 +358,14 @@ def discover(
     ------
     CapeDataError
         N < 2, M < 2, NaN/inf or all-missing features, constant features (all named);
-        ``regulators="var:COLUMN"`` without that boolean column; an ``interventions`` column that
+        ``regression.regulators="var:COLUMN"`` without that boolean column; an ``interventions`` column that
         is missing, has no control cells or no label whose targets are all features.
     CapeConfigError
-        An unknown method/acyclicity/option or an out-of-range parameter (named), method
-        ``"true-dag"`` (use :meth:`CausalGraph.from_adjacency` for a known graph), or
-        ``regulators`` none of whose names is a feature, or with a support other than
-        ``"regression"``.
+        An unknown method/algorithm/option or an out-of-range parameter (named), an option of
+        an algorithm that an explicit ``algorithm`` does not run, a flat option of several
+        algorithms with ``algorithm="auto"``, method ``"true-dag"`` (use
+        :meth:`CausalGraph.from_adjacency` for a known graph), or ``regulators`` none of whose
+        names is a feature, or with an algorithm other than ``"regression"``.
     CapeFileError
         A ``regulators`` file that is missing, unreadable or lists no names.
 
@@ -389,7 +375,7 @@ def discover(
     >>> rng = np.random.default_rng(0)
     >>> a = rng.normal(size=500)
     >>> x = np.c_[a, 2 * a + rng.normal(size=500), rng.normal(size=500)]
-    >>> g = discover(x, feature_names=["a", "b", "c"], epochs=5, device="cpu")
+    >>> g = discover(x, feature_names=["a", "b", "c"], low_rank={"epochs": 5}, device="cpu")
     >>> g.is_dag()
     True
     """

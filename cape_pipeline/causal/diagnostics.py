@@ -24,7 +24,7 @@ def isolation_report(
     n_obs: int | None = None, min_effect: float | None = None,
 ) -> dict[str, Any]:
     """Edge count, isolated features and, when most features have no edge, a warning with the fix;
-    with the learned support on fewer rows than features, a warning that most edges may be false
+    with the learned algorithm on fewer rows than features, a warning that most edges may be false
     (measured: ``benchmarks/discover/counts/RESULTS.md``).
 
     The warning is issued here (``warnings.warn`` with :class:`~cape_pipeline.errors.CapeWarning`,
@@ -51,13 +51,17 @@ def isolation_report(
             msgs.append(
                 f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed the edge test: "
                 f"partial R² > {min_effect:g} at the FDR), so they get angle 0 and CAPE leaves them unrotated; "
-                f"more cells give the test more power, or lower the effect floor (Python: min_effect={half:g}; "
-                f"CLI: --set discover.min_effect={half:g}), which admits weaker and more often false edges"
+                f"more cells give the test more power, or lower the effect floor (Python: regression={{'min_effect': "
+                f"{half:g}}}; CLI: --set discover.regression.min_effect={half:g}), which admits weaker and more often "
+                "false edges"
             )
         else:
-            fix = f"lower the threshold (Python: threshold={lower:.3g}; CLI: --set discover.threshold={lower:.3g})"
+            own = {"low-rank": "low_rank"}.get(support or "", support) if method == "cape" else None
+            python = f"{own}={{'threshold': {lower:.3g}}}" if own else f"threshold={lower:.3g}"
+            cli = f"discover.{own}.threshold" if own else "discover.threshold"
+            fix = f"lower the threshold (Python: {python}; CLI: --set {cli}={lower:.3g})"
             if method == "cape" and support in ("low-rank", "screened"):
-                fix += "; or use the learned support (support='learned'; CLI: --set discover.support=learned)"
+                fix += "; or use the learned algorithm (algorithm='learned'; CLI: --set discover.algorithm=learned)"
             msgs.append(
                 f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed threshold "
                 f"{threshold:g}), so they get angle 0 and CAPE leaves them unrotated; to keep more edges, {fix}"
@@ -68,7 +72,7 @@ def isolation_report(
             "over-calls edges (simulated counts with a known graph, 1,000 cells × 2,000 genes: 5 % of its "
             "6,150 edges were true, against 51 % at 3,000 cells; benchmarks/discover/counts/RESULTS.md); "
             "treat this graph as exploratory, give more cells, or use the regression support "
-            "(support='regression'; CLI: --set discover.support=regression)"
+            "(algorithm='regression'; CLI: --set discover.algorithm=regression)"
         )
     for msg in msgs:
         warnings.warn(msg, CapeWarning, stacklevel=4)

@@ -79,7 +79,7 @@ class CausalGraph:
     edge_scores
         Every pair the method scored, not only the DAG's edges (None when it scored none):
         a DataFrame with columns ``source``, ``target`` (str) and ``score`` (float64, larger =
-        more confident; for ``support="regression"`` the partial R² of ``source`` in the
+        more confident; for ``algorithm="regression"`` the partial R² of ``source`` in the
         regression of ``target`` on its screened candidates), plus method-specific columns
         (``f_stat``, ``qvalue``, ``accepted``, ``n_tests``). Written to ``edge_scores.parquet``
         beside ``dag.parquet`` (:meth:`write_parquet`), so precision–recall curves can be drawn

@@ -1,24 +1,26 @@
-"""Supports of Step I (how ``A`` is parameterised for method ``"cape"``), the options each one
-takes, and the rule of ``support="auto"`` (:func:`resolve_support`)."""
+"""The algorithms of Step I for method ``"cape"`` (how ``A`` is parameterised and fitted), the
+rule of ``algorithm="auto"`` (:func:`resolve_algorithm`) and the one signature every algorithm
+is fitted behind (:func:`fit_support`). Each algorithm's options are its own config
+(``regression.config.RegressionConfig``, ``lowrank.config.LowRankConfig``, …)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from cape_pipeline.causal.sem import POSTERIORS
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
-    "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "N_SPLITS", "SUPPORTS",
-    "THINNING_MIN_OBS",
-    "UNUSED_BY_SUPPORT", "SupportFit", "SupportInputs", "fit_support", "resolve_support",
+    "ALGORITHMS", "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "N_SPLITS", "SUPPORTS",
+    "THINNING_MIN_OBS", "SupportFit", "SupportInputs", "fit_support", "resolve_algorithm", "resolve_support",
 ]
 
-#: how A is parameterised for method "cape": chosen from the data ("auto"), the paper's low rank,
-#: screened sparse, per-feature MLPs on a learned screen, or covariate-adjusted neighbourhood
-#: regressions with a likelihood-ratio edge test (single-cell data)
-SUPPORTS = ("auto", "low-rank", "screened", "learned", "regression")
+#: the algorithms of method "cape" (how A is parameterised): chosen from the data ("auto"), the
+#: paper's low rank, screened sparse, per-feature MLPs on a learned screen, or covariate-adjusted
+#: neighbourhood regressions with a likelihood-ratio edge test (single-cell data)
+ALGORITHMS = ("auto", "low-rank", "screened", "learned", "regression")
+#: the earlier name of :data:`ALGORITHMS`
+SUPPORTS = ALGORITHMS
 #: cell-level covariates of Step I: "auto" (single-cell data: the library size where preprocess
 #: recorded it, no cell states; other data: none) or an explicit choice. Cell states are not in
 #: "auto": on counts driven by a regulatory graph they take the regulators' variation between
@@ -42,34 +44,15 @@ ORDER_ROUNDS = 2
 #: against one split on the same data and seeds (benchmarks/discover/interventional and
 #: benchmarks/discover/counts, RESULTS.md); the time is n_splits times one fit's
 N_SPLITS = 8
-#: support="auto" takes the paper's low rank up to this many features and "learned" above
+#: algorithm="auto" takes the paper's low rank up to this many features and "learned" above
 #: (measured on the suite: benchmarks/discover/learned/RESULTS.md)
 AUTO_LOW_RANK_MAX = 20
 #: the learned support needs at least this many rows (20 % are held out); "auto" below → low rank
 LEARNED_MIN_OBS = 50
-#: cape options that support "screened" does not use (it has its own exact ‖A‖₁ and init)
-_NOT_SCREENED = ("l1", "l1_exact_max", "l1_pairs", "init_scale", "h_tol")
-#: cape options that support "learned" does not use (per-feature MLPs, SDCD-style schedule)
-_NOT_LEARNED = (*_NOT_SCREENED, "rank", "max_outer", "rho_init", "rho_max", "min_steps", "weight_decay",
-                "lambda_sparse", "dag_threshold")
-#: options of support "regression" only
-_REGRESSION_ONLY = ("min_effect", "fdr", "measurement_error", "interventions", "order_rounds", "n_splits",
-                    "regulators", "workers")
-#: cape options that support "regression" does not use (closed-form regressions, a statistical edge test)
-_NOT_REGRESSION = (*_NOT_LEARNED, "threshold", "epochs", "batch_size", "lr", "hidden", "power_iters")
-#: per sparse support: the options it refuses, the posteriors it accepts, and why (for the error)
-UNUSED_BY_SUPPORT = {
-    "screened": ((*_NOT_SCREENED, *_REGRESSION_ONLY), (None, "mean"),
-                 "exact sparse ‖A‖₁, spectral acyclicity, posterior 'mean'"),
-    "learned": ((*_NOT_LEARNED, *_REGRESSION_ONLY), (None,), "per-feature MLPs, spectral acyclicity, early stopping"),
-    "low-rank": (_REGRESSION_ONLY, (None, *POSTERIORS), "the paper's low-rank NOTEARS-VAE"),
-    "regression": (_NOT_REGRESSION, (None,),
-                   "neighbourhood regressions, a minimum-effect likelihood-ratio test, a greedy likelihood DAG"),
-}
-
-
-def resolve_support(support: str, n_features: int, n_obs: int | None = None, *, single_cell: bool = False) -> str:
-    """The support used for ``n_features`` features: ``support`` itself unless it is ``"auto"``.
+def resolve_algorithm(
+    algorithm: str, n_features: int, n_obs: int | None = None, *, single_cell: bool = False
+) -> str:
+    """The algorithm used for ``n_features`` features: ``algorithm`` itself unless it is ``"auto"``.
 
     ``"auto"`` → ``"low-rank"`` (the paper's ``A = U Vᵀ``) for M ≤ :data:`AUTO_LOW_RANK_MAX`
     or fewer than :data:`LEARNED_MIN_OBS` rows (the learned support holds out 20 % of the rows
@@ -84,15 +67,19 @@ def resolve_support(support: str, n_features: int, n_obs: int | None = None, *, 
     Raises
     ------
     CapeConfigError
-        Unknown ``support``.
+        Unknown ``algorithm``.
     """
-    if support not in SUPPORTS:
-        raise CapeConfigError(f"support: expected one of {', '.join(SUPPORTS)}, got {support!r}")
-    if support != "auto":
-        return support
+    if algorithm not in ALGORITHMS:
+        raise CapeConfigError(f"algorithm: expected one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if algorithm != "auto":
+        return algorithm
     if int(n_features) <= AUTO_LOW_RANK_MAX or (n_obs is not None and int(n_obs) < LEARNED_MIN_OBS):
         return "low-rank"
     return "regression" if single_cell else "learned"
+
+
+#: the earlier name of :func:`resolve_algorithm`
+resolve_support = resolve_algorithm
 
 
 @dataclass
@@ -103,8 +90,10 @@ class SupportInputs:
     ----------
     names
         ``(M,)`` feature names.
+    device, seed
+        The run's device (``"auto"``, ``"cpu"``, ``"cuda[:i]"``) and seed (``DiscoverConfig``).
     rank, epochs
-        The effective rank and epochs (low-rank and screened supports).
+        The effective rank and epochs (low-rank and screened algorithms).
     max_per_row
         Keep at most this many out-edges per feature (None: all).
     dense_scores
@@ -119,10 +108,12 @@ class SupportInputs:
         Regression support: ``(R,)`` int64 sorted indices of the features that may be parents
         (:func:`~cape_pipeline.causal.regulators.resolve_regulators`), or None (every feature).
     unused
-        Options of the config that the support leaves unused (recorded).
+        Options set for algorithms that ``"auto"`` did not pick (recorded).
     """
 
     names: Any
+    device: str
+    seed: int
     rank: int
     epochs: int
     max_per_row: int | None
@@ -164,10 +155,12 @@ class SupportFit:
 
 
 def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> SupportFit:
-    """Fit ``support`` on the standardized ``(N, M)`` float64 ``x``: every support behind one
-    signature ``fit_support(x, cfg, inputs) -> SupportFit`` (as DAGMA's ``linear`` /
+    """Fit the algorithm ``support`` on the standardized ``(N, M)`` float64 ``x``: every algorithm
+    behind one signature ``fit_support(x, cfg, inputs) -> SupportFit`` (as DAGMA's ``linear`` /
     ``nonlinear`` modules), each in its own package (:mod:`cape_pipeline.causal.regression`,
-    ``learned``, ``screened``, ``lowrank``), whose ``__init__`` re-exports it.
+    ``learned``, ``screened``, ``lowrank``), whose ``__init__`` re-exports it; ``cfg`` is that
+    algorithm's own config (``DiscoverConfig.regression``, ``.learned``, ``.screened``,
+    ``.low_rank``).
 
     Raises
     ------
@@ -178,5 +171,5 @@ def fit_support(support: str, x: Any, cfg: Any, inputs: SupportInputs) -> Suppor
 
     packages = {"regression": "regression", "learned": "learned", "screened": "screened", "low-rank": "lowrank"}
     if support not in packages:
-        raise CapeConfigError(f"support: expected one of {sorted(packages)}, got {support!r}")
+        raise CapeConfigError(f"algorithm: expected one of {sorted(packages)}, got {support!r}")
     return import_module(f"cape_pipeline.causal.{packages[support]}").fit_support(x, cfg, inputs)

@@ -45,7 +45,7 @@ EXAMPLES: dict[str, str] = {
     "ingest": "Example, your own file: cape ingest my.h5ad --labels cell_type --out results/",
     "preprocess": "Example, your own file: cape preprocess my.h5ad --counts-layer counts "
     "--set preprocess.n_top_genes=1000 --out results/",
-    "discover": "Example, your own file: cape discover my.h5ad --counts-layer counts --set discover.regulators=human "
+    "discover": "Example, your own file: cape discover my.h5ad --counts-layer counts --set discover.regression.regulators=human "
     "--out results/",
     "embed": "Example, your own file: cape embed my.h5ad --counts-layer counts --set embed.dim=16 --out results/",
     "encode": "Example, your own file: cape encode my.h5ad --counts-layer counts --out results/",
@@ -53,7 +53,7 @@ EXAMPLES: dict[str, str] = {
     "evaluate": "Example, your own file: cape evaluate my.h5ad --labels cell_type --counts-layer counts "
     "--out results/",
     "datasets": f"Example: cape run pbmc68k_reduced --out results/ (a listed dataset); your own file: {OWN_FILE}",
-    "params": "Example: cape params discover, then cape run my.h5ad --set discover.min_effect=0.01 --out results/",
+    "params": "Example: cape params discover, then cape run my.h5ad --set discover.regression.min_effect=0.01 --out results/",
 }
 """One example per command, shown at the end of its ``--help``."""
 

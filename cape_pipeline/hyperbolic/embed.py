@@ -352,8 +352,8 @@ def embed(
         warnings.warn(
             f"embed: the graph has {int(adj.nnz)} edge(s) among {m} features, so there is nothing to train: "
             "every feature sits at the origin and every CAPE angle is 0 (CAPE cannot differ from no PE). "
-            "Step I kept too few edges; lower the discover threshold (tl.discover(threshold=...), "
-            "--set discover.threshold=...)",
+            "Step I kept too few edges; lower the discover algorithm's edge threshold (tl.discover(learned="
+            "{'threshold': ...}), --set discover.learned.threshold=..., or regression.min_effect)",
             CapeWarning,
             stacklevel=2,
         )

@@ -143,6 +143,43 @@ def _coerce(value: Any, default: Any, where: str) -> Any:
     return value
 
 
+def _coerce_nested(default: Any, values: Mapping[str, Any], where: str) -> Any:
+    """``values`` for the nested config whose default instance is ``default`` (a dataclass; any
+    other default takes the mapping as it is), each coerced to the type of its field's default.
+
+    Raises
+    ------
+    CapeConfigError
+        An unknown key (named as ``stage.field.key``, with the closest and the known ones) or a
+        value of the wrong type.
+    """
+    from cape_pipeline._config import did_you_mean
+
+    if not dataclasses.is_dataclass(default):
+        return dict(values)
+    sub = {f.name: f for f in dataclasses.fields(default)}
+    unknown = sorted(set(values) - set(sub))
+    if unknown:
+        hint = "".join(did_you_mean(str(k), sub, prefix=f"{where}.") for k in unknown)
+        raise CapeConfigError(f"unknown parameter(s) {[f'{where}.{k}' for k in unknown]}{hint}; known: {sorted(sub)}")
+    return {k: _coerce(v, getattr(default, k), f"{where}.{k}") for k, v in values.items()}
+
+
+def _nested_hint(cls: type, name: str, stage: str) -> str:
+    """``" (did you mean 'stage.field.option'?)"`` where ``name`` is close to an option of a nested
+    config of ``cls`` (``min_efect`` → ``discover.regression.min_effect``), else ``""``."""
+    from cape_pipeline._config import did_you_mean
+
+    leaves: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(default):
+            for g in dataclasses.fields(default):
+                leaves.setdefault(g.name, f"{f.name}.{g.name}")
+    close = difflib.get_close_matches(name.rsplit(".", 1)[-1], list(leaves), n=1, cutoff=0.6)
+    return did_you_mean(leaves[close[0]], [leaves[close[0]]], prefix=f"{stage}.") if close else ""
+
+
 def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_field: str | None = None) -> Any:
     """Instantiate the frozen config dataclass ``cls`` from ``params``.
 
@@ -159,6 +196,11 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
         to the dataset loader), except near misses of a field's name (``label_colums``), which
         are an error; without it unknown parameters are an error.
 
+    A field whose default is a config (``discover.regression``) takes its parameters nested:
+    ``regression.fdr`` (``--set discover.regression.fdr=0.1``) or a mapping (YAML). Where ``cls``
+    has a ``stage_params(params, where=)`` classmethod, the parameters pass through it first
+    (the discover stage maps the earlier flat names of its algorithms' options there).
+
     Raises
     ------
     CapeConfigError
@@ -170,16 +212,23 @@ def build_config(cls: type, stage: str, params: Mapping[str, Any], *, extra_fiel
 
     fields = {f.name: f for f in dataclasses.fields(cls)}
     params = renamed_options(cls, params, stage)
+    nest = getattr(cls, "stage_params", None)
+    if nest is not None:  # nested parameters (discover.regression.fdr) and their earlier flat names
+        params = nest(params, where=f"{stage}.")
     known = {k: v for k, v in params.items() if k in fields and k != extra_field}
     unknown = {k: v for k, v in params.items() if k not in fields or k == extra_field}
     kwargs: dict[str, Any] = {}
     for name, value in known.items():
         f = fields[name]
         default = f.default if f.default is not dataclasses.MISSING else None
+        if f.default_factory is not dataclasses.MISSING and isinstance(value, Mapping):
+            kwargs[name] = _coerce_nested(f.default_factory(), value, f"{stage}.{name}")
+            continue
         kwargs[name] = _coerce(value, default, f"{stage}.{name}")
     if unknown:
         if extra_field is None:
-            hint = "".join(did_you_mean(k, fields, prefix=f"{stage}.") for k in sorted(unknown))
+            hint = "".join(did_you_mean(k, fields, prefix=f"{stage}.") or _nested_hint(cls, k, stage)
+                           for k in sorted(unknown))
             raise CapeConfigError(
                 f"unknown parameter(s) {sorted(unknown)} for stage {stage!r}{hint}; known: {sorted(fields)}"
             )

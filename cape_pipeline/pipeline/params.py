@@ -29,16 +29,18 @@ _ROLE = re.compile(r":\w+:`~?([^`]+)`")
 USER_OPTIONS: dict[str, tuple[str, ...]] = {
     "ingest": ("label_columns", "modality", "index_column"),
     "preprocess": ("n_top_genes", "min_genes", "min_cells", "target_sum", "counts_layer", "transform"),
-    "discover": ("method", "regulators", "min_effect", "fdr", "n_splits", "covariates", "interventions", "device",
-                 "seed"),
+    "discover": ("method", "algorithm", "regression.regulators", "regression.min_effect", "regression.fdr",
+                 "regression.n_splits", "covariates", "regression.interventions", "device", "seed"),
     "embed": ("dim", "max_epochs", "device", "seed"),
     "encode": ("scale",),
     "train": ("tasks", "label_key", "backbone", "pe", "n_seeds", "encodings", "device", "seed"),
     "evaluate": ("umap",),
 }
 """The options a user sets first, per stage, in the order ``cape params`` lists them; every other
-field is a research setting, listed after them under "advanced". :func:`cape_pipeline.tl.discover`
-and :func:`cape_pipeline.tl.embed` take these as keywords (a test keeps them in step)."""
+field is a research setting, listed after them under "advanced". A field that holds a config
+(``discover.regression``) is listed by its fields, ``regression.fdr``.
+:func:`cape_pipeline.tl.discover` and :func:`cape_pipeline.tl.embed` take these as keywords, by
+their last name (``fdr``; a test keeps them in step)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class ParamDoc:
     Attributes
     ----------
     stage, name
-        ``--set stage.name=value``.
+        ``--set stage.name=value`` (``name`` dotted for a field of a nested config:
+        ``regression.fdr``).
     type
         The annotation of the config field, as written (e.g. ``int | None``).
     default
@@ -197,6 +200,13 @@ def stage_params(stage: str) -> list[ParamDoc]:
             default = f.default_factory()
         else:  # pragma: no cover - every stage parameter has a default
             default = None
+        if dataclasses.is_dataclass(default):  # a config of its own: its fields, nested
+            sub = param_docs(type(default))
+            out += [ParamDoc(stage, f"{f.name}.{g.name}", str(g.type), getattr(default, g.name),
+                             plain_meaning(sub.get(g.name, "")),
+                             advanced=f"{f.name}.{g.name}" not in USER_OPTIONS.get(stage, ()))
+                    for g in dataclasses.fields(default)]
+            continue
         out.append(ParamDoc(stage, f.name, str(f.type), default, plain_meaning(docs.get(f.name, "")),
                             advanced=f.name not in USER_OPTIONS.get(stage, ())))
     return out

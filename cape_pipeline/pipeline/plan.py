@@ -252,7 +252,7 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
     ``"regression"`` (the default for single-cell data): ``n_splits · (REGRESSION_FIXED_S +
     REGRESSION_PER_ENTRY · N · M)``, fitted to ``benchmarks/scale/step1.jsonl`` (Step I alone on
     simulated counts, M = 2,000 HVGs; the cost is the screen, O(N·M²/2) per half, and the
-    regressions, O(N·M·K²), once per random split of the cells, ``discover.n_splits``).
+    regressions, O(N·M·K²), once per random split of the cells, ``discover.regression.n_splits``).
 
     ``"learned"``: on this kind of
     2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000

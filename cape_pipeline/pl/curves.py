@@ -202,7 +202,7 @@ def _step1_panel(ax: Axes, history: Sequence[Mapping[str, Any]], graph: CausalGr
     counts = [h for h in history if "h" not in h and _count_label(h) is not None]
     title = f"Step I: causal discovery ({what})" if what else "Step I: causal discovery"
     if steps and all("stage" in h and "val_nll" in h for h in steps):
-        # support="learned": validation NLL per epoch, stages side by side, and ρ(A) in stage 2
+        # algorithm="learned": validation NLL per epoch, stages side by side, and ρ(A) in stage 2
         x = np.arange(1, len(steps) + 1)
         stage = np.array([int(h["stage"]) for h in steps])
         val = np.array([float(h["val_nll"]) for h in steps])

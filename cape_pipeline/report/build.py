@@ -250,6 +250,7 @@ def build_report(
             "method": gp.get("method"),
             "n_edges": graph.n_edges if graph is not None else 0,
             "n_cycle_edges_dropped": graph.n_cycle_edges_dropped if graph is not None else 0,
+            "algorithm": gp.get("algorithm", gp.get("support")),  # "support": its name in earlier files
             **{k: gp.get(k) for k in ("support", "n_isolated", "isolated_share", "edge_rule", "covariates_used",
                                       "n_states")},
             "warnings": list(gp.get("warnings", [])),

@@ -18,11 +18,11 @@ CEILING_METRICS = ("accuracy", "macro_f1", "ari", "nmi")
 
 
 def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
-    """Report lines on Step I: method and support, edges, isolated features, warnings, truth."""
+    """Report lines on Step I: method and algorithm, edges, isolated features, warnings, truth."""
     lines = [
         "## Causal DAG (Step I)",
         f"- method {g['method']}"
-        + (f" (support {g['support']})" if g.get("support") else "")
+        + (f" (algorithm {g.get('algorithm') or g['support']})" if g.get("algorithm") or g.get("support") else "")
         + f": {g['n_edges']} edges; {g['n_cycle_edges_dropped']} edge(s) dropped to break cycles",
     ]
     if g.get("n_isolated") is not None:
@@ -70,7 +70,9 @@ def dag_lines(g: dict[str, Any], n_vars: int) -> list[str]:
         )
     lines += [f"- **Warning**: {w}" for w in g.get("warnings", []) if g["n_edges"] > 0]
     if g["n_edges"] == 0:
-        knob = "`discover.min_effect` (or give more cells)" if g.get("edge_rule") else "`discover.threshold`"
+        algo = {"low-rank": "low_rank"}.get(g.get("algorithm") or "", g.get("algorithm"))
+        knob = ("`discover.regression.min_effect` (or give more cells)" if g.get("edge_rule")
+                else f"`discover.{algo}.threshold`" if algo else "`discover.threshold`")
         lines.append(
             "- **The DAG is empty**: no edge passed the edge rule, so the CAPE angles carry no causal "
             f"structure and `cape` cannot differ from `none` for a reason the paper intends. Lower {knob} "
@@ -199,8 +201,8 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(
             f"- **Warning**: {100 * zero:.0f} % of features are at angle 0, so `cape` rotates almost nothing and "
             "cannot differ much from `default`: the comparison below cannot be informative. Step I found too few "
-            "edges on this data (see its warnings; a lower `discover.threshold`, or `discover.min_effect` for the "
-            "regression support, keeps more)."
+            "edges on this data (see its warnings; a lower `discover.regression.min_effect` for the regression "
+            "algorithm, or `discover.<algorithm>.threshold` for the others, keeps more)."
         )
     if "perturbation" in ((plan or {}).get("tasks") or ()) and not (plan or {}).get("step1_blind"):
         lines.append(f"- **Warning**: {HELD_OUT_LABELS_WARNING}")

@@ -77,6 +77,7 @@ def discover(
     adata: ad.AnnData,
     *,
     method: str = "cape",
+    algorithm: str = "auto",
     regulators: str | Sequence[str] | None = None,
     min_effect: float = 0.003,
     fdr: float = 0.05,
@@ -93,10 +94,13 @@ def discover(
 ) -> ad.AnnData | None:
     """Learn the causal DAG among ``adata``'s features (Step I) and store it.
 
-    The default ``support="auto"`` regresses every gene on its screened candidate parents for
+    The default ``algorithm="auto"`` regresses every gene on its screened candidate parents for
     single-cell data (an edge where its partial R² exceeds ``min_effect`` at false-discovery
     rate ``fdr``), fits per-feature networks for other data above 20 features, and the paper's
-    low-rank model up to 20 features (``support="low-rank"`` asks for it by name).
+    low-rank model up to 20 features (``algorithm="low-rank"`` asks for it by name).
+    ``regulators``, ``min_effect``, ``fdr``, ``n_splits`` and ``interventions`` are options of
+    the regression algorithm (``DiscoverConfig.regression``); another algorithm's options go in
+    its config, e.g. ``learned={"epochs": 50}``.
 
     Parameters
     ----------
@@ -106,6 +110,9 @@ def discover(
         ``"cape"`` (CAPE's Step I), or a baseline: ``"correlation"``, ``"partial-correlation"``
         (both undirected, not a DAG), ``"notears"``, ``"dag-gnn"``, ``"notears-low-rank"``,
         ``"dagma"``, ``"dagma-mlp"``.
+    algorithm
+        ``"auto"`` (chosen from the data, as above), ``"regression"``, ``"learned"``,
+        ``"low-rank"`` or ``"screened"``.
     regulators
         The only features that may be parents (``None``: every feature): ``"human"`` or
         ``"mouse"`` (bundled transcription-factor lists), ``"var:COLUMN"`` (a boolean ``var``
@@ -140,9 +147,9 @@ def discover(
         Show progress (a bar in a terminal or notebook, else a line every 30 s); ``None``
         (default): in a terminal or notebook, or when ``scanpy.settings.verbosity >= 2``.
     **advanced
-        Any other field of :class:`~cape_pipeline.causal.DiscoverConfig` (``support``,
-        ``threshold``, ``rank``, ``epochs``, …; ``cape params discover`` lists them), and a
-        baseline method's own options.
+        Any other field of :class:`~cape_pipeline.causal.DiscoverConfig` (``max_edges_per_row``,
+        ``n_states``, an algorithm's config such as ``low_rank={"rank": 10, "epochs": 50}``;
+        ``cape params discover`` lists them), and a baseline method's own options.
 
     Returns
     -------
@@ -158,14 +165,24 @@ def discover(
     """
     from cape_pipeline.causal.api import discover as _discover
     from cape_pipeline.causal.config import DiscoverConfig
+    from cape_pipeline.causal.options import FLAT_OPTIONS
+    from cape_pipeline.causal.regression import RegressionConfig
 
-    given = {"method": method, "regulators": regulators, "min_effect": min_effect, "fdr": fdr, "n_splits": n_splits,
-             "covariates": covariates, "interventions": interventions, "device": device, "seed": seed}
-    options = _options(DiscoverConfig, given, advanced)
+    given = {"method": method, "algorithm": algorithm, "covariates": covariates, "device": device, "seed": seed}
+    options = _options(DiscoverConfig, given, {})
+    regression = _options(RegressionConfig, {"regulators": regulators, "min_effect": min_effect, "fdr": fdr,
+                                             "n_splits": n_splits, "interventions": interventions}, {})
+    if regression and method == "cape":
+        given_reg = advanced.pop("regression", {})
+        options["regression"] = (dataclasses.replace(given_reg, **regression) if dataclasses.is_dataclass(given_reg)
+                                 else {**given_reg, **regression})
+    elif regression:  # a baseline: these are its options, as any other keyword
+        options.update(regression)
+    options.update(advanced)
     if method == "cape":
         from cape_pipeline._config import did_you_mean
 
-        fields = [f.name for f in dataclasses.fields(DiscoverConfig)]
+        fields = [f.name for f in dataclasses.fields(DiscoverConfig)] + list(FLAT_OPTIONS)
         unknown = sorted(set(advanced) - set(fields))
         if unknown:
             hint = "".join(did_you_mean(u, fields) for u in unknown)

@@ -53,28 +53,28 @@ def test_resolve_epochs():
     assert resolve_epochs(None, 7466, 128) == 100  # Sachs: 59 steps per epoch, the paper's 100
     assert resolve_epochs(None, 600, 128, min_steps=0) == 100
     with pytest.raises(CapeConfigError, match="min_steps"):
-        discover(_small(), epochs=1, device="cpu", min_steps=-1)
+        discover(_small(), low_rank={"epochs": 1, "min_steps": -1}, device="cpu")
     with pytest.raises(CapeConfigError, match="posterior"):
-        discover(_small(), epochs=1, device="cpu", posterior="laplace")
+        discover(_small(), low_rank={"epochs": 1, "posterior": "laplace"}, device="cpu")
     with pytest.raises(CapeConfigError, match="only for method 'cape'"):
-        discover(_small(), method="correlation", posterior="mean")
+        discover(_small(), method="correlation", low_rank={"posterior": "mean"})
 
 
 def test_majorant_option_runs_and_is_dag():
-    g = discover(_chain(n=300), acyclicity="majorant", epochs=5, device="cpu")
+    g = discover(_chain(n=300), low_rank={"acyclicity": "majorant", "epochs": 5}, device="cpu")
     assert g.is_dag() and g.params["acyclicity"] == "majorant"
 
 
 def test_reproducible_with_seed():
     x = _small()
-    a = discover(x, epochs=3, device="cpu", seed=3, threshold=0.0)
-    b = discover(x, epochs=3, device="cpu", seed=3, threshold=0.0)
+    a = discover(x, low_rank={"epochs": 3, "threshold": 0.0}, device="cpu", seed=3)
+    b = discover(x, low_rank={"epochs": 3, "threshold": 0.0}, device="cpu", seed=3)
     assert (a.adjacency != b.adjacency).nnz == 0
 
 
 def test_rank_capped_with_info(caplog):
     with caplog.at_level(logging.INFO, logger="cape_pipeline.causal.api"):
-        g = discover(_small(), rank=40, epochs=1, device="cpu")
+        g = discover(_small(), low_rank={"rank": 40, "epochs": 1}, device="cpu")
     assert g.params["effective_rank"] == 3 and g.params["rank"] == 40
     assert any("rank 40" in r.getMessage() for r in caplog.records)
 
@@ -82,10 +82,10 @@ def test_rank_capped_with_info(caplog):
 def test_input_types_and_names():
     x = _small()
     df = pd.DataFrame(x, columns=["g1", "g2", "g3", "g4"])
-    g = discover(df, epochs=1, device="cpu")
+    g = discover(df, low_rank={"epochs": 1}, device="cpu")
     assert list(g.feature_names) == ["g1", "g2", "g3", "g4"]
     adata = ad.AnnData(sp.csr_matrix(x), var=pd.DataFrame(index=["p", "q", "r", "s"]))
-    g2 = discover(adata, epochs=1, device="cpu")
+    g2 = discover(adata, low_rank={"epochs": 1}, device="cpu")
     assert list(g2.feature_names) == ["p", "q", "r", "s"]
     xs, _ = prepare_matrix(x)
     assert np.allclose(xs.mean(0), 0) and np.allclose(xs.std(0), 1)
@@ -122,26 +122,26 @@ def test_correlation_topk_blockwise():
 )
 def test_bad_data(x, match):
     with pytest.raises(CapeDataError, match=match):
-        discover(x, epochs=1)
+        discover(x, low_rank={"epochs": 1})
 
 
 def test_bad_names_and_frame():
     with pytest.raises(CapeDataError, match="feature_names"):
-        discover(_small(), feature_names=["a"], epochs=1)
+        discover(_small(), feature_names=["a"], low_rank={"epochs": 1})
     df = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "y", "z"]})
     with pytest.raises(CapeDataError, match="'b'"):
-        discover(df, epochs=1)
+        discover(df, low_rank={"epochs": 1})
 
 
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
         ({"method": "pc"}, "method"),
-        ({"rank": 0}, "rank"),
-        ({"threshold": -1}, "threshold"),
-        ({"epochs": 0}, "epochs"),
-        ({"lr": 0}, "lr"),
-        ({"acyclicity": "expm"}, "acyclicity"),
+        ({"low_rank": {"rank": 0}}, r"low_rank\.rank"),
+        ({"low_rank": {"threshold": -1}}, r"low_rank\.threshold"),
+        ({"low_rank": {"epochs": 0}}, r"low_rank\.epochs"),
+        ({"learned": {"lr": 0}}, r"learned\.lr"),
+        ({"low_rank": {"acyclicity": "expm"}}, r"low_rank\.acyclicity"),
         ({"bogus": 1}, "bogus"),
         ({"device": "tpu9"}, "device"),
     ],

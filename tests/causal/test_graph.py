@@ -79,7 +79,7 @@ def fitted():
     cape.pp.preprocess(a, min_genes=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        g = discover(a, n_splits=1)
+        g = discover(a, regression={"n_splits": 1})
     assert g.n_edges > 5 and len(g.edge_scores) > 10 * g.n_edges
     return g
 

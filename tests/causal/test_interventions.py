@@ -162,20 +162,20 @@ def _orientation(adj, truth) -> float:
 @pytest.mark.filterwarnings("ignore")
 def test_discover_uses_the_condition_column_and_orients_better(perturb):
     truth = perturb.varp["true_dag"]
-    obs = discover(perturb, support="regression", interventions="none")
-    inter = discover(perturb, support="regression")
+    obs = discover(perturb, algorithm="regression", regression={"interventions": "none"})
+    inter = discover(perturb, algorithm="regression")
     assert inter.params["intervention_column"] == "condition" and inter.params["n_perturbed_features"] == 40
     assert "intervention_column" not in obs.params
     assert _orientation(inter.adjacency, truth) > _orientation(obs.adjacency, truth) + 0.1
     assert dag_metrics(inter.adjacency, truth)["f1"] > dag_metrics(obs.adjacency, truth)["f1"]
     with pytest.raises(CapeDataError, match="guides"):
-        discover(perturb, support="regression", interventions="guides")
+        discover(perturb, algorithm="regression", regression={"interventions": "guides"})
     with pytest.raises(CapeConfigError, match="interventions"):
-        discover(perturb, support="learned", interventions="condition")
+        discover(perturb, regression={"interventions": "condition"})
     # no condition column: "auto" is the observational fit, bit for bit
     plain = perturb[perturb.obs["condition"] == "ctrl"].copy()
     del plain.obs["condition"]
-    a, b = discover(plain, support="regression"), discover(plain, support="regression", interventions="none")
+    a, b = discover(plain, algorithm="regression"), discover(plain, algorithm="regression", regression={"interventions": "none"})
     assert (a.adjacency != b.adjacency).nnz == 0
 
 
@@ -216,7 +216,7 @@ def test_the_pipeline_reads_the_labels_and_the_report_says_so(tmp_path, perturb)
     path = tmp_path / "screen.h5ad"
     perturb.write_h5ad(path)
     r = run_pipeline(str(path), until="discover", workdir=tmp_path / "w",
-                     overrides={"discover": {"support": "regression"}})
+                     overrides={"discover": {"algorithm": "regression"}})
     g = r.output("discover")
     assert g.params["intervention_column"] == "condition" and g.params["n_perturbed_features"] == 40
     rec = next(x for x in r.records if x.stage == "discover")

@@ -84,8 +84,8 @@ def test_orientation_points_a_regulator_gene_pair_from_the_regulator():
 @pytest.mark.parametrize("n_splits", [1, 2])
 def test_every_edge_starts_at_a_listed_regulator(hill, n_splits):
     tf = hill.var_names[hill.var["tf"].to_numpy()]
-    g0 = discover(hill, n_splits=n_splits)
-    g = discover(hill, n_splits=n_splits, regulators="var:tf")
+    g0 = discover(hill, regression={"n_splits": n_splits})
+    g = discover(hill, regression={"n_splits": n_splits, "regulators": "var:tf"})
     assert g.n_edges > 0 and g.is_dag()
     assert np.isin(_sources(g), tf).all()
     assert g.edge_scores["source"].isin(tf).all()  # every screened pair too
@@ -101,7 +101,7 @@ def test_every_edge_starts_at_a_listed_regulator(hill, n_splits):
 def test_regulators_with_perturbation_labels_and_the_jackknife():
     a = simulated_hill_counts(500, 60, n_types=3, seed=1, knockdowns=10, knockdown_cells=30)
     cape.pp.preprocess(a, min_genes=0)
-    g = discover(a, n_splits=2, regulators="var:tf")
+    g = discover(a, regression={"n_splits": 2, "regulators": "var:tf"})
     assert g.params["intervention_column"] == "condition" and g.is_dag()
     assert any(h["stage"] == "jackknife re-test" for h in g.history)
     assert np.isin(_sources(g), a.var_names[a.var["tf"].to_numpy()]).all()
@@ -111,9 +111,9 @@ def test_regulators_with_perturbation_labels_and_the_jackknife():
 def test_listing_every_feature_gives_the_fit_without_a_list(hill):
     """The restriction is a pure restriction: with every feature listed, the screen, the tests,
     the orientation and the vote make the same graph, bit for bit, as ``regulators=None``."""
-    g0 = discover(hill, n_splits=2)
+    g0 = discover(hill, regression={"n_splits": 2})
     assert g0.params.get("regulators") is None
-    g = discover(hill, n_splits=2, regulators=list(hill.var_names))
+    g = discover(hill, regression={"n_splits": 2, "regulators": list(hill.var_names)})
     np.testing.assert_array_equal(g.adjacency.toarray(), g0.adjacency.toarray())
     assert g.edge_scores.equals(g0.edge_scores)
 
@@ -148,11 +148,11 @@ def test_file_path_and_list_give_the_var_column_graph(hill, tmp_path, caplog):
     f = tmp_path / "tfs.txt"
     f.write_text("# regulators of the simulation\n" + "\n".join([*tf, "NOT_A_GENE"]) + "\n")
     with caplog.at_level(logging.INFO, logger="cape_pipeline.causal.regulators"):
-        g_file = discover(hill, n_splits=1, regulators=f)  # a pathlib.Path
+        g_file = discover(hill, regression={"n_splits": 1, "regulators": f})  # a pathlib.Path
     assert f"{len(tf)} of {len(tf) + 1} listed" in caplog.text and f"the {hill.n_vars} features" in caplog.text
     assert g_file.params["regulators"]["source"] == str(f) and g_file.params["regulators"]["n_listed"] == len(tf) + 1
-    g_var = discover(hill, n_splits=1, regulators="var:tf")
-    g_list = discover(hill, n_splits=1, regulators=tf[::-1])
+    g_var = discover(hill, regression={"n_splits": 1, "regulators": "var:tf"})
+    g_list = discover(hill, regression={"n_splits": 1, "regulators": tf[::-1]})
     for g in (g_var, g_list):
         np.testing.assert_array_equal(g.adjacency.toarray(), g_file.adjacency.toarray())
     # the AnnData tool records the summary in uns
@@ -163,46 +163,46 @@ def test_file_path_and_list_give_the_var_column_graph(hill, tmp_path, caplog):
 
 def test_a_list_without_features_raises_naming_regulators(hill):
     with pytest.raises(ValueError, match="regulators") as info:
-        discover(hill, regulators=["NOPE1", "NOPE2"])
+        discover(hill, regression={"regulators": ["NOPE1", "NOPE2"]})
     assert "NOPE1" in str(info.value) and repr(hill.var_names[0]) in str(info.value)
     with pytest.raises(ValueError, match="case is ignored"):
-        discover(hill, regulators=[str(hill.var_names[0]).lower() + "X", str(hill.var_names[1]).swapcase()])
+        discover(hill, regression={"regulators": [str(hill.var_names[0]).lower() + "X", str(hill.var_names[1]).swapcase()]})
 
 
 @pytest.mark.parametrize("value", [3, "", "var:", [], ["A", ""], b"x", True])
 def test_bad_values_are_refused(value):
     with pytest.raises(CapeConfigError, match="regulators"):
-        DiscoverConfig(regulators=value)
+        DiscoverConfig(regression={"regulators": value})
 
 
-def test_other_supports_and_methods_refuse_regulators(hill):
-    with pytest.raises(CapeConfigError, match="regulators.*support='regression'"):
-        DiscoverConfig(support="learned", regulators="human")
+def test_other_algorithms_and_methods_refuse_regulators(hill):
+    with pytest.raises(CapeConfigError, match=r"regression\.regulators: not used by algorithm='learned'"):
+        DiscoverConfig(algorithm="learned", regression={"regulators": "human"})
     with pytest.raises(CapeConfigError, match="regulators"):
-        DiscoverConfig(support="low-rank", regulators="human")
-    with pytest.raises(CapeConfigError, match="regulators: only for method 'cape'"):
-        discover(np.random.default_rng(0).normal(size=(50, 5)), method="correlation", regulators=["x0"])
-    # "auto" resolving to another support (not single-cell data): refused at run time
+        DiscoverConfig(algorithm="low-rank", regression={"regulators": "human"})
+    with pytest.raises(CapeConfigError, match=r"regression\.regulators: only for method 'cape'"):
+        discover(np.random.default_rng(0).normal(size=(50, 5)), method="correlation", regression={"regulators": ["x0"]})
+    # "auto" resolving to another algorithm (not single-cell data): refused at run time
     rng = np.random.default_rng(3)
-    with pytest.raises(CapeConfigError, match="regulators: supported by support='regression' only"):
-        discover(rng.normal(size=(100, 30)), regulators=["x0", "x1"], epochs=1)
+    with pytest.raises(CapeConfigError, match=r"regression\.regulators: used by algorithm='regression' only"):
+        discover(rng.normal(size=(100, 30)), regression={"regulators": ["x0", "x1"]}, learned={"epochs": 1})
     # a var column on data without var, a missing column, a non-boolean one
     with pytest.raises(CapeDataError, match="no var table"):
-        discover(rng.normal(size=(100, 30)), support="regression", regulators="var:tf")
+        discover(rng.normal(size=(100, 30)), algorithm="regression", regression={"regulators": "var:tf"})
     with pytest.raises(CapeDataError, match="no column 'is_tf'"):
-        discover(hill, regulators="var:is_tf")
+        discover(hill, regression={"regulators": "var:is_tf"})
     b = hill.copy()
     b.var["level"] = np.arange(b.n_vars, dtype=float)
     with pytest.raises(CapeDataError, match="boolean"):
-        discover(b, regulators="var:level")
+        discover(b, regression={"regulators": "var:level"})
     with pytest.raises(CapeFileError, match="no_such_file.txt"):
-        discover(hill, regulators="no_such_file.txt")
+        discover(hill, regression={"regulators": "no_such_file.txt"})
 
 
 def test_a_path_and_a_list_are_stored_plainly():
-    assert DiscoverConfig(regulators=Path("a/tfs.txt")).regulators == str(Path("a/tfs.txt"))
-    assert DiscoverConfig(regulators=["A", "B"]).regulators == ("A", "B")
-    assert DiscoverConfig().regulators is None
+    assert DiscoverConfig(regression={"regulators": Path("a/tfs.txt")}).regression.regulators == str(Path("a/tfs.txt"))
+    assert DiscoverConfig(regression={"regulators": ["A", "B"]}).regression.regulators == ("A", "B")
+    assert DiscoverConfig().regression.regulators is None
 
 
 def test_pipeline_cache_key_follows_the_list_content(tmp_path):
@@ -220,15 +220,15 @@ def test_pipeline_cache_key_follows_the_list_content(tmp_path):
         return cfg, stage_key("discover", config_params(cfg), {"preprocess": "k"}, fp)
 
     f.write_text("# v1\nRaf\nMek\n")
-    cfg, k1 = key({"regulators": str(f)})
-    assert cfg.regulators == str(f)
-    assert key({"regulators": str(f)})[1] == k1
+    cfg, k1 = key({"regression.regulators": str(f)})
+    assert cfg.regression.regulators == str(f)
+    assert key({"regression.regulators": str(f)})[1] == k1
     f.write_text("# v2, a comment only\nRaf\nMek\n")
-    assert key({"regulators": str(f)})[1] == k1  # the same names
+    assert key({"regression.regulators": str(f)})[1] == k1  # the same names
     f.write_text("Raf\nMek\nErk\n")
-    assert key({"regulators": str(f)})[1] != k1  # same path, another list
+    assert key({"regression.regulators": str(f)})[1] != k1  # same path, another list
     assert key({})[1] != k1
-    assert key({"regulators": "human"})[1] != key({"regulators": "mouse"})[1]
-    assert key({"regulators": "var:tf"})[0].regulators == "var:tf"
+    assert key({"regression.regulators": "human"})[1] != key({"regression.regulators": "mouse"})[1]
+    assert key({"regression.regulators": "var:tf"})[0].regression.regulators == "var:tf"
     with pytest.raises(CapeFileError, match="gone.txt"):
-        key({"regulators": str(tmp_path / "gone.txt")})
+        key({"regression.regulators": str(tmp_path / "gone.txt")})

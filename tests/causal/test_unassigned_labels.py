@@ -71,9 +71,9 @@ def screens():
 @pytest.mark.filterwarnings("ignore")
 def test_left_out_cells_do_not_enter_step_one(screens, caplog):
     a, b = screens
-    ga = discover(a, support="regression")
+    ga = discover(a, algorithm="regression")
     with caplog.at_level(logging.INFO, logger="cape_pipeline.causal.interventions"):
-        gb = discover(b, support="regression")
+        gb = discover(b, algorithm="regression")
     assert (ga.adjacency != gb.adjacency).nnz == 0
     np.testing.assert_array_equal(ga.adjacency.toarray(), gb.adjacency.toarray())
     assert gb.params["n_obs"] == a.n_obs and gb.params["n_left_out_cells"] == 110
@@ -83,8 +83,8 @@ def test_left_out_cells_do_not_enter_step_one(screens, caplog):
     assert "70 cells with no assigned perturbation left out" in caplog.text
     assert b.n_obs == a.n_obs + 110  # the caller's data are not changed
     # read as observational cells, the appended rows would change the graph
-    gn = discover(b, support="regression", interventions="none")
-    assert (gn.adjacency != discover(a, support="regression", interventions="none").adjacency).nnz > 0
+    gn = discover(b, algorithm="regression", regression={"interventions": "none"})
+    assert (gn.adjacency != discover(a, algorithm="regression", regression={"interventions": "none"}).adjacency).nnz > 0
 
 
 @pytest.mark.filterwarnings("ignore")

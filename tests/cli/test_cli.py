@@ -36,7 +36,7 @@ def test_run_set_and_config(tmp_path, capsys):
         (["preprocess", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
         (["preprocess", "/nonexistent/file.h5ad"], "/nonexistent/file.h5ad: no such file"),
         (["run", "sachs", "--set", "preprocess.nope=1"], "unknown parameter(s) ['nope']"),
-        (["run", "sachs", "--set", "discover.min_efect=0.01"], "did you mean 'discover.min_effect'?"),
+        (["run", "sachs", "--set", "discover.min_efect=0.01"], "did you mean 'discover.regression.min_effect'?"),
         (["run", "sachs", "--set", "discovr.fdr=0.1"], "did you mean 'discover'?"),
         (["run", "sachs", "--set", "ingest.label_colums=[cell_type]"], "did you mean 'ingest.label_columns'?"),
         (["run", "sachs", "--set", "badformat"], "expected stage.param=value"),
@@ -100,8 +100,8 @@ def test_version(capsys):
 def test_diverged_discover_fails_and_stores_nothing(tmp_path, capsys):
     """A NaN fit is an error naming lr, not an empty DAG in the cache (earlier stages stay cached)."""
     code, _, err = _run(["discover", "synthetic-mlp", "--workdir", str(tmp_path), "--threads", "1",
-                         "--set", "discover.lr=1000"], capsys)
-    assert code == 1 and "diverged" in err and "--set discover.lr=" in err and "internal error" not in err
+                         "--set", "discover.low_rank.lr=1000"], capsys)
+    assert code == 1 and "diverged" in err and "--set discover.low_rank.lr=" in err and "internal error" not in err
     assert not (tmp_path / "discover").exists() or not any(
         p for p in (tmp_path / "discover").iterdir() if not p.name.startswith(".")
     )
@@ -168,11 +168,11 @@ def test_every_help_ends_with_an_example(capsys):
 
 
 def test_params_lists_user_options_first_then_advanced(capsys):
-    from cape_pipeline.pipeline.params import USER_OPTIONS
-    from cape_pipeline.pipeline.stages import STAGE_ORDER, STAGES
+    from cape_pipeline.pipeline.params import USER_OPTIONS, stage_params
+    from cape_pipeline.pipeline.stages import STAGE_ORDER
 
-    for stage in STAGE_ORDER:  # one list, of fields that exist
-        fields = set(STAGES[stage].config_cls.__dataclass_fields__)
+    for stage in STAGE_ORDER:  # one list, of fields that exist (nested ones as regression.fdr)
+        fields = {p.name for p in stage_params(stage)}
         assert set(USER_OPTIONS[stage]) <= fields, (stage, set(USER_OPTIONS[stage]) - fields)
     code, out, _ = _run(["params", "discover"], capsys)
     assert code == 0
@@ -180,7 +180,7 @@ def test_params_lists_user_options_first_then_advanced(capsys):
     assert advanced, "no advanced heading"
     for name in USER_OPTIONS["discover"]:
         assert f"│ {name} " in head, name
-    for name in ("rank", "h_tol", "held_out_split"):
+    for name in ("low_rank.rank", "low_rank.h_tol", "learned.epochs", "held_out_split"):
         assert f"│ {name} " in advanced and f"│ {name} " not in head, name
 
 

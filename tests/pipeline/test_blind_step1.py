@@ -34,7 +34,7 @@ def test_the_split_step_i_is_blind_to_follows_the_train_stage() -> None:
     assert _split({"train": {"label_key": "cell_type"}})["label_key"] == "condition"
     assert _split({"train": {"tasks": ["perturbation"]}}, source="sachs")["seeds"] == [0, 1, 2]
     # Step I that does not read the labels still sees the held-out cells' expression: blind too
-    assert _split({"discover": {"interventions": "none"}}) == _split()
+    assert _split({"discover": {"regression.interventions": "none"}}) == _split()
     # nothing to be blind to: no perturbation task, ready encodings, the true graph, or the user's choice
     assert _split(source="sachs") == {}
     assert _split(source="/data/my_screen.h5ad") == {}
@@ -66,7 +66,7 @@ def test_a_split_that_cannot_be_drawn_says_how_to_go_on(tmp_path) -> None:
     with pytest.raises(CapeDataError, match=r"discover: Step I is kept blind .* obs has no 'condition' column\. .*"
                                             r"discover.held_out_split=\{\"seeds\": \[\]\}"):
         run_pipeline("sachs", until="discover", workdir=tmp_path / "w", seed=0,
-                     overrides={"train": {"tasks": ["perturbation"]}, "discover": {"epochs": 1}})
+                     overrides={"train": {"tasks": ["perturbation"]}, "discover": {"learned.epochs": 1, "low_rank.epochs": 1}})
 
 
 def test_step_i_leaves_out_exactly_the_conditions_the_train_stage_tests_on(tmp_path, caplog) -> None:

@@ -19,8 +19,8 @@ from cape_pipeline.report.sections import dag_lines
 
 # the counting-noise correction turns on by itself from 3,000 cells (wants_thinning); these
 # 400-cell runs ask for it (measurement_error=thinning) and use one split of the cells
-FAST = ["--set", "discover.measurement_error=thinning", "--set", "discover.n_splits=1"]
-FAST_OVERRIDES = {"discover": {"measurement_error": "thinning", "n_splits": 1}}
+FAST = ["--set", "discover.regression.measurement_error=thinning", "--set", "discover.regression.n_splits=1"]
+FAST_OVERRIDES = {"discover": {"regression.measurement_error": "thinning", "regression.n_splits": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +61,8 @@ def test_a_name_the_file_lacks_fails_at_the_dry_run(scanpy_file, tmp_path, capsy
 
 def test_yaml_config_takes_the_same_keys(scanpy_file, tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("labels: celltype\ncounts_layer: countz\ndiscover:\n  n_splits: 1\n")
-    assert read_config_file(cfg) == {"discover": {"n_splits": 1}, "ingest": {"label_columns": ["celltype"]},
+    cfg.write_text("labels: celltype\ncounts_layer: countz\ndiscover:\n  regression:\n    n_splits: 1\n")
+    assert read_config_file(cfg) == {"discover": {"regression": {"n_splits": 1}}, "ingest": {"label_columns": ["celltype"]},
                                      "preprocess": {"counts_layer": "countz"}}
     code, _, err = _cli(["run", scanpy_file, "--config", cfg, "--dry-run", "--workdir", tmp_path], capsys)
     assert code == 2 and "its layers: counts" in err

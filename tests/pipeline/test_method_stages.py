@@ -12,7 +12,7 @@ from cape_pipeline.pipeline import run_pipeline
 
 FAST = {
     "ingest": {"n_nodes": 8, "n_obs": 300, "seed": 1},
-    "discover": {"epochs": 3, "max_outer": 2},
+    "discover": {"low_rank.epochs": 3, "low_rank.max_outer": 2},
     "embed": {"max_epochs": 5, "dim": 4},
 }
 
@@ -81,7 +81,7 @@ def test_encode_stage_exports_encodings_and_figures(tmp_path):
 
 
 TINY_TRAIN = {
-    "discover": {"epochs": 3, "max_outer": 2},
+    "discover": {"low_rank.epochs": 3, "low_rank.max_outer": 2},
     "embed": {"max_epochs": 5, "dim": 4},
     "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["default", "none/no-id"], "n_seeds": 2},
 }
@@ -188,11 +188,11 @@ def test_train_with_ready_encodings_skips_steps_1_to_3(tmp_path, capsys):
 def test_empty_graph_is_flagged(tmp_path, caplog):
     import logging
 
-    over = {**FAST, "discover": {**FAST["discover"], "threshold": 50.0}}
+    over = {**FAST, "discover": {**FAST["discover"], "low_rank.threshold": 50.0}}
     with caplog.at_level(logging.WARNING, logger="cape_pipeline.pipeline.stages"):
         r = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over)
     assert r.output("discover").n_edges == 0
-    assert "no edge at all passed threshold 50" in caplog.text and "--set discover.threshold=" in caplog.text
+    assert "no edge at all passed threshold 50" in caplog.text and "--set discover.low_rank.threshold=" in caplog.text
     from cape_pipeline.report.build import render_markdown
 
     doc = {"data": {"source": "x", "n_obs": 1, "n_vars": 1, "modality": "m", "input_state": "s", "preprocess_steps": [],
@@ -208,13 +208,13 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
 
 
 def test_discover_stage_passes_posterior_and_min_steps(tmp_path):
-    over = {**FAST, "discover": {"max_outer": 2, "posterior": "mean", "min_steps": 0}}
+    over = {**FAST, "discover": {"low_rank": {"max_outer": 2, "posterior": "mean", "min_steps": 0}}}
     g = run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path, overrides=over).output("discover")
     # epochs unset (None) with min_steps 0: exactly the paper's 100 epochs
     assert g.params["posterior"] == "mean" and g.params["effective_epochs"] == 100
     with pytest.raises(CapeConfigError, match="only for method 'cape'"):
         run_pipeline("synthetic-mlp", until="discover", workdir=tmp_path,
-                     overrides={"discover": {"method": "correlation", "posterior": "mean"}})
+                     overrides={"discover": {"method": "correlation", "low_rank.posterior": "mean"}})
 
 
 def test_peer_arms_get_the_graph_and_the_points(tmp_path):

@@ -15,7 +15,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 CKPT = DATA / "scgpt_tiny_pbmc"
 
 FAST = {
-    "discover": {"epochs": 20},
+    "discover": {"low_rank.epochs": 20, "learned.epochs": 20},
     "embed": {"dim": 16, "max_epochs": 20},
     "train": {
         "init": f"scgpt:{CKPT}", "compare": ["none"], "n_seeds": 1, "pretrain_epochs": 1, "finetune_epochs": 1,

@@ -24,11 +24,16 @@ from cape_pipeline.pipeline.params import param_docs, stage_params
 BAD = [
     ("ingest.modality=rna", "ingest.modality"),
     ("preprocess.n_top_genes=0", "preprocess.n_top_genes"),
-    ("discover.lr=-1", "discover.lr"),
-    ("discover.lr=.inf", "discover.lr"),
-    ("discover.support=dense", "discover.support"),
-    ("discover.n_candidates=0", "discover.n_candidates"),
-    ("discover.acyclicity=trace", "discover.acyclicity"),
+    ("discover.low_rank.lr=-1", "discover.low_rank.lr: expected a finite number > 0"),
+    ("discover.learned.lr=.inf", "discover.learned.lr: expected a finite number > 0"),
+    ("discover.algorithm=dense", "discover.algorithm: expected one of"),
+    ("discover.support=dense", "discover.algorithm: expected one of"),
+    ("discover.screened.n_candidates=0", "discover.screened.n_candidates"),
+    ("discover.low_rank.acyclicity=trace", "discover.low_rank.acyclicity"),
+    ("discover.regression.fdr=2", "discover.regression.fdr: expected a number in (0, 1)"),
+    ("discover.regression.fdrr=0.1", "did you mean 'discover.regression.fdr'?"),
+    ("discover.regression.n_splits=two", "discover.regression.n_splits: expected an integer"),
+    ("discover.lr=0.1", "discover.lr: an option of several algorithms; give it to one: discover.low_rank.lr or"),
     ("discover.method=pc", "discover.method"),
     ("embed.optimizer=sgd", "embed.optimizer"),
     ("embed.restart=1.5", "embed.restart"),
@@ -85,7 +90,12 @@ def test_every_stage_parameter_has_default_and_meaning():
     assert tuple(STAGE_NAMES) == tuple(STAGE_ORDER)
     for stage in STAGE_ORDER:
         docs = stage_params(stage)
-        assert [d.name for d in docs] == [f.name for f in dataclasses.fields(STAGES[stage].config_cls)]
+        default = STAGES[stage].config_cls()
+        names = [f"{f.name}.{g.name}" if dataclasses.is_dataclass(getattr(default, f.name)) else f.name
+                 for f in dataclasses.fields(default)
+                 for g in (dataclasses.fields(getattr(default, f.name)) if dataclasses.is_dataclass(getattr(default, f.name))
+                           else [None])]
+        assert [d.name for d in docs] == names
         undocumented = [d.name for d in docs if len(d.help) < 10]
         assert not undocumented, f"{stage}: no meaning for {undocumented}"
 
@@ -125,7 +135,8 @@ def test_stage_help_points_to_params(capsys):
 def test_completion_callbacks(tmp_path, monkeypatch):
     assert complete_stage("e") == ["embed", "encode", "evaluate"]
     assert "discover." in complete_set("dis")
-    assert complete_set("discover.su") == ["discover.support="]
+    assert complete_set("discover.al") == ["discover.algorithm="]
+    assert complete_set("discover.regression.f") == ["discover.regression.fdr="]
     assert complete_set("nope.x") == []
     (tmp_path / "cells.h5ad").write_bytes(b"")
     (tmp_path / "notes.txt").write_text("")

@@ -15,7 +15,7 @@ def _data():
 
 def test_discover_embed_encode_write_axes():
     a = _data()
-    tl.discover(a, epochs=3, max_outer=2)
+    tl.discover(a, low_rank={"epochs": 3, "max_outer": 2})
     assert a.varp["cape_dag"].shape == (6, 6) and "discover" in a.uns["cape"]
     tl.embed(a, dim=4, max_epochs=5, tol=0)
     assert a.varm["cape_hyperboloid"].shape == (6, 5) and a.varm["cape_poincare"].shape == (6, 4)
@@ -27,7 +27,7 @@ def test_discover_embed_encode_write_axes():
 
 def test_copy_leaves_input_untouched():
     a = _data()
-    b = tl.discover(a, epochs=2, max_outer=1, copy=True)
+    b = tl.discover(a, low_rank={"epochs": 2, "max_outer": 1}, copy=True)
     assert "cape_dag" not in a.varp and "cape_dag" in b.varp
 
 
@@ -71,9 +71,13 @@ def test_tl_options_are_keywords_with_the_config_defaults(name):
 
     func, cls = {"discover": (tl.discover, DiscoverConfig), "embed": (tl.embed, EmbedConfig)}[name]
     sig = inspect.signature(func)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    # a nested user option (discover's regression.fdr) is a keyword by its last name
+    default = cls()
+    defaults = {n.rsplit(".", 1)[-1]: getattr(getattr(default, n.split(".")[0]), n.rsplit(".", 1)[-1]) if "." in n
+                else getattr(default, n) for n in USER_OPTIONS[name]}
     options = [p for p in sig.parameters.values() if p.name in defaults]
-    assert [p.name for p in options] == list(USER_OPTIONS[name])
+    assert [p.name for p in options] == [n.rsplit(".", 1)[-1] for n in USER_OPTIONS[name]]
+    assert {f.name for f in dataclasses.fields(cls)} >= {n.split(".")[0] for n in USER_OPTIONS[name]}
     for p in options:
         assert p.kind is inspect.Parameter.KEYWORD_ONLY
         assert p.default == defaults[p.name], p.name
@@ -87,13 +91,19 @@ def test_tl_unknown_option_names_the_closest():
     a = _data()
     with pytest.raises(CapeConfigError, match=r"did you mean 'min_effect'\?"):
         tl.discover(a, min_efect=0.01)
-    tl.discover(a, epochs=3, max_outer=2)
+    tl.discover(a, low_rank={"epochs": 3, "max_outer": 2})
     with pytest.raises(CapeConfigError, match=r"did you mean 'max_epochs'\?"):
         tl.embed(a, max_epoch=5)
 
 
 def test_tl_keywords_left_at_their_default_keep_the_config():
     from cape_pipeline.causal.config import DiscoverConfig
+    from cape_pipeline.causal.regression import RegressionConfig
     from cape_pipeline.tl._steps import _options
 
-    assert _options(DiscoverConfig, {"fdr": 0.05, "seed": 3}, {"rank": 5}) == {"seed": 3, "rank": 5}
+    assert _options(DiscoverConfig, {"method": "cape", "seed": 3}, {"n_states": 5}) == {"seed": 3, "n_states": 5}
+    assert _options(RegressionConfig, {"fdr": 0.05, "n_splits": 2}, {}) == {"n_splits": 2}
+    a = _data()
+    cfg = DiscoverConfig(algorithm="regression", regression={"fdr": 0.2, "n_splits": 1})
+    tl.discover(a, config=cfg, min_effect=0.01)  # the keyword updates the config's regression options
+    assert a.uns["cape"]["discover"]["fdr"] == 0.2 and a.uns["cape"]["discover"]["min_effect"] == 0.01

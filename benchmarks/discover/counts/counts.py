@@ -22,10 +22,10 @@ Methods, side by side on the same files:
   without perturbation labels (``cape_pipeline.causal.regression.jackknife``; the default applies it only
   where labels are read). Measured on 2026-11-27 and not made the default; check out 6cf31da
   to rerun;
-- ``cape-split1``: the same on one split of the cells (``discover.n_splits=1``), the default
+- ``cape-split1``: the same on one split of the cells (``discover.regression.n_splits=1``), the default
   until 802c626 (2026-11-27);
 - ``cape-states``: the previous default (cell states and library size, no noise correction);
-  ``learned``: the default before that, ``--set discover.support=learned --set discover.covariates=none``;
+  ``learned``: the default before that, ``--set discover.algorithm=learned --set discover.covariates=none``;
 - ablations (``--ablations``), each naming every option it sets (``CAPE_SETS``): covariates
   (none, states only, library only) with and without the noise correction, half and twice the
   effect floor (``cape-min-effect-0.0015`` / ``-0.006``);
@@ -82,26 +82,26 @@ GENES = 2000
 #: as "cape" with one split of the cells were relabelled "cape-split1" when 802c626 (2026-11-27) made the
 #: split vote (``discover.n_splits`` = 8) the default. The other ablations were all run with one split.
 STATES, LIBRARY, NONE = ("discover.covariates=states+library",), ("discover.covariates=library",), ("discover.covariates=none",)
-NO_THINNING, THINNING = ("discover.measurement_error=none",), ("discover.measurement_error=thinning",)
+NO_THINNING, THINNING = ("discover.regression.measurement_error=none",), ("discover.regression.measurement_error=thinning",)
 CAPE_SETS = {
     "cape": [],
-    "cape-split1": ["discover.n_splits=1"],
-    "learned": ["discover.support=learned", *NONE],
+    "cape-split1": ["discover.regression.n_splits=1"],
+    "learned": ["discover.algorithm=learned", *NONE],
     "cape-states": [*STATES, *NO_THINNING],
     "cape-no-covariates": [*NONE, *NO_THINNING],
     "cape-states-only": ["discover.covariates=states", *NO_THINNING],
     "cape-library-only": [*LIBRARY, *NO_THINNING],
-    "learned-covariates": ["discover.support=learned", *STATES],
-    "cape-states-min-effect-0.0015": [*STATES, *NO_THINNING, "discover.min_effect=0.0015"],
-    "cape-states-min-effect-0.006": [*STATES, *NO_THINNING, "discover.min_effect=0.006"],
+    "learned-covariates": ["discover.algorithm=learned", *STATES],
+    "cape-states-min-effect-0.0015": [*STATES, *NO_THINNING, "discover.regression.min_effect=0.0015"],
+    "cape-states-min-effect-0.006": [*STATES, *NO_THINNING, "discover.regression.min_effect=0.006"],
     "cape-states-thinning": [*STATES, *THINNING],
     "cape-thinning-no-covariates": [*NONE, *THINNING],
     "cape-thinning-states-only": ["discover.covariates=states", *THINNING],
     "cape-thinning-library-only": [*LIBRARY, *THINNING],
-    "cape-states-thinning-min-effect-0.0015": [*STATES, *THINNING, "discover.min_effect=0.0015"],
-    "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.min_effect=0.006"],
-    "cape-min-effect-0.0015": ["discover.min_effect=0.0015"],
-    "cape-min-effect-0.006": ["discover.min_effect=0.006"],
+    "cape-states-thinning-min-effect-0.0015": [*STATES, *THINNING, "discover.regression.min_effect=0.0015"],
+    "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.regression.min_effect=0.006"],
+    "cape-min-effect-0.0015": ["discover.regression.min_effect=0.0015"],
+    "cape-min-effect-0.006": ["discover.regression.min_effect=0.006"],
 }
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")

@@ -29,12 +29,12 @@ Half of each condition's cells are held out (seeded); the graph is fitted on the
 
 Methods, on the same cells:
 
-- ``cape-obs``: ``discover(support="regression", interventions="none")``, every other option
+- ``cape-obs``: ``discover(algorithm="regression", regression={"interventions": "none"})``, every other option
   default (no covariates on these log counts without library sizes): what the pipeline does
   with single-cell data whose labels it ignores;
 - ``cape-int``: the same with the labels read from ``obs["condition"]`` (the default,
   ``interventions="auto"``);
-- ``cape-int-floor``: ``cape-int`` with half the effect floor (``min_effect=0.0015``);
+- ``cape-int-floor``: ``cape-int`` with half the effect floor (``regression.min_effect=0.0015``);
 - ``cape-int-thinning``: ``cape-int`` with the counting-noise correction
   (``measurement_error="thinning"``, no covariates). The simulator's ``X`` is ``log1p`` of
   unnormalized Poisson counts, so the data are declared as preprocessed counts with library
@@ -54,7 +54,7 @@ Methods, on the same cells:
   correction back in the noise's metric, ``cape_pipeline.causal.regression.neighbourhood.partial_f``);
   rows of every run the correction touches (``-thinning``, and ``hill``, whose preprocessed
   counts get it by default), kept for the paired comparison. The ``-order0`` and ``-floor`` rows predate the change;
-- ``-split1``: one random split of the cells (``n_splits=1``), Step I before 802c626 (2026-11-27),
+- ``-split1``: one random split of the cells (``regression.n_splits=1``), Step I before 802c626 (2026-11-27),
   which repeats the fit on 8 splits and keeps the edges at least half of them keep (the rows of the
   methods rerun then were relabelled ``-split1``, field ``relabelled_from``; every ``-order0``,
   ``-floor``, ``-s20`` and ``-states`` row without it was made with one split too);
@@ -227,17 +227,18 @@ EARLIER_CODE = {
 def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     from cape_pipeline.causal.api import discover_scored
 
-    kw: dict = {"support": "regression"}
+    kw: dict = {"algorithm": "regression"}
+    reg: dict = {}  # the regression algorithm's options
     if "-obs" in method:
-        kw["interventions"] = "none"
+        reg["interventions"] = "none"
     if "-states" in method:  # the previous default's cell states (with the library size where there is one)
         kw["covariates"] = "states+library" if "cape_library_size" in fit.obs else "states"
     if "-floor" in method:
-        kw["min_effect"] = 0.0015  # half the default effect floor
+        reg["min_effect"] = 0.0015  # half the default effect floor
     if method.endswith("-order0"):  # without the ordered re-test (Step I before d8da2cb)
-        kw["order_rounds"] = 0
+        reg["order_rounds"] = 0
     if method.endswith("-split1"):  # one random split of the cells (Step I before 802c626's split vote)
-        kw["n_splits"] = 1
+        reg["n_splits"] = 1
         method = method.removesuffix("-split1")
     for suffix, (what, commit) in EARLIER_CODE.items():
         if method.endswith(suffix):
@@ -247,9 +248,10 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         fit = fit.copy()
         fit.uns["cape_preprocess"] = {"input_state": "counts", "config": {"target_sum": 1.0}, "modality": "scrna"}
         fit.obs["cape_library_size"] = 1.0
-        kw.update(measurement_error="thinning", covariates=kw.get("covariates", "none"))
+        reg["measurement_error"] = "thinning"
+        kw["covariates"] = kw.get("covariates", "none")
     t0 = time.perf_counter()
-    g, scores = discover_scored(fit, **kw)
+    g, scores = discover_scored(fit, regression=reg, **kw)
     sec = time.perf_counter() - t0
     return {**graph_metrics(g.adjacency, scores, truth), "seconds": sec,
             "n_perturbed_features": g.params.get("n_perturbed_features"),

@@ -12,7 +12,7 @@ Reads what the other scripts measured (nothing is run here):
 
 For every row it prints the mean over the seeds each method has there, and whether the
 learned support is at least as good as the best other option on F1 (the rule behind
-``support="auto"``).
+``algorithm="auto"``).
 
 Usage::
 

@@ -46,7 +46,8 @@ def main() -> None:
         runs = []
         for _ in range(2):
             t0 = time.perf_counter()
-            g = discover(x, epochs=a.epochs, max_outer=a.epochs, threshold=0.05, seed=0, device="cuda")
+            g = discover(x, algorithm="low-rank", low_rank={"epochs": a.epochs, "max_outer": a.epochs, "threshold": 0.05},
+                         seed=0, device="cuda")
             runs.append((g, time.perf_counter() - t0))
         (g1, t1), (g2, t2) = runs
         d = abs(g1.adjacency - g2.adjacency)

@@ -46,7 +46,7 @@ def one(m: int, epochs: int, threads: int, full: bool = False, device: str = "cp
     if full:  # the package defaults exactly (100 epochs in 20 outer steps)
         g = discover(x, seed=seed, device=device)
     else:
-        g = discover(x, epochs=epochs, max_outer=epochs, seed=seed, device=device)
+        g = discover(x, algorithm="low-rank", low_rank={"epochs": epochs, "max_outer": epochs}, seed=seed, device=device)
     total = time.perf_counter() - t0
     score = {}
     if full and m <= 5000:  # the dense M×M truth for dag_metrics

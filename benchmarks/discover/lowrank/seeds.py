@@ -23,7 +23,7 @@ KEYS = ("shd", "f1", "skeleton_f1", "auprc", "nnz")
 
 
 def run(ds: str, seed: int, posterior: str, tag: str, support: str = "low-rank") -> dict:
-    kw = {"posterior": posterior, "support": "low-rank"} if support == "low-rank" else {"support": support}
+    kw = {"algorithm": "low-rank", "low_rank": {"posterior": posterior}} if support == "low-rank" else {"algorithm": support}
     rec, g = common.measure(ds, seed=seed, device="cpu", **kw)
     rec["effective_epochs"] = g.params["effective_epochs"]
     rec["posterior"] = g.params.get("posterior", posterior)
@@ -63,7 +63,8 @@ def main() -> None:
         print(f"| {ds} | {recs[0]['effective_epochs']} | {','.join(map(str, seeds))} | {cell['shd']} | {cell['f1']} | "
               f"{cell['skeleton_f1']} | {cell['auprc']} | {cell['nnz']} | {sec:.1f} | "
               f"{', '.join(f'{v:.3f}' for v in m['f1'])} |", flush=True)
-    opts = f"support={a.support!r}" if a.support != "low-rank" else f"support='low-rank', posterior={a.posterior!r}"
+    opts = (f"algorithm={a.support!r}" if a.support != "low-rank"
+            else f"algorithm='low-rank', low_rank={{'posterior': {a.posterior!r}}}")
     print(f"(mean ± sample sd over seeds; package defaults: discover_scored(x, seed=s, {opts}))")
 
 

@@ -114,7 +114,7 @@ DATASETS = {
     f"{c}-{n}": [t for t in TRUTHS if t != "LOF/GOF" or c == "mESC"]
     for c in CELLS for n in (500, 1000) if (c, n) != ("mESC", 1000)
 }
-CAPE_SETS = {"cape": [], "cape-regulators": ["discover.regulators={regulators}"]}
+CAPE_SETS = {"cape": [], "cape-regulators": ["discover.regression.regulators={regulators}"]}
 RANKERS = ("pearson", "pearson-tfs", "grnboost2", "genie3", "regdiffusion", "random")
 METHODS = (*CAPE_SETS, *RANKERS)
 

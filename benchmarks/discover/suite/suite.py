@@ -8,8 +8,8 @@ edges, n = 10⁴). Every feature is standardized (``prepare_matrix``), as for ev
 
 Methods (each through ``discover_scored`` at its defaults, one torch thread unless
 ``CAPE_BENCH_THREADS`` says otherwise): ``cape`` (the paper's low-rank A, rank 40,
-``support="low-rank"``), ``cape-screened`` (``support="screened"``), ``cape-learned``
-(``support="learned"``, the default above 20 features),
+``algorithm="low-rank"``), ``cape-screened`` (``algorithm="screened"``), ``cape-learned``
+(``algorithm="learned"``, the default above 20 features),
 ``dagma`` (package defaults; stopped at ``--dagma-limit``), ``correlation`` (|r| > τ = 0.2,
 undirected); every ``correlation`` row also records the F1 of the correlation graph at its
 *best* threshold on a grid (an oracle: the threshold is chosen on the truth).
@@ -79,10 +79,10 @@ def run_one(setting: str, m: int, seed: int, method: str) -> dict:
     x, true, desc = dataset(setting, m, seed)
     kwargs: dict = {"device": "cpu", "seed": seed}
     name = method
-    if method == "cape":  # the paper's low rank (the default before support="auto")
-        kwargs["support"] = "low-rank"
+    if method == "cape":  # the paper's low rank (the default before algorithm="auto")
+        kwargs["algorithm"] = "low-rank"
     if method in ("cape-screened", "cape-learned"):
-        kwargs["support"] = method.removeprefix("cape-")
+        kwargs["algorithm"] = method.removeprefix("cape-")
         name = "cape"
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Learned screen and per-feature MLPs for Step I at hundreds to thousands of features.
 
-``support="learned"`` of :func:`~cape_pipeline.causal.api.discover`. Three stages, after the
+``algorithm="learned"`` of :func:`~cape_pipeline.causal.api.discover`. Three stages, after the
 idea of SDCD (Nazaret et al. 2024; our own code, vectorized over targets and restricted to
 screened candidates so that no ``M × M`` matrix is formed):
 
@@ -28,8 +28,8 @@ per step of B rows, O(M·K) memory per row.
 
 from __future__ import annotations
 
+from cape_pipeline.causal.learned.config import LearnedConfig
 from cape_pipeline.causal.learned.fit import (
-    LEARNED_DEFAULTS,
     CandidateMLP,
     LearnedFit,
     fit_learned,
@@ -37,4 +37,4 @@ from cape_pipeline.causal.learned.fit import (
     learned_options,
 )
 
-__all__ = ["LEARNED_DEFAULTS", "CandidateMLP", "LearnedFit", "fit_learned", "fit_support", "learned_options"]
+__all__ = ["CandidateMLP", "LearnedConfig", "LearnedFit", "fit_learned", "fit_support", "learned_options"]

@@ -141,34 +141,24 @@ class LearnedFit:
         return out
 
 
-#: the learned fit's own defaults, used where DiscoverConfig's field is at the paper's default
-LEARNED_DEFAULTS = {"hidden": 10, "lr": 1e-2, "batch_size": 256}
-
-
-def learned_options(cfg: Any) -> dict[str, Any]:
-    """Keyword arguments of :func:`fit_learned` from a :class:`~cape_pipeline.causal.config.DiscoverConfig`.
+def learned_options(cfg: Any, seed: int = 0) -> dict[str, Any]:
+    """Keyword arguments of :func:`fit_learned` from a
+    :class:`~cape_pipeline.causal.learned.config.LearnedConfig` and the run's ``seed``.
 
     ``threshold`` τ is the learned screen's cut (``screen_threshold``) and τ/2 the output's;
-    ``hidden``, ``lr`` and ``batch_size`` keep the learned fit's own defaults
-    (:data:`LEARNED_DEFAULTS`) unless set to something other than DiscoverConfig's defaults;
-    ``epochs`` (when given) caps the epochs of stages 1 and 3.
+    ``epochs`` caps the epochs of stages 1 and 3.
     """
-    from cape_pipeline.causal.config import DiscoverConfig
-
-    base = DiscoverConfig()
-    out: dict[str, Any] = {
+    return {
         "n_candidates": int(cfg.n_candidates),
         "screen_threshold": float(cfg.threshold),
         "threshold": float(cfg.threshold) / 2,
         "power_iters": int(cfg.power_iters),
-        "seed": int(cfg.seed),
+        "seed": int(seed),
+        "hidden": int(cfg.hidden),
+        "lr": float(cfg.lr),
+        "batch_size": int(cfg.batch_size),
+        "max_epochs_screen": int(cfg.epochs),
     }
-    for key, value in LEARNED_DEFAULTS.items():
-        given = getattr(cfg, key)
-        out[key] = value if given == getattr(base, key) else type(value)(given)
-    if cfg.epochs is not None:
-        out["max_epochs_screen"] = int(cfg.epochs)
-    return out
 
 
 def _pairs(model: CandidateMLP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -267,20 +257,20 @@ def fit_learned(
     Raises
     ------
     CapeDataError
-        Fewer than 50 rows or 2 features (names the fix: ``support='low-rank'``).
+        Fewer than 50 rows or 2 features (names the fix: ``algorithm='low-rank'``).
     CapeFitError
         If the NLL or the weights become NaN/inf (names ``lr``).
     """
     from cape_pipeline._progress import progress_task
-    from cape_pipeline.causal.config import LEARNED_MIN_OBS
+    from cape_pipeline.causal.supports import LEARNED_MIN_OBS
     from cape_pipeline.errors import CapeDataError, CapeFitError
 
     dev = torch.device(device)
     n, m = x.shape
     if n < LEARNED_MIN_OBS or m < 2:
         raise CapeDataError(
-            f"discover: support='learned' needs at least {LEARNED_MIN_OBS} rows and 2 features (20 % of "
-            f"the rows are held out for early stopping), got {n} × {m}; use support='low-rank'"
+            f"discover: algorithm='learned' needs at least {LEARNED_MIN_OBS} rows and 2 features (20 % of "
+            f"the rows are held out for early stopping), got {n} × {m}; use algorithm='low-rank'"
         )
     x = x.to(dev, torch.float32)
     v_decay = weight_decay if output_decay is None else float(output_decay)
@@ -407,13 +397,14 @@ def fit_learned(
 def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"learned"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_learned` on the
-    standardized ``(N, M)`` ``x`` (as float32) with :func:`learned_options` of ``cfg``."""
+    standardized ``(N, M)`` ``x`` (as float32) with :func:`learned_options` of ``cfg``, a
+    :class:`~cape_pipeline.causal.learned.config.LearnedConfig`."""
     from cape_pipeline._utils import resolve_device
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import SupportFit
 
-    device = resolve_device(cfg.device)
-    fit = fit_learned(torch.from_numpy(x.astype(np.float32)), **learned_options(cfg), device=device,
+    device = resolve_device(inputs.device)
+    fit = fit_learned(torch.from_numpy(x.astype(np.float32)), **learned_options(cfg, inputs.seed), device=device,
                       progress=inputs.progress)
     history = fit.history
     adj = cap_rows(fit.adjacency, inputs.max_per_row)

@@ -1,4 +1,4 @@
-"""Step I with the paper's model: the low-rank NOTEARS-VAE (``support="low-rank"``; paper 000,
+"""Step I with the paper's model: the low-rank NOTEARS-VAE (``algorithm="low-rank"``; paper 000,
 Eqs. 5–10, Supp. G.4), the default up to 20 features.
 
 The generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) with ``A = U Vᵀ`` (U, V of shape ``(M, r)``)
@@ -13,8 +13,8 @@ function of the factors (:func:`fit_low_rank_vae`, :mod:`~cape_pipeline.causal.l
 
 from __future__ import annotations
 
-from cape_pipeline.causal.fitting import SolverConfig
+from cape_pipeline.causal.lowrank.config import LowRankConfig, SolverConfig
 from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.lowrank.solver import FitResult, fit_low_rank_vae, fit_support
 
-__all__ = ["FitResult", "LowRankSEMVAE", "SolverConfig", "fit_low_rank_vae", "fit_support"]
+__all__ = ["FitResult", "LowRankConfig", "LowRankSEMVAE", "SolverConfig", "fit_low_rank_vae", "fit_support"]

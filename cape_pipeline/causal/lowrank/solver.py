@@ -33,8 +33,8 @@ import torch
 from cape_pipeline._progress import progress_task
 from cape_pipeline._utils import resolve_device, shuffled_batches
 from cape_pipeline.causal.acyclicity import h_majorant, h_spectral
-from cape_pipeline.causal.config import ACYCLICITY, L1_MODES
-from cape_pipeline.causal.fitting import SolverConfig, augmented_lagrangian_step
+from cape_pipeline.causal.fitting import augmented_lagrangian_step
+from cape_pipeline.causal.lowrank.config import ACYCLICITY, L1_MODES, SolverConfig
 from cape_pipeline.causal.lowrank.model import LowRankSEMVAE
 from cape_pipeline.causal.sem import batch_shard
 from cape_pipeline.distributed import data_parallel, shard, weighted_backward, world
@@ -225,7 +225,7 @@ def fit_low_rank_vae(
                 raise CapeFitError(
                     f"discover: the fit diverged at outer step {outer} (−ELBO {means[0] + means[1]:.3g}, "
                     f"h(A) {h_now:.3g}, lr={config.lr:g}): the loss or the parameters became NaN/inf. "
-                    f"Lower `lr` (e.g. --set discover.lr={config.lr / 10:g}); nothing was stored."
+                    f"Lower `lr` (e.g. --set discover.low_rank.lr={config.lr / 10:g}); nothing was stored."
                 )
             if config.dag_threshold is not None:
                 rec["thresholded_dag"] = thresholded_is_dag(
@@ -252,9 +252,9 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank
     from cape_pipeline.causal.supports import SupportFit
 
-    solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs,
-                                        dag_max_edges_per_row=inputs.max_per_row)
-    res = fit_low_rank_vae(torch.from_numpy(x.astype(np.float32)), solver, device=cfg.device, progress=inputs.progress)
+    solver = SolverConfig.from_config(cfg, seed=inputs.seed, rank=inputs.rank, epochs=inputs.epochs,
+                                      dag_max_edges_per_row=inputs.max_per_row)
+    res = fit_low_rank_vae(torch.from_numpy(x.astype(np.float32)), solver, device=inputs.device, progress=inputs.progress)
     # on the factors' device (a GPU makes this O(M² r) pass cheap); same values as res.u/v
     fu, fv = (res.model.u, res.model.v) if res.model is not None else (res.u, res.v)
     adj = threshold_low_rank(fu, fv, float(cfg.threshold), max_edges_per_row=inputs.max_per_row)
@@ -263,5 +263,5 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     if inputs.dense_scores:
         scores = res.u @ res.v.T
         np.fill_diagonal(scores, 0.0)
-    params = {"device": str(res.model.u.device) if res.model is not None else str(cfg.device)}
+    params = {"device": str(res.model.u.device) if res.model is not None else str(inputs.device)}
     return SupportFit(adjacency=adj, history=res.history, scores=scores, n_cycle_edges_dropped=n_dropped, params=params)

@@ -1,5 +1,5 @@
 """Step I for single-cell counts: covariate-adjusted neighbourhood regressions, a minimum-effect
-likelihood-ratio test per edge, and a greedy likelihood DAG (``support="regression"``).
+likelihood-ratio test per edge, and a greedy likelihood DAG (``algorithm="regression"``).
 
 On UMI counts the learned support's rule — a fixed threshold on the first-layer norm of
 per-feature MLPs — keeps fewer edges as cells are added (the output layer trades the norm
@@ -95,17 +95,12 @@ the splits; :func:`fit_support`), :mod:`~cape_pipeline.causal.regression.neighbo
 
 from __future__ import annotations
 
-from cape_pipeline.causal.regression.fit import (
-    REGRESSION_N_CANDIDATES,
-    RegressionFit,
-    fit_regression,
-    fit_support,
-    regression_k,
-)
+from cape_pipeline.causal.regression.config import REGRESSION_N_CANDIDATES, RegressionConfig
+from cape_pipeline.causal.regression.fit import RegressionFit, fit_regression, fit_support
 from cape_pipeline.causal.regression.neighbourhood import partial_f
 from cape_pipeline.causal.regression.split_vote import workers_ok
 
 __all__ = [
-    "REGRESSION_N_CANDIDATES", "RegressionFit", "fit_regression", "fit_support", "partial_f", "regression_k",
+    "REGRESSION_N_CANDIDATES", "RegressionConfig", "RegressionFit", "fit_regression", "fit_support", "partial_f",
     "workers_ok",
 ]

@@ -207,7 +207,7 @@ def fit_regression(
 
     n, m = z.shape
     if n < 10 or m < 2:
-        raise CapeDataError(f"discover: support='regression' needs at least 10 rows and 2 features, got {n} × {m}")
+        raise CapeDataError(f"discover: algorithm='regression' needs at least 10 rows and 2 features, got {n} × {m}")
     if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) or n_splits < 1:
         raise CapeConfigError(f"n_splits: expected an integer >= 1, got {n_splits!r}")
     workers = check_workers(workers)
@@ -364,23 +364,11 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
     return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
 
 
-#: support "regression" uses this many candidates per screening round unless n_candidates is set
-REGRESSION_N_CANDIDATES = 10
-
-
-def regression_k(cfg: Any) -> int:
-    """``n_candidates`` of the regression support: the config's, or 10 where it is the default 20
-    (a screen of 40 candidates ranks true pairs better than one of 80 on counts,
-    ``benchmarks/discover/counts``)."""
-    from cape_pipeline.causal.config import DiscoverConfig
-
-    return REGRESSION_N_CANDIDATES if cfg.n_candidates == DiscoverConfig().n_candidates else int(cfg.n_candidates)
-
-
 def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"regression"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_regression` on the
-    covariate-adjusted ``(N, M)`` float64 ``x`` with ``cfg``'s options, every screened pair as
+    covariate-adjusted ``(N, M)`` float64 ``x`` with the options of ``cfg``, a
+    :class:`~cape_pipeline.causal.regression.config.RegressionConfig`, every screened pair as
     ``edge_scores``."""
     import pandas as pd
 
@@ -388,13 +376,13 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline.causal.postprocess import cap_rows
     from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
-    device = resolve_device(cfg.device)
+    device = resolve_device(inputs.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
     fit = fit_regression(
-        x, n_candidates=regression_k(cfg), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
+        x, n_candidates=int(cfg.n_candidates), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
-        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(cfg.seed),
+        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(inputs.seed),
         device=device, progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)

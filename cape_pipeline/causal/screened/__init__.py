@@ -26,6 +26,7 @@ The VAE uses the mean-posterior reading of Eq. 8 (``posterior="mean"`` of
 
 from __future__ import annotations
 
+from cape_pipeline.causal.screened.config import ScreenedConfig
 from cape_pipeline.causal.screened.fit import (
     ScreenedFit,
     ScreenedSEMVAE,
@@ -35,4 +36,4 @@ from cape_pipeline.causal.screened.fit import (
     screen_parents,
 )
 
-__all__ = ["ScreenedFit", "ScreenedSEMVAE", "fit_screened", "fit_support", "h_spectral_sparse", "screen_parents"]
+__all__ = ["ScreenedConfig", "ScreenedFit", "ScreenedSEMVAE", "fit_screened", "fit_support", "h_spectral_sparse", "screen_parents"]

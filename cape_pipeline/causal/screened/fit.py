@@ -223,15 +223,15 @@ def fit_screened(
     x: torch.Tensor,
     config: Any,
     *,
-    n_candidates: int = 20,
-    threshold: float = 0.2,
+    epochs: int,
+    seed: int = 0,
     device: str | torch.device = "auto",
     progress: bool = False,
 ) -> ScreenedFit:
     """Fit the SEM of Eqs. 5–10 with A on screened candidate parents, in two phases.
 
-    1. :func:`screen_parents` (k = ``n_candidates`` per round, ``3k`` candidates per feature).
-    2. Phase 1, half of ``config.epochs``: minibatch AdamW on ``−ELBO + λs‖A‖₁`` (Eq. 9)
+    1. :func:`screen_parents` (k = ``config.n_candidates`` per round, ``3k`` candidates per feature).
+    2. Phase 1, half of ``epochs``: minibatch AdamW on ``−ELBO + λs‖A‖₁`` (Eq. 9)
        without the acyclicity term — SDCD's first stage, which keeps the edges the data
        support whatever their direction.
     3. Phase 2, the other half: A is restricted to the phase-1 support ``|A| > τ`` and the
@@ -245,13 +245,13 @@ def fit_screened(
     x
         ``(N, M)`` float tensor, standardized columns, no NaN.
     config
-        :class:`~cape_pipeline.causal.fitting.SolverConfig`; uses ``lambda_sparse``, ``epochs``,
-        ``batch_size``, ``lr``, ``max_outer``, ``rho_init``, ``alpha_init``, ``hidden``,
-        ``power_iters``, ``weight_decay``, ``seed``, ``rho_max``.
-    n_candidates
-        k of :func:`screen_parents`.
-    threshold
-        τ: the phase-1 support and the DAG check of phase 2.
+        The options, a :class:`~cape_pipeline.causal.screened.config.ScreenedConfig`: its
+        ``n_candidates`` is k of :func:`screen_parents`, its ``threshold`` τ the phase-1 support
+        and the DAG check of phase 2 (its ``epochs`` and ``min_steps`` are resolved by the caller).
+    epochs
+        The epoch budget of the two phases together (≥ 1).
+    seed
+        Seed of the local generators (initialisation, shuffling).
     device
         ``"auto"``, ``"cpu"``, ``"cuda"``...
     progress
@@ -277,26 +277,27 @@ def fit_screened(
     n, m = x.shape
     x = x.to(dev, torch.float32)
     t0 = time.perf_counter()
-    parents = screen_parents(x, n_candidates)
+    parents = screen_parents(x, int(config.n_candidates))
+    threshold = float(config.threshold)
     screen_seconds = time.perf_counter() - t0
-    gen_init = torch.Generator().manual_seed(config.seed)
+    gen_init = torch.Generator().manual_seed(seed)
     model = ScreenedSEMVAE(parents.cpu(), hidden=config.hidden, generator=gen_init).to(dev)
-    gen_cpu = torch.Generator().manual_seed(config.seed + 1)
+    gen_cpu = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     bs = min(config.batch_size, n)
-    epochs_1 = max(1, config.epochs // 2)
-    epochs_2 = max(1, config.epochs - epochs_1)
+    epochs_1 = max(1, epochs // 2)
+    epochs_2 = max(1, epochs - epochs_1)
     inner_2 = max(1, math.ceil(epochs_2 / config.max_outer))
     # (phase, epochs) blocks: phase 1 logged in ~max_outer blocks too
     inner_1 = max(1, math.ceil(epochs_1 / config.max_outer))
     blocks = [(1, min(inner_1, epochs_1 - i)) for i in range(0, epochs_1, inner_1)]
     blocks += [(2, min(inner_2, epochs_2 - i)) for i in range(0, epochs_2, inner_2)]
-    rho, alpha, h_last = config.rho_init, config.alpha_init, math.inf
+    rho, alpha, h_last = config.rho_init, 0.0, math.inf
     frozen = False
     state: dict[str, torch.Tensor] = {}
     history: list[dict[str, Any]] = []
     epochs_done = 0
-    with progress_task("discover screened", config.epochs, unit="epochs", show=progress) as bar:
+    with progress_task("discover screened", epochs, unit="epochs", show=progress) as bar:
         phase_prev = 1
         for phase, n_ep in blocks:
             if phase == 2 and phase_prev == 1:
@@ -329,7 +330,7 @@ def fit_screened(
                 raise CapeFitError(
                     f"discover: the screened fit diverged in phase {phase} (−ELBO {means[0] + means[1]:.3g}, "
                     f"h(A) {h_now:.3g}, lr={config.lr:g}): the loss or the weights became NaN/inf. "
-                    f"Lower `lr` (e.g. --set discover.lr={config.lr / 10:g}); nothing was stored."
+                    f"Lower `lr` (e.g. --set discover.screened.lr={config.lr / 10:g}); nothing was stored."
                 )
             is_dag = _is_dag(model.parents, model.weights(), threshold)
             history.append({
@@ -364,17 +365,16 @@ def fit_screened(
 def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     """Support ``"screened"`` behind Step I's common signature
     (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_screened` with the
-    solver options of ``cfg``, thresholded at τ, cycles broken."""
-    from cape_pipeline.causal.fitting import SolverConfig
+    options of ``cfg`` (a :class:`~cape_pipeline.causal.screened.config.ScreenedConfig`), thresholded
+    at τ, cycles broken."""
     from cape_pipeline.causal.postprocess import break_cycles, cap_rows
     from cape_pipeline.causal.supports import SupportFit
 
-    solver = SolverConfig.from_discover(cfg, rank=inputs.rank, epochs=inputs.epochs)
-    fit = fit_screened(torch.from_numpy(x.astype(np.float32)), solver, n_candidates=int(cfg.n_candidates),
-                       threshold=float(cfg.threshold), device=cfg.device, progress=inputs.progress)
+    fit = fit_screened(torch.from_numpy(x.astype(np.float32)), cfg, epochs=int(inputs.epochs), seed=int(inputs.seed),
+                       device=inputs.device, progress=inputs.progress)
     adj = cap_rows(fit.adjacency(float(cfg.threshold)), inputs.max_per_row)
     adj, n_dropped = break_cycles(adj)
-    params = {"device": str(fit.model.w.device) if fit.model is not None else str(cfg.device),
+    params = {"device": str(fit.model.w.device) if fit.model is not None else str(inputs.device),
               "n_candidate_columns": int(fit.parents.shape[1]), "screen_seconds": float(fit.screen_seconds)}
     return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores() if inputs.dense_scores else None,
                       n_cycle_edges_dropped=n_dropped, params=params)

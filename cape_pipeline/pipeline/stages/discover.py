@@ -70,8 +70,8 @@ class DiscoverStageConfig(DiscoverConfig):
 
     held_out_split: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def __post_init__(self, support: str | None = None) -> None:
+        super().__post_init__(support)
         split = self.held_out_split
         if not isinstance(split, Mapping):
             raise CapeConfigError(f"held_out_split: expected a dict, got {split!r}")
@@ -275,12 +275,12 @@ def _discover_fingerprint(cfg: DiscoverConfig, ctx: StageContext) -> str:
     path or name, and an edited file must not be served the graph of the old one."""
     from cape_pipeline.causal.regulators import regulators_fingerprint
 
-    return regulators_fingerprint(cfg.regulators)
+    return regulators_fingerprint(cfg.regression.regulators)
 
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
-    for key in ("support", "n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule",
+    for key in ("algorithm", "support", "n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule",
                 "intervention_column", "n_perturbed_features"):
         if key in graph.params:
             out[key] = graph.params[key]

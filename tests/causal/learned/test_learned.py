@@ -1,4 +1,4 @@
-"""Learned support of Step I (``discover(support="learned")``, the default above 20 features)."""
+"""Learned algorithm of Step I (``discover(algorithm="learned")``, the default above 20 features)."""
 
 from __future__ import annotations
 
@@ -125,21 +125,21 @@ def test_fit_learned_recovers_most_of_a_small_sdcd_graph_as_a_dag() -> None:
     assert s1[-1] < s1[0] - 5
 
 
-def test_support_auto_resolves_by_size_and_learned_refuses_low_rank_options() -> None:
-    assert DiscoverConfig().support == "auto"
+def test_algorithm_auto_resolves_by_size_and_learned_refuses_low_rank_options() -> None:
+    assert DiscoverConfig().algorithm == "auto"
     assert resolve_support("auto", AUTO_LOW_RANK_MAX) == "low-rank"
     assert resolve_support("auto", AUTO_LOW_RANK_MAX + 1) == "learned"
     assert resolve_support("screened", 5000) == "screened"
-    with pytest.raises(CapeConfigError, match="rank: not used with support='learned'"):
-        DiscoverConfig(support="learned", rank=10)
+    with pytest.raises(CapeConfigError, match=r"low_rank\.rank: not used by algorithm='learned'"):
+        DiscoverConfig(algorithm="learned", low_rank={"rank": 10})
     with pytest.raises(CapeConfigError, match="posterior"):
-        DiscoverConfig(support="learned", posterior="mean")
+        DiscoverConfig(algorithm="learned", low_rank={"posterior": "mean"})
 
 
 def test_discover_default_on_30_features_uses_the_learned_support_and_records_it() -> None:
     a = sdcd_sem(30, 1500, seed=1)
-    g, scores = discover_scored(a, epochs=15, device="cpu")
-    assert g.params["support"] == "learned" and g.params["support_requested"] == "auto"
+    g, scores = discover_scored(a, learned={"epochs": 15}, device="cpu")
+    assert g.params["algorithm"] == g.params["support"] == "learned" and g.params["support_requested"] == "auto"
     assert g.is_dag() and scores is not None and scores.shape == (30, 30)
     assert g.params["n_edges"] == g.n_edges and 0 <= g.params["isolated_share"] <= 1
     assert g.params["output_threshold"] == pytest.approx(0.1)

@@ -239,8 +239,8 @@ def test_order_rounds_raise_f1_with_and_without_the_counting_noise_correction():
     data.uns["cape_preprocess"] = {"input_state": "counts", "config": {"target_sum": 1.0}, "modality": "scrna"}
     data.obs["cape_library_size"] = 1.0
     truth = data.varp["true_dag"]
-    kw = {"support": "regression", "covariates": "none"}
-    thin = {r: discover(data, measurement_error="thinning", order_rounds=r, **kw) for r in (0, "auto")}
+    kw = {"algorithm": "regression", "covariates": "none"}
+    thin = {r: discover(data, regression={"measurement_error": "thinning", "order_rounds": r}, **kw) for r in (0, "auto")}
     assert thin["auto"].params["order_rounds_used"] == 2 and thin[0].params["order_rounds_used"] == 0
     assert "causal order" in thin["auto"].params["edge_rule"]
     f1 = {r: dag_metrics(g.adjacency, truth)["f1"] for r, g in thin.items()}
@@ -251,14 +251,14 @@ def test_order_rounds_raise_f1_with_and_without_the_counting_noise_correction():
     assert sum(h["n_unshifted"] for h in rounds) > 0
     shifts = [h for h in thin["auto"].history if h["stage"] == "perturbation shifts"][0]
     assert shifts["combinations_used"] and shifts["n_targets"] == 40
-    plain = {r: discover(data, measurement_error="none", order_rounds=r, **kw) for r in (0, "auto")}
+    plain = {r: discover(data, regression={"measurement_error": "none", "order_rounds": r}, **kw) for r in (0, "auto")}
     assert plain["auto"].params["order_rounds_used"] == 2
     f1 = {r: dag_metrics(g.adjacency, truth)["f1"] for r, g in plain.items()}
     assert f1["auto"] > f1[0] + 0.01
     # observational data: "auto" runs nothing
-    obs = discover(data, interventions="none", **kw)
+    obs = discover(data, regression={"interventions": "none"}, **kw)
     assert "order_rounds_used" not in obs.params and "causal order" not in obs.params["edge_rule"]
     with pytest.raises(CapeConfigError, match="order_rounds"):
-        discover(data, support="regression", order_rounds=-1)
+        discover(data, algorithm="regression", regression={"order_rounds": -1})
     with pytest.raises(CapeConfigError, match="order_rounds"):
-        discover(data, support="low-rank", order_rounds=2)
+        discover(data, algorithm="low-rank", regression={"order_rounds": 2})

@@ -148,17 +148,17 @@ def test_scores_of_every_screened_pair_travel_beside_dag_parquet(tmp_path):
     assert len(raw) == len(es) and int(raw["in_dag"].sum()) == g.n_edges
 
 
-def test_support_auto_by_data_kind_and_learned_options_left_unused():
+def test_algorithm_auto_by_data_kind_and_learned_options_left_unused():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(300, 30))
-    g = discover(x, epochs=2, device="cpu")
-    assert g.params["support"] == "learned" and g.params["covariates_used"] == "none"
+    g = discover(x, learned={"epochs": 2}, device="cpu")
+    assert g.params["algorithm"] == g.params["support"] == "learned" and g.params["covariates_used"] == "none"
     import anndata as ad
 
     a = ad.AnnData(x.astype(np.float32))
     a.uns["cape_ingest"] = {"modality": "scrna"}
-    g = discover(a, epochs=2)
-    assert g.params["support"] == "regression" and g.params["unused_options"] == ["epochs"]
+    g = discover(a, learned={"epochs": 2})
+    assert g.params["algorithm"] == "regression" and g.params["unused_options"] == ["learned.epochs"]
     assert g.params["covariates_used"] == "none"  # no library size recorded; states only on request
     assert discover(a, covariates="states").params["covariates_used"] == "states"
     with pytest.raises(CapeConfigError, match="cape_library_size"):
@@ -168,17 +168,17 @@ def test_support_auto_by_data_kind_and_learned_options_left_unused():
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"min_effect": 1.0}, "min_effect"),
-        ({"fdr": 0.0}, "fdr"),
+        ({"regression": {"min_effect": 1.0}}, r"regression\.min_effect"),
+        ({"regression": {"fdr": 0.0}}, r"regression\.fdr"),
         ({"n_states": -1}, "n_states"),
         ({"covariates": "cells"}, "covariates"),
-        ({"support": "regression", "epochs": 5}, "epochs"),
-        ({"support": "learned", "min_effect": 0.01}, "min_effect"),
-        ({"measurement_error": "poisson"}, "measurement_error"),
-        ({"support": "learned", "measurement_error": "thinning"}, "measurement_error"),
-        ({"n_splits": 0}, "n_splits"),
-        ({"n_splits": 2.5}, "n_splits"),
-        ({"support": "learned", "n_splits": 4}, "n_splits"),
+        ({"algorithm": "regression", "learned": {"epochs": 5}}, r"learned\.epochs: not used by algorithm='regression'"),
+        ({"algorithm": "learned", "regression": {"min_effect": 0.01}}, r"regression\.min_effect: not used"),
+        ({"regression": {"measurement_error": "poisson"}}, "measurement_error"),
+        ({"algorithm": "learned", "regression": {"measurement_error": "thinning"}}, "measurement_error"),
+        ({"regression": {"n_splits": 0}}, "n_splits"),
+        ({"regression": {"n_splits": 2.5}}, "n_splits"),
+        ({"algorithm": "learned", "regression": {"n_splits": 4}}, "n_splits"),
     ],
 )
 def test_new_options_are_validated(kw, match):
@@ -242,9 +242,9 @@ def test_split_vote_keeps_the_edges_most_splits_keep_and_aggregates_pairs():
 @pytest.mark.filterwarnings("ignore")
 def test_n_splits_is_recorded_and_named_in_the_edge_rule():
     a, _ = _hill(400, seed=3, genes=60)
-    g = discover(a, n_splits=2)
+    g = discover(a, regression={"n_splits": 2})
     assert g.params["n_splits_used"] == 2 and "of 2 random splits" in g.params["edge_rule"]
-    g1 = discover(a, n_splits=1)
+    g1 = discover(a, regression={"n_splits": 1})
     assert g1.params["n_splits_used"] == 1 and "splits" not in g1.params["edge_rule"]
     with pytest.raises(CapeConfigError, match="n_splits"):
         fit_regression(np.zeros((40, 3)), n_splits=0)
@@ -373,10 +373,10 @@ def test_count_reliability_by_thinning_matches_an_independent_replicate():
 @pytest.mark.filterwarnings("ignore")
 def test_measurement_error_is_an_option_and_recorded():
     a, truth = _hill(1500)
-    default, none = discover(a), discover(a, measurement_error="none")
+    default, none = discover(a), discover(a, regression={"measurement_error": "none"})
     assert default.params["measurement_error_used"] == "none"
     assert (default.adjacency != none.adjacency).nnz == 0
-    thin = discover(a, measurement_error="thinning")
+    thin = discover(a, regression={"measurement_error": "thinning"})
     assert thin.params["measurement_error_used"] == "count thinning"
     assert 0.05 <= thin.params["median_reliability"] <= 1
     assert "counting noise" in thin.params["edge_rule"]

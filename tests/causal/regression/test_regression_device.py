@@ -27,7 +27,8 @@ def _counts_and_screen():
     a = simulated_grn_counts(3000, 400, seed=2)
     cp.pp.preprocess(a, n_top_genes=150, min_genes=10)
     b = simulate_perturbation_data(40, n_single=12, n_double=6, n_ctrl=400, cells_per_condition=30, seed=3)
-    return {"counts": (a, {"n_splits": 4, "seed": 1}), "perturb": (b, {"n_splits": 2, "seed": 0})}
+    return {"counts": (a, {"regression": {"n_splits": 4}, "seed": 1}),
+            "perturb": (b, {"regression": {"n_splits": 2}, "seed": 0})}
 
 
 def test_cpu_dag_equals_the_one_recorded_before_the_device_option():
@@ -41,7 +42,7 @@ def test_cpu_dag_equals_the_one_recorded_before_the_device_option():
 
     ref = np.load(REFERENCE)
     for name, (data, opts) in _counts_and_screen().items():
-        g = discover(data, support="regression", device="cpu", **opts)
+        g = discover(data, algorithm="regression", device="cpu", **opts)
         adj = sp.coo_array(g.adjacency)
         order = np.lexsort((adj.col, adj.row))
         ref_order = np.lexsort((ref[f"{name}_c"], ref[f"{name}_r"]))
@@ -108,7 +109,7 @@ def test_discover_records_the_device_it_ran_on():
     from cape_pipeline.causal import discover
 
     data, opts = _counts_and_screen()["counts"]
-    g = discover(data, support="regression", device="cuda", **opts)
+    g = discover(data, algorithm="regression", device="cuda", **opts)
     assert g.params["device"].startswith("cuda")
-    ref = discover(data, support="regression", device="cpu", **opts)
+    ref = discover(data, algorithm="regression", device="cpu", **opts)
     assert (g.adjacency != 0).toarray().tolist() == (ref.adjacency != 0).toarray().tolist()

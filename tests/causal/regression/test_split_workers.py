@@ -43,8 +43,8 @@ def test_workers_option_is_checked(bad):
 def test_discover_config_takes_workers_for_the_regression_support_only():
     from cape_pipeline.causal.config import DiscoverConfig
 
-    assert DiscoverConfig(workers="local:2").workers == "local:2"
+    assert DiscoverConfig(regression={"workers": "local:2"}).regression.workers == "local:2"
     with pytest.raises(CapeConfigError, match="workers"):
-        DiscoverConfig(workers="nowhere")
+        DiscoverConfig(regression={"workers": "nowhere"})
     with pytest.raises(CapeConfigError, match="workers"):
-        DiscoverConfig(support="low-rank", workers="local")
+        DiscoverConfig(algorithm="low-rank", regression={"workers": "local"})

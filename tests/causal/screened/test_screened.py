@@ -1,4 +1,4 @@
-"""Screened sparse support of Step I (``discover(method="cape", support="screened")``)."""
+"""Screened sparse algorithm of Step I (``discover(method="cape", algorithm="screened")``)."""
 
 from __future__ import annotations
 
@@ -102,33 +102,34 @@ def _chain(n: int = 1500, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def test_screened_discover_recovers_chain_skeleton_and_is_deterministic() -> None:
     x, true = _chain()
-    g1, scores = discover_scored(x, support="screened", n_candidates=3, epochs=60, device="cpu", seed=0)
+    g1, scores = discover_scored(x, algorithm="screened", screened={"n_candidates": 3, "epochs": 60}, device="cpu", seed=0)
     assert g1.is_dag()
     met = dag_metrics(g1, true, scores=scores)
     assert met["skeleton_f1"] >= 0.85, met
     assert g1.params["support"] == "screened" and g1.params["posterior"] == "mean"
     assert g1.history[0]["phase"] == 1 and g1.history[-1]["phase"] == 2
-    g2 = discover(x, support="screened", n_candidates=3, epochs=60, device="cpu", seed=0)
+    g2 = discover(x, algorithm="screened", screened={"n_candidates": 3, "epochs": 60}, device="cpu", seed=0)
     assert (g1.adjacency != g2.adjacency).nnz == 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"support": "dense"}, "support"),
-        ({"support": "screened", "n_candidates": 0}, "n_candidates"),
-        ({"support": "screened", "posterior": "sampled"}, "posterior"),
-        ({"support": "screened", "l1": "exact"}, "l1"),
-        ({"support": "screened", "acyclicity": "majorant"}, "acyclicity"),
+        ({"algorithm": "dense"}, "algorithm"),
+        ({"algorithm": "screened", "screened": {"n_candidates": 0}}, r"screened\.n_candidates"),
+        ({"algorithm": "screened", "low_rank": {"posterior": "mean"}}, r"low_rank\.posterior: not used"),
+        ({"algorithm": "screened", "low_rank": {"l1": "exact"}}, r"low_rank\.l1: not used"),
+        ({"algorithm": "screened", "low_rank": {"acyclicity": "majorant"}}, r"low_rank\.acyclicity: not used"),
+        ({"algorithm": "screened", "posterior": "mean"}, r"low_rank\.posterior: not used by algorithm='screened'"),
     ],
 )
 def test_screened_options_validated(kwargs: dict, match: str) -> None:
     x, _ = _chain(n=50)
     with pytest.raises(CapeConfigError, match=match):
-        discover(x, epochs=1, device="cpu", **kwargs)
+        discover(x, device="cpu", **kwargs)
 
 
 def test_support_is_cape_only() -> None:
     x, _ = _chain(n=50)
     with pytest.raises(CapeConfigError, match="only for method 'cape'"):
-        discover(x, method="correlation", support="screened")
+        discover(x, method="correlation", algorithm="screened")

@@ -1,0 +1,103 @@
+"""The options of the regression algorithm of Step I, their defaults and their checks:
+:class:`RegressionConfig` (``DiscoverConfig.regression``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cape_pipeline._config import check_fields, is_int, is_num
+from cape_pipeline.causal.regression.split_vote import workers_ok
+from cape_pipeline.causal.regulators import check_regulators
+from cape_pipeline.causal.supports import MEASUREMENT_ERROR, N_SPLITS
+
+__all__ = ["REGRESSION_N_CANDIDATES", "RegressionConfig"]
+
+#: candidate parents per feature and screening round of the regression algorithm (a screen of 40
+#: candidates ranks true pairs better than one of 80 on counts, ``benchmarks/discover/counts``)
+REGRESSION_N_CANDIDATES = 10
+
+
+@dataclass(frozen=True)
+class RegressionConfig:
+    """Options of the regression algorithm (:func:`~cape_pipeline.causal.regression.fit_regression`),
+    the default of Step I for single-cell data; validated on creation.
+
+    Every feature is regressed on its screened candidate parents after the covariates; a pair is
+    an edge when its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``; the
+    accepted pairs are oriented by a greedy likelihood DAG search and pruned given their DAG
+    parents.
+
+    Attributes
+    ----------
+    n_candidates
+        k, candidate parents per feature and screening round (10, :data:`REGRESSION_N_CANDIDATES`).
+    min_effect
+        The partial R² an edge must exceed (0.003: it explains ≥ 0.3 % of its child's
+        covariate-adjusted variance beyond the other candidates; chosen on two count generators,
+        ``benchmarks/discover/counts/RESULTS.md``).
+    fdr
+        Benjamini–Hochberg level of the edge test (0.05).
+    measurement_error
+        ``"auto"`` (default: from 3,000 cells on,
+        :data:`~cape_pipeline.causal.supports.THINNING_MIN_OBS`), ``"thinning"`` or ``"none"``:
+        on counts preprocess normalized, correct the regressions for each gene's counting noise,
+        measured by binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`;
+        ``benchmarks/discover/counts/RESULTS.md``). Recorded as ``params["measurement_error_used"]``.
+    interventions
+        The ``obs`` column of perturbation labels, ``"auto"`` (default: a GEARS-style
+        ``condition`` column with controls) or ``"none"``; a perturbed gene's conditional skips
+        its perturbed cells; unusable labels' cells are left out
+        (:mod:`~cape_pipeline.causal.interventions`).
+    order_rounds
+        With interventions: rounds of the ordered re-test
+        (:mod:`~cape_pipeline.causal.regression.ordering`; each gene tested on the candidates that
+        precede it in the order the perturbations' shifts and the DAG give; an edge whose parent's
+        perturbation leaves the child unshifted, p >
+        :data:`~cape_pipeline.causal.regression.ordering.SHIFT_CONSISTENCY_P`, dropped).
+        ``"auto"``: :data:`~cape_pipeline.causal.supports.ORDER_ROUNDS` (with or without the
+        counting-noise correction), or an int ≥ 0. Recorded as ``params["order_rounds_used"]``.
+    n_splits
+        Random splits of the cells the whole fit (screen on one half, test on the other, both
+        ways) is repeated on; an edge is kept where at least half of the splits keep it
+        (:func:`~cape_pipeline.causal.regression.split_vote.vote`); with perturbation labels,
+        then tested again with a jackknife variance
+        (:func:`~cape_pipeline.causal.regression.jackknife.jackknife_retest`). Default
+        :data:`~cape_pipeline.causal.supports.N_SPLITS` (8); 1 gives one fit without the re-test,
+        in 1/8 of the time. Recorded as ``params["n_splits_used"]`` (1 below 20 cells).
+    regulators
+        The only features that may be parents (None: all), as GRNBoost2's ``tf_names``:
+        ``"human"``/``"mouse"`` (bundled TF lists), ``"var:COLUMN"`` (a bool var column), a file
+        (a name per line, ``#`` comments) or a list (:mod:`~cape_pipeline.causal.regulators`).
+    workers
+        Where the ``n_splits`` fits run: None (default) in this process;
+        ``"local"``/``"local:N"``/a scheduler address: on ``dask.distributed`` workers, with the
+        same DAG (:func:`~cape_pipeline.causal.regression.split_vote.fit_on_workers`).
+
+    Raises
+    ------
+    CapeConfigError
+        A value out of range or of the wrong type, naming the option and what was expected.
+    """
+
+    n_candidates: int = REGRESSION_N_CANDIDATES
+    min_effect: float = 0.003
+    fdr: float = 0.05
+    measurement_error: str = MEASUREMENT_ERROR[0]
+    interventions: str = "auto"
+    order_rounds: int | str = "auto"
+    n_splits: int = N_SPLITS
+    regulators: str | tuple[str, ...] | None = None
+    workers: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regulators", check_regulators(self.regulators))
+        check_fields(self, {
+            "n_candidates": (lambda v: is_int(v, 1), "an integer >= 1"),
+            "min_effect": (lambda v: is_num(v, lambda f: 0 <= f < 1), "a number in [0, 1)"),
+            "fdr": (lambda v: is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
+            "measurement_error": (lambda v: v in MEASUREMENT_ERROR, f"one of {', '.join(MEASUREMENT_ERROR)}"),
+            "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),
+            "order_rounds": (lambda v: v == "auto" or is_int(v, 0), "'auto' or an integer >= 0"),
+            "n_splits": (lambda v: is_int(v, 1), "an integer >= 1"),
+            "workers": (workers_ok, "None, 'local', 'local:N' or a dask scheduler address"),
+        })
