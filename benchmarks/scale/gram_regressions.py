@@ -50,7 +50,7 @@ def main() -> None:
         nbh.GRAM_MAX_FEATURES = default_max if mode == "gram" else 0
         load = os.getloadavg()
         t = time.perf_counter()
-        g = discover(adata, support="regression", n_splits=a.n_splits, device="cpu", seed=a.seed)
+        g = discover(adata, algorithm="regression", regression={"n_splits": a.n_splits}, device="cpu", seed=a.seed)
         sec = time.perf_counter() - t
         stages: dict[str, float] = {}
         for h in g.history:
