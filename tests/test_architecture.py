@@ -78,11 +78,6 @@ def test_subclass_configs_do_not_repeat_a_default():
     assert not repeated, repeated
 
 
-def test_no_module_over_500_lines():
-    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
-    assert not long, long
-
-
 def test_models_is_torch_only():
     """models/ holds torch modules only: no module of it imports AnnData, scanpy, the
     preprocessing, the tasks or the I/O, lazily or not (a trained model with its genes and

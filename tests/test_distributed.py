@@ -5,7 +5,7 @@ Tolerances. On 2 ranks every batch sum (batch statistics, gradients) is formed i
 than on 1, so each step differs by rounding, O(n·ε) relative for a sum of n terms. Adam turns a
 gradient that is exactly 0 into a step of size ~lr·noise/(noise + eps): in float32 (noise ~1e-10,
 eps 1e-8) that is ~1 % of lr per step, which over ~100 steps is a difference of the order of the
-weights themselves, on one processor more than another (issue 39: 2.2e-4 on an Intel Xeon against
+weights themselves, on one processor more than another (2.2e-4 was seen on an Intel Xeon against
 atol 2e-4). The weight comparisons therefore run in float64, where ε = 1.1e-16: a batch sum of
 n ≤ 128 terms is exact to n·ε ≈ 1.4e-14, the zero-gradient steps are ~lr·1e-16/1e-8 = 1e-8·lr, and
 over the S ≤ 200 steps of a fit the difference can grow by at most the steps' own Lipschitz

@@ -115,7 +115,7 @@ def test_every_row_is_a_measured_run():
 
 
 def test_cape_value_task_tables_are_rendered_from_the_runs():
-    """issue 31: the perturbation and age blocks of cape_value/RESULTS.md are the report of the
+    """The perturbation and age blocks of cape_value/RESULTS.md are the report of the
     committed runs (every arm paired with ``default`` by seed), not hand-edited numbers."""
     rep = _script("cape_value", "tasks_report.py")
     text = (ROOT / "benchmarks" / "cape_value" / "RESULTS.md").read_text()

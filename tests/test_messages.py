@@ -1,4 +1,4 @@
-"""Issue 14, case 9: bad input gives one line on stderr that names the real problem."""
+"""Bad input gives one line on stderr that names the real problem."""
 
 from __future__ import annotations
 

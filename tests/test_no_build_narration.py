@@ -4,7 +4,8 @@ target"), no "jobs of mine". A benchmark row that depends on when it was made na
 (short hash) and date instead.
 
 The search walks the files from the repository root (so it also runs on a fresh clone or an
-unpacked archive): README.md, ARCHITECTURE.md, docs/, cape_pipeline/, workflows/ and benchmarks/,
+unpacked archive): README.md, ARCHITECTURE.md, docs/, cape_pipeline/, workflows/, benchmarks/ and
+tests/ (this file excepted: it quotes what it looks for),
 leaving out the folders and files that git ignores there (virtual environments under ``_cache/``,
 ``__pycache__``, ``*.egg-info``, per-run ``parts/``, logs and locks) and every binary file.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ("README.md", "ARCHITECTURE.md")
-FOLDERS = ("docs", "cape_pipeline", "workflows", "benchmarks")
+FOLDERS = ("docs", "cape_pipeline", "workflows", "benchmarks", "tests")
 SKIP_DIRS = {"_cache", ".venv", "__pycache__", "parts", ".snakemake", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 SKIP_SUFFIXES = (".log", ".lock")
 NARRATION = re.compile(
@@ -35,7 +36,8 @@ def _text_files():
                 continue
             paths.append(path)
     for path in paths:
-        if not path.is_file() or path.is_symlink() or path.name.endswith(SKIP_SUFFIXES):
+        if (not path.is_file() or path.is_symlink() or path.name.endswith(SKIP_SUFFIXES)
+                or path == Path(__file__).resolve()):
             continue
         data = path.read_bytes()
         if b"\0" in data[:8192]:

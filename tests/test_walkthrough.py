@@ -1,4 +1,4 @@
-"""Issue 29's newcomer walk-through, with only the public API that README.md and ``help()`` show.
+"""A newcomer's walk-through, with only the public API that README.md and ``help()`` show.
 
 Raw counts → ``pp.preprocess`` → ``tl.discover`` → ``tl.embed`` → ``tl.encode`` → export →
 load into one's own attention layer → train → save → load → predict on new raw counts. Each

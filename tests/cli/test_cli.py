@@ -116,8 +116,8 @@ def test_workdir_at_a_file_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_every_stage_parameter_has_its_own_help_text():
-    """``cape params`` takes each field's own docstring entry (issue 29, problem 8: discover's
-    batch_size and lr showed the text of epochs)."""
+    """``cape params`` takes each field's own docstring entry (not a
+    neighbour's: discover's batch_size and lr must not show the text of epochs)."""
     from collections import Counter
 
     from cape_pipeline.pipeline.params import stage_params
@@ -145,7 +145,7 @@ def _commands():
 
 
 def test_every_option_shows_its_default():
-    """``--help`` shows a default for every option (issue 58: none for --device, --seed, --until)."""
+    """``--help`` shows a default for every option (--device, --seed and --until included)."""
     from typer.core import TyperOption
 
     missing = [

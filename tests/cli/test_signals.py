@@ -70,7 +70,7 @@ def _run_cli(capsys, *args: str) -> tuple[int, str]:
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes to read-only directories")
 def test_read_only_out_is_refused_before_any_stage(tmp_path, capsys):
-    """Issue 30 item 3: a read-only --out is a usage error up front, not exit 1 after the stages."""
+    """A read-only --out is a usage error up front, not exit 1 after the stages."""
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)

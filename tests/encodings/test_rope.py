@@ -187,7 +187,7 @@ def test_gradients_flow_and_dropout_train_mode():
 
 
 def test_query_key_value_call_says_how_to_call_it():
-    """Issue 29, problem 8: ``RotaryMultiheadAttention(x, x, x)`` failed with a bare angles error."""
+    """``RotaryMultiheadAttention(x, x, x)`` without angles fails with an error that says what to pass."""
     import pytest
     import torch
 

@@ -1,5 +1,5 @@
-"""An empty graph is not a converged embedding (issue 29, problem 2: ``tl.embed`` reported
-``final_loss: nan, converged: True`` for a DAG without edges and every angle was 0 in silence)."""
+"""An empty graph is not a converged embedding (``tl.embed`` must not report
+``final_loss: nan, converged: True`` for a DAG without edges and leave every angle 0 in silence)."""
 
 from __future__ import annotations
 

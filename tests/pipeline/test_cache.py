@@ -265,7 +265,7 @@ def test_lookup_does_not_delete_an_artifact_another_process_just_stored(tmp_path
 
 
 def test_world_size_is_in_the_key_of_the_data_parallel_stages(monkeypatch):
-    """Issue 30 item 5: a torchrun run with 2 ranks never serves (or is served) a 1-process result
+    """A torchrun run with 2 ranks never serves (or is served) a 1-process result
     of the stages that train data-parallel; the others are shared."""
     from cape_pipeline.pipeline.cache import WORLD_SIZE_STAGES, stage_key
 

@@ -1,4 +1,4 @@
-"""Issue 14, cases 5, 6 and 10: every parameter is validated before any stage runs; every
+"""Every parameter is validated before any stage runs; every
 parameter is listed with its default and meaning (``cape params``); shell completion; the
 exported manifests list only files that exist in ``--out``."""
 
@@ -209,7 +209,7 @@ def test_compare_attention_builds_arms(monkeypatch, tmp_path):
 
 
 def test_compare_takes_the_peer_methods(monkeypatch, tmp_path):
-    """Issue 17's command lines: every attention and every PE of the peer papers is a name."""
+    """The peer papers' command lines: every attention and every PE of the peer papers is a name."""
     seen = []
 
     def fake_run(source, **kw):

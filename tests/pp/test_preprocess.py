@@ -125,7 +125,7 @@ def _scanpy_like(n=300, m=400, seed=0):
 
 
 def test_in_place_by_default_keeps_what_the_user_had():
-    """Issue 29 item 6: preprocess is in place (scanpy), keeps obsm/obsp/uns/var columns/layers."""
+    """preprocess is in place (scanpy), keeps obsm/obsp/uns/var columns/layers."""
     a = _scanpy_like()
     umap_before = a.obsm["X_umap"].copy()
     result = preprocess(a, min_genes=10, n_top_genes=100)

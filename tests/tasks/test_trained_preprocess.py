@@ -1,6 +1,6 @@
 """A saved model applies its training data's preprocessing to raw input, or refuses it in one
-line (issue 29, problem 1: predicting on ``sc.datasets.pbmc68k_reduced()`` as it loads, with
-scaled X, silently gave 0.551 accuracy against 0.784 on the preprocessed data)."""
+line (predicting on ``sc.datasets.pbmc68k_reduced()`` as it loads, with scaled X, must not
+silently give a lower accuracy than on the preprocessed data)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_predict_proba_and_module_like_methods(pbmc_model):
 
 
 def test_backbone_takes_a_value_tensor(pbmc_model):
-    """Issue 29, problem 7: ``model.backbone(x)`` failed with an unrelated TypeError."""
+    """``model.backbone(x)`` takes a value tensor as it takes the tokens made from it."""
     import torch
 
     _, prep, model = pbmc_model

@@ -1,6 +1,5 @@
-"""tl, export and pl connect through the AnnData (issue 29, problem 5: no
-``CapeEncodings.from_anndata``; ``pl.plot_dag(adata)`` raised TypeError and ``pl.plot_loss(adata)``
-a numpy ValueError)."""
+"""tl, export and pl connect through the AnnData: ``CapeEncodings.from_anndata``,
+``pl.plot_dag(adata)`` and ``pl.plot_loss(adata)`` take the AnnData the tools wrote."""
 
 from __future__ import annotations
 
@@ -64,8 +63,8 @@ def test_tl_progress_follows_scanpy_verbosity():
 
 
 def test_width_follows_the_angles_and_a_mismatch_names_the_setting():
-    """Issue 29, problem 4: embed's d and the backbone width did not fit, and the error never
-    named the setting to change."""
+    """The backbone width follows the angles (D = 2·d); where it is set and does not fit, the
+    error names the settings to change."""
     from cape_pipeline.tasks import run_task
 
     rng = np.random.default_rng(0)

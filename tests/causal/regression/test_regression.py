@@ -101,7 +101,7 @@ def _hill(n: int, seed: int = 0, genes: int = 200):
 
 @pytest.mark.filterwarnings("ignore")
 def test_more_cells_keep_more_true_edges_and_the_graph_stays_mostly_right():
-    """Issue 40's rule: its form does not depend on N, so with more cells the same test keeps
+    """The minimum-effect rule: its form does not depend on N, so with more cells the same test keeps
     more true edges (not fewer); on these counts the kept graph is mostly right at both sizes."""
     kept = []
     for n in (1500, 6000):
