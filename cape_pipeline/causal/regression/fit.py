@@ -349,8 +349,11 @@ def _fit_split(
 
 def _screen(zs: torch.Tensor, k: int, reg: torch.Tensor | None) -> torch.Tensor:
     """The candidate table of a half ``zs`` ``(N, M)`` float32 (:func:`candidate_parents`), its
-    products read from the half's ``ZᵀZ`` where :func:`gram_matrix` makes one."""
-    return candidate_parents(zs, k, regulators=reg, gram=gram_matrix(zs))
+    products read from the half's ``ZᵀZ`` where :func:`gram_matrix` makes one and there are at
+    least as many rows as features (with fewer, the residuals' O(M²·k) products from the Gram
+    matrix cost more than the O(N·M·k²) passes over the rows)."""
+    n, m = zs.shape
+    return candidate_parents(zs, k, regulators=reg, gram=gram_matrix(zs) if n >= m else None)
 
 
 def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
