@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from cape_pipeline.distributed import local_device, shard, world
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import build_backbone
-from cape_pipeline.models.training import masked_pretrain, seeded
+from cape_pipeline.models.loops import masked_pretrain, seeded
 from cape_pipeline.tasks import run_task, simulate_perturbation_data
 
 #: see the module docstring: float64 rounding, amplified by ≤ 10⁵ over the fit

@@ -181,7 +181,7 @@ def calibrate(
     device: str = "cpu",
 ) -> float:
     """Seconds per training step of ``model`` on batches of ``x``: masked-value pretraining
-    steps (:func:`~cape_pipeline.models.training.masked_value_loss`, backward, AdamW) on a seeded random batch, the median of
+    steps (:func:`~cape_pipeline.models.loops.masked_value_loss`, backward, AdamW) on a seeded random batch, the median of
     ``steps`` after one warm-up, on ``device`` (on CUDA each step is timed to its
     synchronisation). The model is a throwaway copy the caller builds; it is moved to ``device``.
 
@@ -209,7 +209,7 @@ def calibrate(
     import torch
 
     from cape_pipeline.models.backbones.heads import ValueDecoder
-    from cape_pipeline.models.training import masked_value_loss
+    from cape_pipeline.models.loops import masked_value_loss
 
     rng = np.random.default_rng(seed)
     rows = rng.choice(x.shape[0], size=min(batch_size, x.shape[0]), replace=False)
@@ -352,7 +352,7 @@ def train_plan(
     """
     import torch
 
-    from cape_pipeline.models.training import seeded
+    from cape_pipeline.models.loops import seeded
     from cape_pipeline.tasks import TASK_CONFIGS
     from cape_pipeline.tasks._base import build_model, dense_x, model_config, resolve_config
 

@@ -21,9 +21,9 @@ from cape_pipeline.models import (
     config_for,
 )
 from cape_pipeline.models.backbones.blocks import TokenTransformer
+from cape_pipeline.models.loops import PRECISIONS
 from cape_pipeline.models.pe import check_angles, coexpression_embedding
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
-from cape_pipeline.models.training import PRECISIONS
 
 __all__ = [
     "TaskResult",
@@ -167,7 +167,7 @@ class TaskConfig:
         throughout) or ``"bf16"``: pretraining and fine-tuning steps (forward and loss), the
         validation passes and the task's final predictions / embeddings run under
         ``torch.autocast(device_type, dtype=torch.bfloat16)`` (CUDA or CPU;
-        :func:`cape_pipeline.models.training.autocast`), while the weights, their gradients
+        :func:`cape_pipeline.models.loops.autocast`), while the weights, their gradients
         and the optimizer stay float32 (backward and optimizer steps run outside autocast).
         On a GPU with bf16 tensor cores it is several times faster at scGPT's width; on a CPU
         it is valid but usually slower. A :class:`~cape_pipeline.tasks.TrainedModel` used

@@ -1,5 +1,5 @@
-"""The main job on user-sized data: step budgets, progress inside a training run,
-the plan and its calibrated estimate, --dry-run, and what the report says the run did."""
+"""The main job on user-sized data: the plan and its calibrated estimate, --dry-run, and what the
+report says the run did."""
 
 from __future__ import annotations
 
@@ -7,59 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from cape_pipeline.models.training import train_epochs
 from cape_pipeline.pipeline.plan import TrainPlan, estimate, plan_lines, plan_train
 from cape_pipeline.tasks import TASK_CONFIGS
 from cape_pipeline.tasks._base import model_config, resolve_config
-
-
-def _quadratic(n: int = 100):
-    w = torch.nn.Parameter(torch.zeros(3))
-    target = torch.ones(3)
-    return [w], (lambda bi: ((w - target) ** 2).sum() + 0.0 * bi.float().sum())
-
-
-def test_max_steps_caps_optimizer_steps_and_spans_the_schedule() -> None:
-    params, step = _quadratic()
-    calls = []
-
-    def counted(bi: torch.Tensor) -> torch.Tensor:
-        calls.append(bi.numel())
-        return step(bi)
-
-    log = train_epochs(params, counted, 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                       max_steps=12)
-    assert len(calls) == 12 and sum(calls) == log.n_seen == 120
-    assert len(log.losses) == 2  # one full epoch and the partial second
-    uncapped = train_epochs(*_quadratic(), 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0))
-    assert uncapped.n_seen == 500 and len(uncapped.losses) == 5
-    with pytest.raises(ValueError, match="max_steps"):
-        train_epochs(*_quadratic(), 10, epochs=1, batch_size=5, lr=0.1, generator=torch.Generator(), max_steps=-1)
-
-
-def test_a_training_run_writes_progress_lines_with_loss_and_eta(capsys, monkeypatch) -> None:
-    monkeypatch.setenv("CAPE_PROGRESS_INTERVAL", "0")
-    train_epochs(*_quadratic(), 40, epochs=2, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                 progress=True, desc="pretrain cape seed 0")
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pretrain cape seed 0" in ln]
-    assert len(lines) >= 8
-    assert "8/8 steps (100%)" in lines[-1] and "loss" in lines[-1] and "ETA" in lines[-1]
-
-
-def test_progress_of_a_run_joins_the_outer_bar(monkeypatch) -> None:
-    import io
-
-    from cape_pipeline._progress import LogProgress, active
-
-    out = io.StringIO()
-    bar = LogProgress(interval=0, stream=out, prefix="train", unit="runs")
-    with bar, active(bar):
-        t = bar.add_task("run 1/1", total=1)
-        train_epochs(*_quadratic(), 20, epochs=1, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                     progress=True, desc="finetune cape seed 0")
-        bar.advance(t)
-    text = out.getvalue()
-    assert "train finetune cape seed 0" in text and "2/2 runs" not in text and "1/1 runs" in text
 
 
 def _plan(n: int, m: int = 50, **task) -> TrainPlan:

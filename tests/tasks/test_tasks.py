@@ -167,7 +167,7 @@ def test_perturbation_gears_split_end_to_end():
 def test_bf16_precision_trains_and_a_bad_precision_is_refused(monkeypatch):
     """``precision="bf16"`` runs the forward passes under bfloat16 autocast (here on the CPU):
     finite losses and metrics; any other value names the key and the choices."""
-    import cape_pipeline.models.training as training
+    import cape_pipeline.models.loops as loops
 
     dtypes = []
 
@@ -176,8 +176,8 @@ def test_bf16_precision_trains_and_a_bad_precision_is_refused(monkeypatch):
         dtypes.append(getattr(ctx, "fast_dtype", None))
         return ctx
 
-    real = training.autocast
-    monkeypatch.setattr(training, "autocast", spy)
+    real = loops.autocast
+    monkeypatch.setattr(loops, "autocast", spy)
     adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
     res = run_task("perturbation", adata, pe="cape", angles=_angles(16), config=_cfg(n_eval_ctrl=16, precision="bf16"), seed=0)
     _finite(res)
@@ -247,7 +247,7 @@ def test_task_functions_take_run_tasks_keywords():
     import dataclasses
     import inspect
 
-    from cape_pipeline.tasks._training import TaskRun
+    from cape_pipeline.tasks._fit import TaskRun
     from cape_pipeline.tasks.age import predict_age
 
     shared = {

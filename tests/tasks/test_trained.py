@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from cape_pipeline.errors import CapeDataError, CapeFileError
 from cape_pipeline.models import ClassifierHead, build_backbone, pool
+from cape_pipeline.models.loops import seeded, train_epochs
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.training import seeded, train_epochs
 from cape_pipeline.tasks import load, run_task, simulate_methylation_age
 
 M = 24

@@ -16,8 +16,8 @@ from cape_pipeline.models import (
     preset,
     register_attention,
 )
+from cape_pipeline.models.loops import masked_pretrain
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.training import masked_pretrain
 
 M = 10
 SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 1}
