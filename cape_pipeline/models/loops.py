@@ -32,7 +32,8 @@ from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.backbones.heads import Pooling, ValueDecoder, pool
 
 __all__ = [
-    "TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "masked_value_loss", "cell_embeddings",
+    "TrainLog", "seeded", "train_epochs", "warmup_cosine", "masked_pretrain", "masked_value_loss", "masked_step_seconds",
+    "cell_embeddings",
     "as_tensor", "PRECISIONS", "autocast",
 ]
 
@@ -397,6 +398,72 @@ def masked_value_loss(
     if not n_hidden:
         return pred.sum() * 0.0, 0.0
     return ((pred - torch.nan_to_num(tok.values)) ** 2)[hide].mean(), float(n_hidden)
+
+
+def masked_step_seconds(
+    model: TokenTransformer,
+    xb: torch.Tensor,
+    *,
+    steps: int = 3,
+    warmup_steps: int = 1,
+    mask_ratio: float = 0.4,
+    generator: torch.Generator,
+    lr: float = 1e-4,
+) -> float:
+    """Seconds per masked-value pretraining step of ``model`` on one batch, timed through
+    :func:`train_epochs` (the loop every pretraining runs: forward, loss, backward, clipping,
+    AdamW and the schedule).
+
+    ``warmup_steps + steps`` steps run on ``xb`` (every step the same rows, in a shuffled
+    order); the ``warmup_steps`` first are not timed, and the median of the others is
+    returned. On CUDA every step is timed to its synchronisation. The model's weights change:
+    give it a throwaway copy.
+
+    Parameters
+    ----------
+    model
+        The backbone, on the device of ``xb``.
+    xb
+        ``(B, M)`` float batch (NaN = missing).
+    steps, warmup_steps
+        Timed steps (≥ 1) and untimed steps before them (≥ 0).
+    mask_ratio
+        Share of tokens hidden per step.
+    generator
+        Seeds the row order and the masks.
+    lr
+        Peak AdamW learning rate.
+
+    Returns
+    -------
+    float
+        The median seconds per step.
+
+    Raises
+    ------
+    ValueError
+        ``steps`` < 1, ``warmup_steps`` < 0 or an empty batch.
+    """
+    if steps < 1 or warmup_steps < 0 or xb.shape[0] < 1:
+        raise ValueError(f"masked_step_seconds: expected steps >= 1, warmup_steps >= 0 and a non-empty batch, got "
+                         f"steps={steps}, warmup_steps={warmup_steps}, {xb.shape[0]} rows")
+    dec = ValueDecoder(model.config.d_model).to(device=xb.device, dtype=next(model.parameters()).dtype)
+    on_cuda = xb.device.type == "cuda"
+    starts: list[float] = []
+
+    def step(bi: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+        if on_cuda:  # the previous step's kernels end before its time does
+            torch.cuda.synchronize(xb.device)
+        starts.append(time.perf_counter())
+        return masked_value_loss(model, dec, xb[bi], mask_ratio=mask_ratio, generator=generator, rows=rows)
+
+    n = xb.shape[0]
+    train_epochs(list(model.parameters()) + list(dec.parameters()), step, n, epochs=warmup_steps + steps,
+                 batch_size=n, lr=lr, generator=generator, modules=[model, dec])
+    if on_cuda:
+        torch.cuda.synchronize(xb.device)
+    starts.append(time.perf_counter())
+    return float(np.median(np.diff(starts)[warmup_steps:]))
 
 
 @torch.no_grad()

@@ -66,3 +66,26 @@ def test_the_earlier_module_name_warns_and_gives_the_same_functions() -> None:
     with pytest.warns(FutureWarning, match="cape_pipeline.models.loops"):
         old = importlib.import_module("cape_pipeline.models.training")
     assert old.train_epochs is train_epochs
+
+
+def test_masked_step_seconds_times_the_steps_of_train_epochs(monkeypatch) -> None:
+    """The timed steps are train_epochs' steps: warm-up + timed steps in all, one batch each."""
+    import numpy as np
+
+    from cape_pipeline.models import build_backbone, loops
+
+    calls = []
+    real = loops.train_epochs
+
+    def spy(params, step, n, **kw):
+        calls.append((n, kw["epochs"], kw["batch_size"]))
+        return real(params, step, n, **kw)
+
+    monkeypatch.setattr(loops, "train_epochs", spy)
+    model = build_backbone("scgpt", {"d_model": 16, "n_heads": 2, "n_layers": 1, "max_tokens": 8}, n_features=12,
+                           pe="none")
+    xb = torch.as_tensor(np.random.default_rng(0).gamma(1.0, 1.0, (6, 12)), dtype=torch.float32)
+    sec = loops.masked_step_seconds(model, xb, steps=2, warmup_steps=1, generator=torch.Generator().manual_seed(0))
+    assert sec > 0 and calls == [(6, 3, 6)]
+    with pytest.raises(ValueError, match="steps"):
+        loops.masked_step_seconds(model, xb, steps=0, generator=torch.Generator())

@@ -194,3 +194,24 @@ def test_calibration_times_the_step_on_the_training_device(device) -> None:
     plan = estimate(plan, sec)
     plan.step_device = device
     assert f"measured here ({device})" in "\n".join(plan_lines(plan))
+
+
+def test_calibration_times_steps_of_the_tasks_training_loop(monkeypatch) -> None:
+    """calibrate runs no loop of its own: one warm-up and ``steps`` timed steps of train_epochs on
+    one seeded batch of ``batch_size`` cells."""
+    from cape_pipeline.models import build_backbone, loops
+    from cape_pipeline.pipeline.plan import calibrate
+
+    calls = []
+    real = loops.train_epochs
+
+    def spy(params, step, n, **kw):
+        calls.append((n, kw["epochs"], kw["batch_size"]))
+        return real(params, step, n, **kw)
+
+    monkeypatch.setattr(loops, "train_epochs", spy)
+    x = np.random.default_rng(0).gamma(1.0, 1.0, size=(64, 40)).astype(np.float32)
+    model = build_backbone("scgpt", {"d_model": 16, "n_heads": 2, "n_layers": 1, "max_tokens": 16}, n_features=40,
+                           pe="none")
+    assert calibrate(model, x, batch_size=16, steps=2) > 0
+    assert calls == [(16, 3, 16)]
