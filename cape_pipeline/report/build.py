@@ -278,7 +278,7 @@ def build_report(
             "quality": enc.params.get("quality"),
         },
         "training": {
-            "tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results),
+            "tasks": train.tasks, "arms": train.arms, "d_model": train.d_model, "runs": len(train.results),
             "init": getattr(train, "init", None), "plan": getattr(train, "plan", None),
         },
         "hubs": hub_rows(enc),
@@ -345,13 +345,13 @@ def _comparison(train: Any) -> dict[str, Any]:
     ``differences`` (the lead arm) and ``arms`` (every arm) carry one interval per quantity
     (:func:`~cape_pipeline.report.power.adjust_family`): on each arm's main metrics the
     Bonferroni-adjusted one the verdict reads, on the others the unadjusted 95 % one."""
-    arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
-    base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
+    arm = "cape" if "cape" in train.arms else (train.arms[0] if train.arms else "cape")
+    base = "default" if "default" in train.arms else next((p for p in train.arms if p != arm), "default")
     diffs = adjust_family(paired_differences(train.results, arm, base)) if arm != base else []
     prim = [r for r in diffs if _is_primary(r)]
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
-        if r.params.get("pe") != train.pes[0]:
+        if r.params.get("pe") != train.arms[0]:
             continue
         for k, v in r.metrics.items():
             if k.startswith("reference_"):
@@ -458,7 +458,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 "",
             ]
         lines += [
-            f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} results (task × arm × seed). Mean ± sd over seeds "
+            f"Backbone width D = {t['d_model']}; arms {', '.join(t.get('arms', t.get('pes', [])))}; {t['runs']} results (task × arm × seed). Mean ± sd over seeds "
             "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",
             "",
         ]

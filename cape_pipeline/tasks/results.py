@@ -4,6 +4,7 @@ loaded as a directory."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ class TrainOutput:
     ----------
     results
         The runs.
-    tasks, pes
-        The tasks run and the arms (PE names, ``NAME/no-id`` without the feature identity).
+    tasks, arms
+        The tasks run and the arms (:class:`~cape_pipeline.tasks.arms.Arm` strings: PE names,
+        ``NAME/no-id`` without the feature identity, ``@ATTENTION``). ``pes`` is the earlier
+        name of ``arms`` (an attribute that warns with a :class:`FutureWarning`).
     d_model
         Model width D of every run.
     encodings_dir
@@ -44,7 +47,7 @@ class TrainOutput:
 
     results: list[Any]
     tasks: list[str]
-    pes: list[str]
+    arms: list[str]
     d_model: int
     encodings_dir: str | None = None
     init: dict[str, Any] | None = None
@@ -84,14 +87,16 @@ class TrainOutput:
         if arrays:
             with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
-        doc = {"tasks": self.tasks, "pes": self.pes, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
+        doc = {"tasks": self.tasks, "arms": self.arms, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
                "init": self.init, "plan": self.plan, "runs": runs}
         with atomic_path(d / RESULTS) as tmp:
             tmp.write_text(json.dumps(doc, indent=1, default=str))
 
     @classmethod
     def load(cls, d: Path) -> TrainOutput:
-        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one)."""
+        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one).
+        A ``results.json`` written before the arms were called so names them ``pes``; it is read
+        the same way."""
         doc = json.loads((d / RESULTS).read_text())
         arrays: dict[str, np.ndarray] = {}
         if (d / "embeddings.npz").is_file():
@@ -115,6 +120,13 @@ class TrainOutput:
                 )
             )
         return cls(
-            results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
+            results=results, tasks=doc["tasks"], arms=doc["arms"] if "arms" in doc else doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
             init=doc.get("init"), plan=doc.get("plan"),
         )
+
+    @property
+    def pes(self) -> list[str]:
+        """Earlier name of :attr:`arms` (warns with a :class:`FutureWarning`)."""
+        warnings.warn("TrainOutput.pes is now TrainOutput.arms; the earlier name will be removed", FutureWarning,
+                      stacklevel=2)
+        return self.arms

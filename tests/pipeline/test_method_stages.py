@@ -94,7 +94,7 @@ def test_train_and_evaluate_report(tmp_path):
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN, out=out)
     assert [rec.stage for rec in r.records][-2:] == ["train", "evaluate"]
     train = r.output("train")
-    assert train.tasks == ["annotation", "clustering"] and train.pes == ["cape", "default", "none/no-id"]
+    assert train.tasks == ["annotation", "clustering"] and train.arms == ["cape", "default", "none/no-id"]
     assert train.d_model == 8  # 2 * d of the encodings
     assert len(train.results) == 2 * 3 * 2  # tasks × arms × seeds
     nid = [res for res in train.results if res.params["pe"] == "none/no-id"]
@@ -146,7 +146,7 @@ def test_train_and_evaluate_report(tmp_path):
             "evaluate": {"umap": False}}
     r3 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     assert [rec.cached for rec in r3.records] == [True] * 5 + [False, False]
-    assert r3.output("train").pes == ["cape"]
+    assert r3.output("train").arms == ["cape"]
     train_rec = next(rec for rec in r3.records if rec.stage == "train")
     assert (train_rec.path / "results.json").is_file() and not (train_rec.path / "models").exists()  # save_models=False
     first_train = next(rec for rec in r.records if rec.stage == "train")
@@ -199,7 +199,7 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
                     "fingerprint": "f"},
            "dag": {"method": "cape", "n_edges": 0, "n_cycle_edges_dropped": 0, "metrics_vs_truth": None},
            "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.0, "spearman_norm_vs_neg_pagerank": float("nan")},
-           "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
+           "training": {"tasks": [], "arms": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
            "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
     md = render_markdown(doc)
     assert "The DAG is empty" in md and "The angles are nearly zero" not in md  # no max_abs_angle given
@@ -227,7 +227,7 @@ def test_peer_arms_get_the_graph_and_the_points(tmp_path):
                                     "tasks": ["annotation"]}, "evaluate": {"umap": False}}
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     train = r.output("train")
-    assert train.pes == ["cape", "ape-tree", "cape@riemann"]
+    assert train.arms == ["cape", "ape-tree", "cape@riemann"]
     models = {res.params["pe"]: res.model for res in train.results}
     enc = r.output("encode").encodings
     parent, _ = spanning_forest(enc.graph.adjacency)

@@ -33,7 +33,7 @@ def test_pbmc_fine_tunes_from_the_checkpoint_end_to_end(tmp_path):
         "checkpoint": str(CKPT), "n_genes_used": 47, "n_genes_dropped": 765 - 47,
         "dropped_examples": train.init["dropped_examples"],
     }
-    assert train.d_model == 32 and train.pes == ["cape", "none"]
+    assert train.d_model == 32 and train.arms == ["cape", "none"]
     # the fine-tuned backbone holds the checkpoint's sizes and started from its weights
     model = train.results[0].model.backbone
     assert model.config.norm_scheme == "post" and model.n_features == 47

@@ -53,7 +53,7 @@ def _train_output():
     curves = {"pretrain_loss": [1.0, 0.8], "finetune_loss": [0.7, 0.5, 0.4], "val_score": [-0.6, -0.5, -0.45]}
     res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"pe": pe, "seed": 0})
            for pe in ("cape", "default")]
-    return TrainOutput(results=res, tasks=["annotation"], pes=["cape", "default"], d_model=8)
+    return TrainOutput(results=res, tasks=["annotation"], arms=["cape", "default"], d_model=8)
 
 
 def test_training_curves_in_panels_and_confusion_with_counts():

@@ -80,7 +80,7 @@ def test_report_lists_every_arm_and_draws_the_forest():
     from cape_pipeline.report.lead import difference_lines
 
     res = _results()
-    train = SimpleNamespace(results=res, pes=["cape", "default", "cape-learned-scale", "none/no-id"])
+    train = SimpleNamespace(results=res, arms=["cape", "default", "cape-learned-scale", "none/no-id"])
     comp = _comparison(train)
     assert comp["arm"] == "cape" and {r["arm"] for r in comp["arms"]} == {"cape", "cape-learned-scale", "none/no-id"}
     lines = difference_lines({"comparison": comp})
@@ -92,7 +92,7 @@ def test_report_lists_every_arm_and_draws_the_forest():
         "".join(t.get_text() for t in ax.get_yticklabels())
     plt.close(fig)
     assert forest_plot([]) is None
-    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], pes=["cape", "default"])
+    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], arms=["cape", "default"])
     rows = [ln for ln in difference_lines({"comparison": _comparison(one)}) if ln.startswith("| cape |")]
     assert len(rows) == 1 and "| **accuracy** |" in rows[0]  # one arm: its row alone
 
@@ -105,7 +105,7 @@ def test_report_line_on_how_much_the_models_use_their_angles():
     abl = {"embedding_change": 0.03, "prediction_change": 0.004, "probability_change": 0.01,
            "angle_abs_median": 0.07, "angle_abs_max": 0.4, "zero_angle_share": 0.0}
     res[1].params["angle_ablation"] = abl  # the cape run of seed 0
-    comp = _comparison(SimpleNamespace(results=res, pes=["cape", "default"]))
+    comp = _comparison(SimpleNamespace(results=res, arms=["cape", "default"]))
     assert comp["angle_use"] == {"cape": abl}
     (line,) = [ln for ln in angle_use_lines(comp) if ln]
     assert "`cape`: embeddings 3.0 %, labels 0.40 %" in line and "barely uses its angles" in line

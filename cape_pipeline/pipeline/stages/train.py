@@ -96,7 +96,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     label_key = cfg.label_key or next(iter(adata.uns.get("cape_ingest", {}).get("label_columns") or []), None)
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
     device = init_from_env(str(resolve_device(cfg.device)))
-    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    arms = cfg.arms
     x_all = dense_x(adata) if "annotation" in tasks and "clustering" in tasks else None
     plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all,
                       device=device)
@@ -105,7 +105,7 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     results = compare_arms(adata, positions, cfg, tasks, d_model=d_model, label_key=label_key, device=device,
                            x=x_all, progress=ctx.progress, source=ctx.source)
     return TrainOutput(
-        results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
+        results=results, tasks=tasks, arms=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
         plan={**plan.to_dict(), "step1_blind": blind},
     )
 
@@ -125,7 +125,7 @@ def _train_export(artifact: Path, out: Path) -> list[Path]:
 
 
 def _train_summary(out: TrainOutput) -> dict[str, Any]:
-    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "pes": ",".join(out.pes)}
+    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "arms": ",".join(out.arms)}
 
 
 STAGE = Stage(
