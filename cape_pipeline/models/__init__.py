@@ -45,10 +45,12 @@ from cape_pipeline.models.backbones.scgpt import ScGPT
 from cape_pipeline.models.backbones.tokens import TokenBatch
 from cape_pipeline.models.pe import (
     ANGLE_PES,
+    PE_ALIASES,
     PE_NAMES,
     ROTARY_PES,
     build_pe,
     coexpression_embedding,
+    resolve_pe,
 )
 from cape_pipeline.models.scgpt_import.checkpoint import (
     SCGPT_CHECKPOINT_PES,
@@ -71,6 +73,8 @@ __all__ = [
     "MethylGPT",
     "MethylGPTConfig",
     "PE_NAMES",
+    "PE_ALIASES",
+    "resolve_pe",
     "PRESETS",
     "ROTARY_PES",
     "RegressionHead",

@@ -22,7 +22,7 @@ from cape_pipeline.models import (
 )
 from cape_pipeline.models.backbones.blocks import TokenTransformer
 from cape_pipeline.models.loops import PRECISIONS
-from cape_pipeline.models.pe import check_angles, coexpression_embedding
+from cape_pipeline.models.pe import check_angles, coexpression_embedding, resolve_pe
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
 
 __all__ = [
@@ -313,7 +313,7 @@ def check_pe_inputs(pe: str, angles: Any, n_vars: int, attention: str = "dot") -
     """
     from cape_pipeline.models.attention import ATTENTIONS
 
-    if pe not in PE_NAMES:
+    if resolve_pe(pe) not in PE_NAMES:  # the backbone takes an earlier name (``default``) itself
         raise CapeConfigError(f"pe {pe!r} unknown; expected one of {list(PE_NAMES)}")
     if attention not in ATTENTIONS:
         raise CapeConfigError(f"attention {attention!r} unknown; expected one of {sorted(ATTENTIONS)}")

@@ -29,10 +29,10 @@ class TrainConfig:
 
     Every arm in ``(arm, *compare)`` is trained with the same backbone size, budget and seeds.
     By default the main job answers "does CAPE help on this data?": ``cape`` against the
-    backbone's ``default`` (its native feature identity alone, the same model without the
+    backbone's ``none`` (its native feature identity alone, no PE: the same model without the
     rotary angles) and ``none/no-id`` (no identity, no PE: a control that shows how much the
     identity itself carries), over 3 seeds, and the report leads with the paired difference
-    cape − default.
+    cape − none.
 
     Attributes
     ----------
@@ -48,15 +48,16 @@ class TrainConfig:
         identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
         the PE replaces the identity); a suffix ``@ATTENTION`` picks the attention of that arm
         (``cape@cone-umbral``; default ``dot``). Earlier name: ``pe`` (``--set train.pe=``,
-        ``TrainConfig(pe=...)``, the attribute ``.pe``), taken with a :class:`FutureWarning`.
+        ``TrainConfig(pe=...)``, the attribute ``.pe``), taken with a :class:`FutureWarning`;
+        so is ``default``, the earlier name of the arm ``none``, in ``arm`` and ``compare``.
     compare
-        The arms trained beside ``arm``, same budget and seeds (default ``default``, the
-        backbone's identity alone, and ``none/no-id``, no identity and no PE); ``none`` with
-        the identity is the same model as ``default``. CLI: ``--compare arm=cape,default`` or
+        The arms trained beside ``arm``, same budget and seeds (default ``none``, the
+        backbone's identity alone, and ``none/no-id``, no identity and no PE). CLI:
+        ``--compare arm=cape,none`` or
         ``--compare attention=dot,cone-umbral``.
     n_seeds
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
-        one seed) and the paired differences against ``default`` get a 95 % t-interval. With the
+        one seed) and the paired differences against ``none`` get a 95 % t-interval. With the
         perturbation task each seed draws its own test split, and Step I leaves out the cells of
         all of them (``discover.held_out_split``): more seeds leave it fewer perturbations, and a
         change of ``seed`` or ``n_seeds`` reruns Steps I–III.
@@ -121,7 +122,7 @@ class TrainConfig:
     tasks: tuple[str, ...] | None = None
     backbone: str = "scgpt"
     arm: str = "cape"
-    compare: tuple[str, ...] = ("default", "none/no-id")
+    compare: tuple[str, ...] = ("none", "none/no-id")
     n_seeds: int = 3
     d_model: int | None = None
     n_layers: int | None = None
@@ -155,6 +156,9 @@ class TrainConfig:
             raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
         if self.n_seeds < 1:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
+        # the earlier PE name ``default`` becomes ``none`` (a FutureWarning), so results say none
+        object.__setattr__(self, "arm", Arm.current(self.arm))
+        object.__setattr__(self, "compare", tuple(Arm.current(a) for a in self.compare))
         for arm in self.arms:
             Arm.parse(arm)
         check_device(self.device, "train.device")

@@ -17,7 +17,7 @@ def _plan(n: int, m: int = 50, **task) -> TrainPlan:
     x = np.where(rng.random((n, m)) < 0.3, rng.gamma(2.0, 1.0, (n, m)), 0.0).astype(np.float32)
     cfgs = {t: resolve_config(TASK_CONFIGS[t], {"model": {"d_model": 32, "max_tokens": 8}, **task})
             for t in ("annotation", "clustering")}
-    return plan_train(x, tasks=["annotation", "clustering"], arms=["cape", "default"], seeds=[0, 1, 2],
+    return plan_train(x, tasks=["annotation", "clustering"], arms=["cape", "none"], seeds=[0, 1, 2],
                       task_cfgs=cfgs, model_cfg=model_config("scgpt", cfgs["annotation"]))
 
 
@@ -34,7 +34,7 @@ def test_plan_counts_the_work_and_says_when_the_budget_subsamples() -> None:
     est = estimate(big, 0.1)
     assert est.seconds_max == pytest.approx(6 * ((600 + 1000) * 0.1 + est.forward_cells * 0.1 / 32 / 3))
     text = "\n".join(plan_lines(est))
-    assert "2 arms (cape, default) × 3 seeds = 6 runs" in text and "subsampled" in text and "about" in text
+    assert "2 arms (cape, none) × 3 seeds = 6 runs" in text and "subsampled" in text and "about" in text
 
 
 def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
@@ -88,7 +88,7 @@ def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
     code = main(["run", "krumsiek11", "--dry-run", "--workdir", str(tmp_path / "w"), "--set", "train.n_heads=2"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "Step I (discover" in out and "train plan: 3 arms (cape, default, none/no-id) × 3 seeds = 9 runs" in out
+    assert "Step I (discover" in out and "train plan: 3 arms (cape, none, none/no-id) × 3 seeds = 9 runs" in out
     assert "estimate:" in out and "ms per step measured here" in out
     assert sorted(p.name for p in (tmp_path / "w").iterdir() if not p.name.startswith(".")) == ["ingest", "preprocess"]
     assert main(["run", "krumsiek11", "--dry-run", "--until", "train", "--workdir", str(tmp_path / "w")]) == 2
@@ -133,9 +133,9 @@ def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
     doc = {
         "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},
         "training": {"runs": 6}, "timings_s": {},
-        "comparison": {"arm": "cape", "baseline": "default"},
-        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "default")]
-        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("default", 0.7))],
+        "comparison": {"arm": "cape", "baseline": "none"},
+        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
+        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
     }
     text = "\n".join(run_lines(doc))
     assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text

@@ -14,7 +14,7 @@ def _runs(deltas: list[float], task: str = "annotation", metric: str = "macro_f1
     for seed, d in enumerate(deltas):
         base = 0.5 + 0.1 * seed  # the split moves both arms together
         out.append(TaskResult(task, {metric: base + d, f"reference_{metric}": 0.6}, params={"pe": "cape", "seed": seed}))
-        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "default", "seed": seed}))
+        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "none", "seed": seed}))
     return out
 
 
@@ -56,7 +56,7 @@ def test_verdict_adjusts_for_several_main_metrics():
     for seed, (d_f1, d_acc) in enumerate([(0.030, 0.0), (0.050, 0.01), (0.045, -0.01)]):
         base = 0.5 + 0.1 * seed
         runs.append(TaskResult("annotation", {"macro_f1": base + d_f1, "accuracy": base + d_acc}, params={"pe": "cape", "seed": seed}))
-        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "default", "seed": seed}))
+        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "none", "seed": seed}))
     alone = {r["metric"]: r for r in paired_differences(runs)}
     assert alone["macro_f1"]["verdict"] == "better"  # its own 95 % interval excludes 0
     adj = {r["metric"]: r for r in primary_differences(runs)}

@@ -64,3 +64,17 @@ def test_results_written_with_the_earlier_name_still_load(tmp_path) -> None:
     (tmp_path / "results.json").write_text(json.dumps(doc))
     old = TrainOutput.load(tmp_path)
     assert old.arms == ["cape", "none"] and [r.metrics["accuracy"] for r in old.results] == [0.5, 0.6]
+
+
+def test_the_arm_default_is_none_by_its_earlier_name() -> None:
+    from cape_pipeline.tasks.arms import Arm
+
+    assert TrainConfig().compare == ("none", "none/no-id")
+    with pytest.warns(FutureWarning, match="'default' is now called 'none'"):
+        assert Arm.parse("default@cone-umbral") == Arm("none", identity=True, attention="cone-umbral")
+    with pytest.warns(FutureWarning):  # the earlier name kept the identity even with /no-id
+        assert Arm.parse("default/no-id") == Arm("none", identity=True)
+    with pytest.warns(FutureWarning):
+        cfg = TrainConfig(arm="default", compare=("cape", "default/no-id", "none/no-id"))
+    assert cfg.arm == "none" and cfg.compare == ("cape", "none", "none/no-id") and cfg.arms == ["none", "cape", "none/no-id"]
+    assert Arm.current("cape/no-id@dot") == "cape/no-id@dot"  # other arms are left as written
