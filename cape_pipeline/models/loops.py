@@ -78,7 +78,7 @@ class TrainLog:
 
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Seed torch's global RNG inside the block (model init, dropout) and restore it after."""
+    """Seed torch's global RNG inside the block (model initialization, dropout) and restore it after."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield

@@ -279,7 +279,7 @@ def build_report(
         },
         "training": {
             "tasks": train.tasks, "arms": train.arms, "d_model": train.d_model, "runs": len(train.results),
-            "init": getattr(train, "init", None), "plan": getattr(train, "plan", None),
+            "checkpoint_genes": getattr(train, "checkpoint_genes", None), "plan": getattr(train, "plan", None),
         },
         "hubs": hub_rows(enc),
         "comparison": _comparison(train),
@@ -451,8 +451,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if not doc["metrics"]:
         lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
     else:
-        if t.get("init"):
-            i = t["init"]
+        if t.get("checkpoint_genes") or t.get("init"):  # ``init``: a report of an earlier version
+            i = t.get("checkpoint_genes") or t["init"]
             lines += [
                 f"Every arm starts from the scGPT checkpoint `{i['checkpoint']}`: {i['n_genes_used']} genes in its "
                 f"vocabulary are used, {i['n_genes_dropped']} are not and were dropped"

@@ -185,10 +185,10 @@ def _deprecated_pe(self: TrainConfig) -> str:
     return self.arm
 
 
-def _taking_pe(init: Any) -> Any:
+def _taking_pe(dataclass_init: Any) -> Any:
     """``TrainConfig.__init__`` that also takes the earlier keyword ``pe`` of ``arm`` (warning)."""
 
-    @functools.wraps(init)
+    @functools.wraps(dataclass_init)
     def __init__(self: TrainConfig, *args: Any, pe: str | None = None, **kwargs: Any) -> None:
         if pe is not None:
             if "arm" in kwargs:
@@ -196,7 +196,7 @@ def _taking_pe(init: Any) -> Any:
             warnings.warn("TrainConfig(pe=...) is now TrainConfig(arm=...); the earlier name will be removed",
                           FutureWarning, stacklevel=2)
             kwargs["arm"] = pe
-        init(self, *args, **kwargs)
+        dataclass_init(self, *args, **kwargs)
 
     return __init__
 

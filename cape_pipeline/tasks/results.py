@@ -36,9 +36,10 @@ class TrainOutput:
         Model width D of every run.
     encodings_dir
         The ready encodings directory the runs used, or None (the pipeline's own Step III).
-    init
+    checkpoint_genes
         With a scGPT checkpoint as the start (``train.init``): ``checkpoint``, ``n_genes_used``,
         ``n_genes_dropped`` (genes not in its vocabulary) and ``dropped_examples``; else None.
+        ``init`` is its earlier name (an attribute that warns with a :class:`FutureWarning`).
     plan
         What the stage planned and estimated before training
         (:meth:`cape_pipeline.pipeline.plan.TrainPlan.to_dict`) and ``step1_blind`` (whether Step I
@@ -50,7 +51,7 @@ class TrainOutput:
     arms: list[str]
     d_model: int
     encodings_dir: str | None = None
-    init: dict[str, Any] | None = None
+    checkpoint_genes: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
 
     def save(self, d: Path) -> None:
@@ -88,15 +89,16 @@ class TrainOutput:
             with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
         doc = {"tasks": self.tasks, "arms": self.arms, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
-               "init": self.init, "plan": self.plan, "runs": runs}
+               "checkpoint_genes": self.checkpoint_genes, "plan": self.plan,
+               "runs": runs}
         with atomic_path(d / RESULTS) as tmp:
             tmp.write_text(json.dumps(doc, indent=1, default=str))
 
     @classmethod
     def load(cls, d: Path) -> TrainOutput:
         """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one).
-        A ``results.json`` written before the arms were called so names them ``pes``; it is read
-        the same way."""
+        A ``results.json`` of an earlier version names the arms ``pes`` and the checkpoint's
+        genes ``init``; it is read the same way."""
         doc = json.loads((d / RESULTS).read_text())
         arrays: dict[str, np.ndarray] = {}
         if (d / "embeddings.npz").is_file():
@@ -121,7 +123,8 @@ class TrainOutput:
             )
         return cls(
             results=results, tasks=doc["tasks"], arms=doc["arms"] if "arms" in doc else doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
-            init=doc.get("init"), plan=doc.get("plan"),
+            checkpoint_genes=doc["checkpoint_genes"] if "checkpoint_genes" in doc else doc.get("init"),
+            plan=doc.get("plan"),
         )
 
     @property
@@ -130,3 +133,10 @@ class TrainOutput:
         warnings.warn("TrainOutput.pes is now TrainOutput.arms; the earlier name will be removed", FutureWarning,
                       stacklevel=2)
         return self.arms
+
+    @property
+    def init(self) -> dict[str, Any] | None:
+        """Earlier name of :attr:`checkpoint_genes` (warns with a :class:`FutureWarning`)."""
+        warnings.warn("TrainOutput.init is now TrainOutput.checkpoint_genes; the earlier name will be removed",
+                      FutureWarning, stacklevel=2)
+        return self.checkpoint_genes

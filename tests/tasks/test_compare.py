@@ -78,3 +78,17 @@ def test_the_arm_default_is_none_by_its_earlier_name() -> None:
         cfg = TrainConfig(arm="default", compare=("cape", "default/no-id", "none/no-id"))
     assert cfg.arm == "none" and cfg.compare == ("cape", "none", "none/no-id") and cfg.arms == ["none", "cape", "none/no-id"]
     assert Arm.current("cape/no-id@dot") == "cape/no-id@dot"  # other arms are left as written
+
+
+def test_checkpoint_genes_are_stored_and_init_reads_them_with_a_warning(tmp_path) -> None:
+    genes = {"checkpoint": "/ckpt", "n_genes_used": 3, "n_genes_dropped": 1, "dropped_examples": ["G9"]}
+    out = _output()
+    out.checkpoint_genes = genes
+    out.save(tmp_path)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["checkpoint_genes"] == genes and "init" not in doc
+    with pytest.warns(FutureWarning, match="checkpoint_genes"):
+        assert out.init == genes
+    doc["init"] = doc.pop("checkpoint_genes")  # a results directory of an earlier version
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    assert TrainOutput.load(tmp_path).checkpoint_genes == genes

@@ -33,9 +33,11 @@ name                   what it does                                             
 ``cape-additive``      add Linear(e) (w/o-rotary ablation, any angle width d_e)        yes
 ``static-absolute``    add fixed per-feature vectors (co-expression SVD, gene2vec      yes
                        stand-in; Eq. F.107)
-``trainable-absolute`` add a learned per-feature table, N(0, 1) init (scGPT, F.109)    yes
+``trainable-absolute`` add a learned per-feature table drawn from N(0, 1) (scGPT,     yes
+                       F.109)
 ``trainable-relative`` learned bias from the signed index distance (Eq. F.110)         no
-``learned-small-norm`` learned N(0, σ²)-init table × learned scale σ (paper 004)   yes
+``learned-small-norm`` learned table drawn from N(0, σ²) × learned scale σ (paper   yes
+                       004)
 ``rank-value``         Geneformer: add a learned vector of the token's rank by value /  no
                        non-zero training median (:mod:`.rank_value`)
 ``ape-tree``           paper 002: orthogonal maps A_m of each feature's path in the   no
@@ -179,7 +181,7 @@ class StaticAbsolutePE(PositionalEncoding):
 
 
 class TrainableAbsolutePE(PositionalEncoding):
-    """A learned per-feature table, ``nn.Embedding`` init N(0, 1) (scGPT's gene tokens, F.109)."""
+    """A learned per-feature table drawn from N(0, 1) like ``nn.Embedding`` (scGPT's gene tokens, F.109)."""
 
     name = "trainable-absolute"
 
@@ -193,7 +195,7 @@ class TrainableAbsolutePE(PositionalEncoding):
 
 
 class LearnedSmallNormPE(TrainableAbsolutePE):
-    """e^g·P, P trained from N(0, σ₀²) (paper 004 Sec. 3.1), σ = σ₀e^g learned via g (init 0)."""
+    """e^g·P, P trained from N(0, σ₀²) (paper 004 Sec. 3.1), σ = σ₀e^g learned via g (g starts at 0)."""
 
     name = "learned-small-norm"
 
