@@ -358,10 +358,9 @@ def from_scgpt(
     path
         The checkpoint directory.
     pe
-        One of :data:`SCGPT_CHECKPOINT_PES`: ``"none"`` (scGPT as released; its earlier name
-        ``"default"`` is taken with a :class:`FutureWarning`),
-        ``"cape"`` (rotary q/k per head in every layer) or ``"cape-input"`` (rotate the input
-        embedding once).
+        One of :data:`SCGPT_CHECKPOINT_PES`: ``"none"`` (scGPT as released; ``"default"``, its
+        earlier name, warns), ``"cape"`` (rotary q/k per head in every layer) or ``"cape-input"``
+        (rotate the input embedding once).
     angles
         For ``cape``/``cape-input``: a pandas DataFrame indexed by gene name with D/2 numeric
         columns (radians), or a :class:`cape_pipeline.encodings.CapeEncodings`
