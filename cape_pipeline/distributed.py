@@ -1,13 +1,13 @@
 """Data-parallel training over several processes (``torchrun``) with torch's DistributedDataParallel.
 
 A base-layer module (torch only): the transformers' loop
-(:func:`cape_pipeline.models.training.train_epochs`) and Step I's low-rank solver
+(:func:`cape_pipeline.models.loops.train_epochs`) and Step I's low-rank solver
 (:func:`cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`) both use it.
 
 Launched by ``torchrun --nproc_per_node=K …`` (which sets ``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK`` and the rendezvous address), :func:`init_from_env` opens the process group:
 ``nccl`` when the process's device is a GPU, ``gloo`` on CPUs. Then
-:func:`~cape_pipeline.models.training.train_epochs` splits every mini-batch across the ranks:
+:func:`~cape_pipeline.models.loops.train_epochs` splits every mini-batch across the ranks:
 
 * every rank holds the same model (rank 0's initial weights are broadcast) and draws the same
   batch order, masks and control cells (the generators are seeded alike and consume the same

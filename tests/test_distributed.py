@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from cape_pipeline.distributed import local_device, shard, world
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import build_backbone
-from cape_pipeline.models.training import masked_pretrain, seeded
+from cape_pipeline.models.loops import masked_pretrain, seeded
 from cape_pipeline.tasks import run_task, simulate_perturbation_data
 
 #: see the module docstring: float64 rounding, amplified by ≤ 10⁵ over the fit
@@ -49,7 +49,7 @@ def _pretrain() -> dict[str, torch.Tensor]:
     test_two_processes_pretrain_the_same_model_as_one)."""
     x = torch.as_tensor(_data()).double()
     with seeded(0):
-        model = build_backbone("scgpt", {**CFG, "max_tokens": 8}, n_features=12, pe="default").double()
+        model = build_backbone("scgpt", {**CFG, "max_tokens": 8}, n_features=12, pe="none").double()
         model.fit_data(x.numpy())
         _, log = masked_pretrain(
             model, x, epochs=3, batch_size=16, lr=3e-3, mask_ratio=0.4, generator=torch.Generator().manual_seed(1)
@@ -59,7 +59,7 @@ def _pretrain() -> dict[str, torch.Tensor]:
 
 def _perturbation() -> dict[str, float]:
     adata = simulate_perturbation_data(n_genes=12, n_single=4, n_double=2, n_ctrl=60, cells_per_condition=6, seed=0)
-    res = run_task("perturbation", adata, pe="default", config=PERT, seed=0)
+    res = run_task("perturbation", adata, pe="none", config=PERT, seed=0)
     return {k: float(v) for k, v in res.metrics.items()}
 
 
@@ -152,7 +152,7 @@ def test_two_processes_pretrain_the_same_model_as_one(two_ranks):
         # Adam's steps from its rounding noise are ~1e-8·lr, inside WEIGHT_TOL like every weight
         torch.testing.assert_close(torch.as_tensor(two[k]), one[k], atol=WEIGHT_TOL, rtol=0, msg=k)
     with seeded(0):  # the weights did move away from the initialization, so the check has teeth
-        init = build_backbone("scgpt", {**CFG, "max_tokens": 8}, n_features=12, pe="default").double().state_dict()
+        init = build_backbone("scgpt", {**CFG, "max_tokens": 8}, n_features=12, pe="none").double().state_dict()
     moved = max(float((one[k] - init[k]).abs().max()) for k in init if init[k].is_floating_point())
     assert moved > 1e-2
 

@@ -46,7 +46,7 @@ DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "doc
 
 #: the training budget of the ``results/`` fixture (the command the documents show, made cheap)
 SMALL_RUN = [
-    "--set", "train.n_seeds=1", "--set", "train.compare=[default]", "--set", "train.tasks=[annotation]",
+    "--set", "train.n_seeds=1", "--set", "train.compare=[none]", "--set", "train.tasks=[annotation]",
     "--set", "train.pretrain_epochs=1", "--set", "train.finetune_epochs=2", "--set", "embed.max_epochs=100",
     "--set", "evaluate.umap=false",
 ]

@@ -79,7 +79,7 @@ def main() -> None:
                 ablation.append({"arm": r.params["pe"], "seed": int(r.params["seed"]), **abl})
         rec_train = next(x for x in res.records if x.stage == "train")
         rec = {
-            "variant": name, "encode": encode, "arms": list(train.pes), "seeds": a.seeds,
+            "variant": name, "encode": encode, "arms": list(train.arms), "seeds": a.seeds,
             "angle_quantiles": angle_quantiles(enc.angles),
             "angle_quantiles_off_origin": angle_quantiles(enc.angles, (abs(enc.poincare).max(axis=1) > 0)),
             "runs": runs, "ablation": ablation, "learned_scales": scales,

@@ -316,7 +316,7 @@ def main() -> None:
     if a.dry:
         torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
-    logging.getLogger("cape_pipeline.models.training").setLevel(logging.INFO)  # the loss of every epoch
+    logging.getLogger("cape_pipeline.models.loops").setLevel(logging.INFO)  # the loss of every epoch
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device here (use --dry, or --device cpu)")
     a.out.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ def pe_table(model: Any) -> np.ndarray:
     Raises
     ------
     CapeConfigError
-        If the PE has no per-feature table (``default``, ``none``, ``cape-additive``,
+        If the PE has no per-feature table (``none``, ``cape-additive``,
         ``trainable-relative``).
     """
     pe = getattr(model, "pe", model)

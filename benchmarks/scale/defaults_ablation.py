@@ -2,7 +2,7 @@
 
 Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Steps I–III cached in
 the work directory, so every setting trains on the same angles) with the arms ``cape`` and
-``default`` over seeds 0–2, once per setting, and appends one JSON line per (dataset, setting)
+``none`` (the identity alone; the rows of earlier runs name it ``default``) over seeds 0–2, once per setting, and appends one JSON line per (dataset, setting)
 to ``defaults_ablation.jsonl``: per task, metric and arm the values per seed, the wall time of
 the train stage and the load average. ``defaults_report.py`` turns them into tables.
 
@@ -97,7 +97,7 @@ def main() -> None:
     cache = Path(a.workdir) if a.workdir else work / a.data
     for setting in a.setting:
         parsed = parse_setting(setting)
-        train = {"compare": ["default"], "n_seeds": a.seeds, "save_models": False, **parsed.pop("train", {})}
+        train = {"compare": ["none"], "n_seeds": a.seeds, "save_models": False, **parsed.pop("train", {})}
         overrides = merge(base, {**parsed, "train": train})
         load0 = os.getloadavg()
         t0 = time.perf_counter()

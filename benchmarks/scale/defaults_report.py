@@ -50,13 +50,13 @@ def main() -> None:
               "seed sd beside it)\n")
         cols = [(t, m) for t, ms in METRICS.items() for m in ms if t in ref["metrics"] and m in ref["metrics"][t]]
         print("| setting | D | max_tokens | train stage | load | "
-              + " | ".join(f"{t} {m}: cape / default (Δ cape; sd)" for t, m in cols) + " |")
+              + " | ".join(f"{t} {m}: cape / none (Δ cape; sd)" for t, m in cols) + " |")
         print("|---|---|---|---|---|" + "---|" * len(cols))
         for setting, r in sorted(rows.items(), key=lambda kv: kv[0] != ref_setting):
             cells = []
             for t, m in cols:
                 v = r["metrics"][t][m]
-                c, d = np.array(v["cape"]), np.array(v["default"])
+                c, d = np.array(v["cape"]), np.array(v["none"] if "none" in v else v["default"])  # default: earlier rows
                 rc = np.array(ref["metrics"][t][m]["cape"])
                 sd = max(np.std(c, ddof=1), np.std(rc, ddof=1)) if c.size > 1 else float("nan")
                 delta = "" if r is ref else f" (Δ {c.mean() - rc.mean():+.3f}; sd {sd:.3f})"

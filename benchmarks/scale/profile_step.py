@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from cape_pipeline.models import build_backbone
 from cape_pipeline.models.backbones.heads import ValueDecoder
-from cape_pipeline.models.training import masked_value_loss
+from cape_pipeline.models.loops import masked_value_loss
 
 
 def main() -> None:

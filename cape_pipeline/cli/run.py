@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -122,10 +123,11 @@ CompareOpt = Annotated[
     str | None,
     typer.Option(
         "--compare",
-        help="Train several arms side by side, same budget and seeds: pe=cape,default,none/no-id "
+        help="Train several arms side by side, same budget and seeds: arm=cape,default,none/no-id "
         "(a PE on top of the backbone's gene identity; NAME/no-id without the identity), or "
-        "attention=dot,cone-penumbral,cone-umbral,riemann (the same PE under each attention)",
-        show_default="none: train.pe alone",
+        "attention=dot,cone-penumbral,cone-umbral,riemann (the same PE under each attention); "
+        "pe= is the earlier spelling of arm=",
+        show_default="none: train.arm alone",
     ),
 ]
 
@@ -224,17 +226,26 @@ def _run(
     if compare:
         key, eq, values = compare.partition("=")
         names = [v.strip() for v in values.split(",") if v.strip()]
-        if key.strip() not in ("pe", "attention") or not eq or not names:
+        key = key.strip()
+        if key not in ("arm", "pe", "attention") or not eq or not names:
             raise CapeInputError(
-                f"--compare {compare!r}: expected pe=NAME,NAME,... (e.g. pe=cape,default,none/no-id) "
+                f"--compare {compare!r}: expected arm=NAME,NAME,... (e.g. arm=cape,default,none/no-id) "
                 "or attention=NAME,NAME,... (e.g. attention=dot,cone-penumbral,cone-umbral)"
             )
-        if key.strip() == "attention":  # the same PE under each attention: cape, cape@cone-umbral, ...
+        if key == "pe":
+            warnings.warn("--compare pe=... is now --compare arm=...; the earlier spelling will be removed",
+                          FutureWarning, stacklevel=2)
+        train = overrides.setdefault("train", {})
+        if "pe" in train and "arm" not in train:  # the earlier name of train.arm, replaced below
+            warnings.warn("train.pe is now called train.arm; the earlier name will be removed", FutureWarning,
+                          stacklevel=2)
+            train["arm"] = train.pop("pe")
+        if key == "attention":  # the same PE under each attention: cape, cape@cone-umbral, ...
             from cape_pipeline.tasks.arms import Arm
 
-            arm = Arm.parse(str(overrides.get("train", {}).get("pe", "cape")))
+            arm = Arm.parse(str(train.get("arm", "cape")))
             names = [str(arm.with_attention(a)) for a in names]
-        overrides.setdefault("train", {})["pe"] = names[0]
+        overrides["train"]["arm"] = names[0]
         overrides["train"]["compare"] = names[1:]
     if dry_run:
         if until is not None:

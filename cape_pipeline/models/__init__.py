@@ -10,7 +10,7 @@ Torch modules only (no AnnData), grouped by role:
   on one :class:`TokenTransformer`, their configs, tokens and heads (:func:`build_backbone`);
 - :mod:`~cape_pipeline.models.scgpt_import` — reading released scGPT checkpoints;
 - :mod:`~cape_pipeline.models.positions` (what a PE or attention reads of Steps I–III) and
-  :mod:`~cape_pipeline.models.training` (the training loop).
+  :mod:`~cape_pipeline.models.loops` (the generic training loops).
 
 The AnnData-facing side lives in :mod:`cape_pipeline.tasks`, and with it a trained model
 (:class:`cape_pipeline.tasks.TrainedModel`, read back with :func:`cape_pipeline.tasks.load`):
@@ -45,10 +45,12 @@ from cape_pipeline.models.backbones.scgpt import ScGPT
 from cape_pipeline.models.backbones.tokens import TokenBatch
 from cape_pipeline.models.pe import (
     ANGLE_PES,
+    PE_ALIASES,
     PE_NAMES,
     ROTARY_PES,
     build_pe,
     coexpression_embedding,
+    resolve_pe,
 )
 from cape_pipeline.models.scgpt_import.checkpoint import (
     SCGPT_CHECKPOINT_PES,
@@ -71,6 +73,8 @@ __all__ = [
     "MethylGPT",
     "MethylGPTConfig",
     "PE_NAMES",
+    "PE_ALIASES",
+    "resolve_pe",
     "PRESETS",
     "ROTARY_PES",
     "RegressionHead",

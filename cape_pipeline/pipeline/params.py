@@ -33,7 +33,7 @@ USER_OPTIONS: dict[str, tuple[str, ...]] = {
                  "regression.n_splits", "covariates", "regression.interventions", "device", "seed"),
     "embed": ("dim", "max_epochs", "device", "seed"),
     "encode": ("scale",),
-    "train": ("tasks", "label_key", "backbone", "pe", "n_seeds", "encodings", "device", "seed"),
+    "train": ("tasks", "label_key", "backbone", "arm", "n_seeds", "encodings", "device", "seed"),
     "evaluate": ("umap",),
 }
 """The options a user sets first, per stage, in the order ``cape params`` lists them; every other

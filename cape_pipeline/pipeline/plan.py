@@ -19,7 +19,6 @@ validation and the cell embeddings, priced at a third of a training step per cel
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -181,9 +180,11 @@ def calibrate(
     device: str = "cpu",
 ) -> float:
     """Seconds per training step of ``model`` on batches of ``x``: masked-value pretraining
-    steps (:func:`~cape_pipeline.models.training.masked_value_loss`, backward, AdamW) on a seeded random batch, the median of
-    ``steps`` after one warm-up, on ``device`` (on CUDA each step is timed to its
-    synchronisation). The model is a throwaway copy the caller builds; it is moved to ``device``.
+    steps on a seeded random batch through the tasks' training loop
+    (:func:`~cape_pipeline.models.loops.masked_step_seconds`, which runs
+    :func:`~cape_pipeline.models.loops.train_epochs`), the median of ``steps`` after one
+    warm-up, on ``device`` (on CUDA each step is timed to its synchronisation). The model is a
+    throwaway copy the caller builds; it is moved to ``device``.
 
     A step timed on the host's CPU overestimates a train stage that runs on a GPU several
     times over (``benchmarks/gpu/RESULTS.md``), hence the device.
@@ -195,7 +196,7 @@ def calibrate(
     x
         ``(N, M)`` float32 data.
     batch_size, steps, seed
-        Batch size, timed steps and the seed of the batch choice.
+        Batch size, timed steps and the seed of the batch choice (and of the masks).
     device
         The torch device the train stage trains on.
     mask_ratio
@@ -208,32 +209,14 @@ def calibrate(
     """
     import torch
 
-    from cape_pipeline.models.backbones.heads import ValueDecoder
-    from cape_pipeline.models.training import masked_value_loss
+    from cape_pipeline.models.loops import masked_step_seconds
 
     rng = np.random.default_rng(seed)
     rows = rng.choice(x.shape[0], size=min(batch_size, x.shape[0]), replace=False)
     xb = torch.as_tensor(np.ascontiguousarray(x[rows], dtype=np.float32), device=device)
-    dec = ValueDecoder(model.config.d_model)
     model.to(device)
-    dec.to(device)
-    on_cuda = torch.device(device).type == "cuda"
-    params = list(model.parameters()) + list(dec.parameters())
-    opt = torch.optim.AdamW(params, lr=1e-4)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    times = []
-    for i in range(steps + 1):
-        t0 = time.perf_counter()
-        loss, _ = masked_value_loss(model, dec, xb, mask_ratio=mask_ratio, generator=gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if on_cuda:
-            torch.cuda.synchronize(device)
-        if i:
-            times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return masked_step_seconds(model, xb, steps=steps, warmup_steps=1, mask_ratio=mask_ratio,
+                               generator=torch.Generator().manual_seed(seed))
 
 
 def estimate(plan: TrainPlan, step_seconds: float) -> TrainPlan:
@@ -352,7 +335,7 @@ def train_plan(
     """
     import torch
 
-    from cape_pipeline.models.training import seeded
+    from cape_pipeline.models.loops import seeded
     from cape_pipeline.tasks import TASK_CONFIGS
     from cape_pipeline.tasks._base import build_model, dense_x, model_config, resolve_config
 

@@ -341,7 +341,7 @@ def plan_pipeline(
                             f"{_listing([str(c) for c in adata.obs.columns], cfg.label_key, 'obs columns')}")
     ctx = StageContext(source=source)
     tasks = resolve_tasks(cfg, ctx.source, adata)
-    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    arms = cfg.arms
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(configs["embed"].dim)
     lines = [f"dry run on {source}: ingest and preprocess done ({adata.n_obs:,} cells × {adata.n_vars:,} features)"]
     skip = cfg.encodings is not None

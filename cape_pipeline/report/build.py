@@ -96,7 +96,7 @@ class Report:
 _is_primary = is_primary
 
 
-def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "default") -> str:
+def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: str = "none") -> str:
     """One sentence: did ``arm`` help over ``baseline`` on the primary metrics of each task?
 
     ``diffs`` are :func:`paired_differences` rows; only the primary metrics
@@ -130,7 +130,7 @@ def verdict_sentence(diffs: list[dict[str, Any]], arm: str = "cape", baseline: s
             f"difference is negligible ({what}): " + "; ".join(map(fmt, prim)) + ".")
 
 
-def primary_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
+def primary_differences(results: list[Any], arm: str = "cape", baseline: str = "none", level: float = 0.95) -> list[dict[str, Any]]:
     """:func:`paired_differences` of the primary metrics at the family-wise ``level``
     (Bonferroni: each interval at ``1 − (1 − level) / k`` for k primary metrics)."""
     return _bonferroni(paired_differences(results, arm, baseline), level)
@@ -279,8 +279,8 @@ def build_report(
             "quality": enc.params.get("quality"),
         },
         "training": {
-            "tasks": train.tasks, "pes": train.pes, "d_model": train.d_model, "runs": len(train.results),
-            "init": getattr(train, "init", None), "plan": getattr(train, "plan", None),
+            "tasks": train.tasks, "arms": train.arms, "d_model": train.d_model, "runs": len(train.results),
+            "checkpoint_genes": getattr(train, "checkpoint_genes", None), "plan": getattr(train, "plan", None),
         },
         "hubs": hub_rows(enc),
         "comparison": _comparison(train),
@@ -341,18 +341,20 @@ def _interventions(graph: Any, adata: Any) -> dict[str, Any] | None:
 
 
 def _comparison(train: Any) -> dict[str, Any]:
-    """The report's lead: paired cape − default differences, a verdict, and the references.
+    """The report's lead: paired cape − none differences, a verdict, and the references.
 
     ``differences`` (the lead arm) and ``arms`` (every arm) carry one interval per quantity
     (:func:`~cape_pipeline.report.power.adjust_family`): on each arm's main metrics the
     Bonferroni-adjusted one the verdict reads, on the others the unadjusted 95 % one."""
-    arm = "cape" if "cape" in train.pes else (train.pes[0] if train.pes else "cape")
-    base = "default" if "default" in train.pes else next((p for p in train.pes if p != arm), "default")
+    arm = "cape" if "cape" in train.arms else (train.arms[0] if train.arms else "cape")
+    # the baseline is the identity alone: ``none``; results of earlier versions call it ``default``
+    base = next((b for b in ("default", "none") if b in train.arms and b != arm),
+                next((p for p in train.arms if p != arm), "none"))
     diffs = adjust_family(paired_differences(train.results, arm, base)) if arm != base else []
     prim = [r for r in diffs if _is_primary(r)]
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
-        if r.params.get("pe") != train.pes[0]:
+        if r.params.get("pe") != train.arms[0]:
             continue
         for k, v in r.metrics.items():
             if k.startswith("reference_"):
@@ -420,7 +422,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
         lines.append(
             f"- **The angles are nearly zero** (max |φ| = {e['max_abs_angle']:.3g} rad < {SMALL_ANGLE} rad): the "
-            "rotation barely changes attention, so `cape` behaves like `default`. The embedding stayed near its "
+            "rotation barely changes attention, so `cape` behaves like `none`. The embedding stayed near its "
             "start; a larger `embed.max_epochs` or `embed.lr` moves it further (benchmarks/embed)."
         )
     comp = doc.get("comparison")
@@ -436,7 +438,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if e.get("max_abs_angle", 1.0) < SMALL_ANGLE:
             lines += [
                 f"Note: the CAPE angles are nearly zero (max |φ| = {e['max_abs_angle']:.3g} rad), so `cape` and "
-                "`default` are nearly the same model here; the comparison says little about CAPE with a "
+                "`none` are nearly the same model here; the comparison says little about CAPE with a "
                 "well-spread embedding (see Embedding).",
                 "",
             ]
@@ -450,8 +452,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if not doc["metrics"]:
         lines.append("No downstream task for this dataset (its catalog entry lists none, or no labels were given).")
     else:
-        if t.get("init"):
-            i = t["init"]
+        if t.get("checkpoint_genes") or t.get("init"):  # ``init``: a report of an earlier version
+            i = t.get("checkpoint_genes") or t["init"]
             lines += [
                 f"Every arm starts from the scGPT checkpoint `{i['checkpoint']}`: {i['n_genes_used']} genes in its "
                 f"vocabulary are used, {i['n_genes_dropped']} are not and were dropped"
@@ -459,8 +461,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 "",
             ]
         lines += [
-            f"Backbone width D = {t['d_model']}; arms {', '.join(t['pes'])}; {t['runs']} results (task × arm × seed). Mean ± sd over seeds "
-            "(sd – for one seed). `default` is the backbone's own feature identity alone; `/no-id` arms drop the identity.",
+            f"Backbone width D = {t['d_model']}; arms {', '.join(t.get('arms', t.get('pes', [])))}; {t['runs']} results (task × arm × seed). Mean ± sd over seeds "
+            "(sd – for one seed). `none` is the backbone's own feature identity alone (no PE; `default` in earlier versions); "
+            "`/no-id` arms drop the identity.",
             "",
         ]
         lines += _md_table(

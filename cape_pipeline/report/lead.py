@@ -46,7 +46,7 @@ def baseline_sentence(doc: dict[str, Any]) -> str | None:
     """One clause per task: the strongest classical baseline (``comparison["references"]``) on the
     task's :data:`HEADLINE_METRICS` against the best transformer arm (mean over seeds), e.g.
     "logistic regression beats every transformer on annotation accuracy: 0.818 vs 0.727
-    (`default`, the best arm)"; None without references."""
+    (`none`, the best arm)"; None without references."""
     refs = (doc.get("comparison") or {}).get("references") or {}
     means: dict[tuple[str, str], dict[str, float]] = {}
     for r in doc.get("metrics", []):

@@ -143,7 +143,7 @@ def higher_is_better(metric: str) -> bool:
     return not metric.startswith(LOWER_IS_BETTER)
 
 
-def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "default", level: float = 0.95) -> list[dict[str, Any]]:
+def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "none", level: float = 0.95) -> list[dict[str, Any]]:
     """Paired differences ``arm − baseline`` per task and metric, over the seeds both ran.
 
     Runs of the two arms with the same (task, seed) share the data split, so the difference
@@ -205,7 +205,7 @@ def _at_level(row: dict[str, Any], level: float) -> dict[str, Any]:
     return {**row, "ci_low": lo, "ci_high": hi, "verdict": verdict}
 
 
-def arm_differences(results: list[Any], baseline: str = "default", level: float = 0.95,
+def arm_differences(results: list[Any], baseline: str = "none", level: float = 0.95,
                     power: float = POWER) -> list[dict[str, Any]]:
     """Paired ``arm − baseline`` differences of every arm a run trained, with their minimum
     detectable effect: the rows of the report's forest plot.

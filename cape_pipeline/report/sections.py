@@ -187,7 +187,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
     if total:
         lines.append(f"- time: {_hms(total)} over all stages (per stage at the end of this report)")
     comp = doc.get("comparison") or {}
-    arm, base = comp.get("arm", "cape"), comp.get("baseline", "default")
+    arm, base = comp.get("arm", "cape"), comp.get("baseline", "none")
     means = {(r["task"], r["pe"], r["metric"]): r["mean"] for r in doc.get("metrics", [])}
     at_ceiling = sorted({f"{task} {metric}" for (task, pe, metric), v in means.items()
                          if pe == arm and metric in CEILING_METRICS and v >= CEILING
@@ -200,7 +200,7 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
     if zero is not None and zero > ZERO_ANGLE_WARN and t.get("runs"):
         lines.append(
             f"- **Warning**: {100 * zero:.0f} % of features are at angle 0, so `cape` rotates almost nothing and "
-            "cannot differ much from `default`: the comparison below cannot be informative. Step I found too few "
+            "cannot differ much from `none`: the comparison below cannot be informative. Step I found too few "
             "edges on this data (see its warnings; a lower `discover.regression.min_effect` for the regression "
             "algorithm, or `discover.<algorithm>.threshold` for the others, keeps more)."
         )
@@ -280,6 +280,6 @@ def angle_use_lines(comp: dict[str, Any]) -> list[str]:
              f"(median |φ| {u['angle_abs_median']:.3f} rad)" for arm, u in use.items()]
     low = [arm for arm, u in use.items() if u["prediction_change"] < 0.01]
     note = (f" Below 1 % of labels ({', '.join(low)}): the model barely uses its angles, so its comparison with "
-            "`default` says little about CAPE." if low else "")
+            "`none` says little about CAPE." if low else "")
     return ["", "How much the first seed's annotation model uses its angles (every angle set to 0, up to 2,000 "
             "cells; share of cells whose predicted label changes): " + "; ".join(parts) + "." + note]

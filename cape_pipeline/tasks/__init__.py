@@ -27,7 +27,7 @@ from cape_pipeline.datasets import simulate_methylation_age, simulate_perturbati
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models.positions import FeaturePositions
 from cape_pipeline.tasks._base import TaskConfig, TaskResult
-from cape_pipeline.tasks._training import Pretrained, pretrain
+from cape_pipeline.tasks._fit import Pretrained, pretrain
 from cape_pipeline.tasks.age import AgeConfig, predict_age
 from cape_pipeline.tasks.annotation import AnnotationConfig, annotate, annotate_logreg
 from cape_pipeline.tasks.clustering import ClusteringConfig, cluster

@@ -21,9 +21,9 @@ from cape_pipeline.models import (
     config_for,
 )
 from cape_pipeline.models.backbones.blocks import TokenTransformer
-from cape_pipeline.models.pe import check_angles, coexpression_embedding
+from cape_pipeline.models.loops import PRECISIONS
+from cape_pipeline.models.pe import check_angles, coexpression_embedding, resolve_pe
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
-from cape_pipeline.models.training import PRECISIONS
 
 __all__ = [
     "TaskResult",
@@ -167,7 +167,7 @@ class TaskConfig:
         throughout) or ``"bf16"``: pretraining and fine-tuning steps (forward and loss), the
         validation passes and the task's final predictions / embeddings run under
         ``torch.autocast(device_type, dtype=torch.bfloat16)`` (CUDA or CPU;
-        :func:`cape_pipeline.models.training.autocast`), while the weights, their gradients
+        :func:`cape_pipeline.models.loops.autocast`), while the weights, their gradients
         and the optimizer stay float32 (backward and optimizer steps run outside autocast).
         On a GPU with bf16 tensor cores it is several times faster at scGPT's width; on a CPU
         it is valid but usually slower. A :class:`~cape_pipeline.tasks.TrainedModel` used
@@ -313,7 +313,7 @@ def check_pe_inputs(pe: str, angles: Any, n_vars: int, attention: str = "dot") -
     """
     from cape_pipeline.models.attention import ATTENTIONS
 
-    if pe not in PE_NAMES:
+    if resolve_pe(pe) not in PE_NAMES:  # the backbone takes an earlier name (``default``) itself
         raise CapeConfigError(f"pe {pe!r} unknown; expected one of {list(PE_NAMES)}")
     if attention not in ATTENTIONS:
         raise CapeConfigError(f"attention {attention!r} unknown; expected one of {sorted(ATTENTIONS)}")

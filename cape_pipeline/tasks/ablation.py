@@ -51,7 +51,7 @@ def angle_ablation(
     Raises
     ------
     CapeConfigError
-        The model's PE has no CAPE angle table (e.g. ``default``, ``none``).
+        The model's PE has no CAPE angle table (e.g. ``none``).
     CapeDataError
         See :meth:`TrainedModel.align <cape_pipeline.tasks.TrainedModel.align>`.
     """

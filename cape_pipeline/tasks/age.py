@@ -15,7 +15,7 @@ from sklearn.linear_model import ElasticNet
 
 from cape_pipeline.errors import CapeDataError
 from cape_pipeline.models import RegressionHead
-from cape_pipeline.models.training import as_tensor
+from cape_pipeline.models.loops import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
     TaskResult,
@@ -25,7 +25,7 @@ from cape_pipeline.tasks._base import (
     dense_x,
     validation_split,
 )
-from cape_pipeline.tasks._training import TaskRun, finetune_pooled_head, training_stats
+from cape_pipeline.tasks._fit import TaskRun, finetune_pooled_head, training_stats
 from cape_pipeline.tasks.metrics import regression_metrics
 
 __all__ = ["AgeConfig", "predict_age"]
@@ -72,7 +72,7 @@ def predict_age(adata: ad.AnnData, *, config: AgeConfig | None = None, **options
     config
         The protocol and budget (``None``: :class:`AgeConfig` defaults).
     **options
-        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        The run's settings (:class:`~cape_pipeline.tasks._fit.TaskRun`): the keywords of
         :func:`~cape_pipeline.tasks.run_task` with its defaults (``label_key`` default
         ``"age"``). ``pretrained``: a backbone already pretrained with these settings on the
         training samples; ``None`` pretrains here.

@@ -17,7 +17,7 @@ from sklearn.model_selection import train_test_split
 
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ClassifierHead
-from cape_pipeline.models.training import as_tensor
+from cape_pipeline.models.loops import as_tensor
 from cape_pipeline.tasks._base import (
     TaskConfig,
     TaskResult,
@@ -28,7 +28,7 @@ from cape_pipeline.tasks._base import (
     task_inputs,
     validation_split,
 )
-from cape_pipeline.tasks._training import TaskRun, finetune_pooled_head, training_stats
+from cape_pipeline.tasks._fit import TaskRun, finetune_pooled_head, training_stats
 from cape_pipeline.tasks.metrics import classification_metrics
 
 __all__ = ["AnnotationConfig", "annotate", "annotate_logreg", "stratified_split", "LABEL_KEYS"]
@@ -150,7 +150,7 @@ def annotate(adata: ad.AnnData, *, config: AnnotationConfig | None = None, **opt
     config
         The budget and protocol (``None``: :class:`AnnotationConfig` defaults).
     **options
-        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        The run's settings (:class:`~cape_pipeline.tasks._fit.TaskRun`): the keywords of
         :func:`~cape_pipeline.tasks.run_task` with its defaults. ``pretrained``: a backbone
         already pretrained with these settings on this data (see
         :func:`cape_pipeline.tasks.pretrain`; needs ``pretrain_on="all"``); it is copied, not

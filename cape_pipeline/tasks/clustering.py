@@ -13,9 +13,9 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from cape_pipeline.errors import CapeDataError
-from cape_pipeline.models.training import as_tensor, autocast, cell_embeddings
+from cape_pipeline.models.loops import as_tensor, autocast, cell_embeddings
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_pooling, get_labels, task_inputs
-from cape_pipeline.tasks._training import TaskRun, training_stats
+from cape_pipeline.tasks._fit import TaskRun, training_stats
 from cape_pipeline.tasks.annotation import LABEL_KEYS
 from cape_pipeline.tasks.metrics import clustering_metrics
 
@@ -67,7 +67,7 @@ def cluster(adata: ad.AnnData, *, config: ClusteringConfig | None = None, **opti
     config
         The budget (``None``: :class:`ClusteringConfig` defaults).
     **options
-        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        The run's settings (:class:`~cape_pipeline.tasks._fit.TaskRun`): the keywords of
         :func:`~cape_pipeline.tasks.run_task` with its defaults. ``pretrained``: a backbone
         already pretrained with these settings on all cells
         (:func:`cape_pipeline.tasks.pretrain`), shared with the annotation task; ``None``

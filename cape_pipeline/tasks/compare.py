@@ -4,10 +4,12 @@ pipeline's train stage runs."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anndata as ad
 
@@ -23,14 +25,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Parameters of the train stage: which tasks, backbone and positional encodings (arms).
+    """Parameters of the train stage: which tasks, backbone and arms (positional encodings).
 
-    Every arm in ``(pe, *compare)`` is trained with the same backbone size, budget and seeds.
+    Every arm in ``(arm, *compare)`` is trained with the same backbone size, budget and seeds.
     By default the main job answers "does CAPE help on this data?": ``cape`` against the
-    backbone's ``default`` (its native feature identity alone, the same model without the
+    backbone's ``none`` (its native feature identity alone, no PE: the same model without the
     rotary angles) and ``none/no-id`` (no identity, no PE: a control that shows how much the
     identity itself carries), over 3 seeds, and the report leads with the paired difference
-    cape − default.
+    cape − none.
 
     Attributes
     ----------
@@ -40,20 +42,22 @@ class TrainConfig:
         ``label_key`` or an ingest label column is given, else none).
     backbone
         ``scgpt``, ``scbert`` or ``methylgpt``.
-    pe
+    arm
         The arm of interest (default ``cape``; :class:`~cape_pipeline.tasks.arms.Arm`). An arm is a PE name
         (:data:`cape_pipeline.models.PE_NAMES`), applied on top of the backbone's feature
         identity, or ``NAME/no-id`` with the identity removed (the literal reading of Eq. F.109:
         the PE replaces the identity); a suffix ``@ATTENTION`` picks the attention of that arm
-        (``cape@cone-umbral``; default ``dot``).
+        (``cape@cone-umbral``; default ``dot``). Earlier name: ``pe`` (``--set train.pe=``,
+        ``TrainConfig(pe=...)``, the attribute ``.pe``), taken with a :class:`FutureWarning`;
+        so is ``default``, the earlier name of the arm ``none``, in ``arm`` and ``compare``.
     compare
-        The arms trained beside ``pe``, same budget and seeds (default ``default``, the
-        backbone's identity alone, and ``none/no-id``, no identity and no PE); ``none`` with
-        the identity is the same model as ``default``. CLI: ``--compare pe=cape,default`` or
+        The arms trained beside ``arm``, same budget and seeds (default ``none``, the
+        backbone's identity alone, and ``none/no-id``, no identity and no PE). CLI:
+        ``--compare arm=cape,none`` or
         ``--compare attention=dot,cone-umbral``.
     n_seeds
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
-        one seed) and the paired differences against ``default`` get a 95 % t-interval. With the
+        one seed) and the paired differences against ``none`` get a 95 % t-interval. With the
         perturbation task each seed draws its own test split, and Step I leaves out the cells of
         all of them (``discover.held_out_split``): more seeds leave it fewer perturbations, and a
         change of ``seed`` or ``n_seeds`` reruns Steps I–III.
@@ -117,8 +121,8 @@ class TrainConfig:
 
     tasks: tuple[str, ...] | None = None
     backbone: str = "scgpt"
-    pe: str = "cape"
-    compare: tuple[str, ...] = ("default", "none/no-id")
+    arm: str = "cape"
+    compare: tuple[str, ...] = ("none", "none/no-id")
     n_seeds: int = 3
     d_model: int | None = None
     n_layers: int | None = None
@@ -139,6 +143,9 @@ class TrainConfig:
     device: str = "auto"
     seed: int = 0
 
+    renamed: ClassVar[dict[str, str]] = {"pe": "arm"}
+    """Earlier option names → current ones (``--set train.pe=`` is taken with a FutureWarning)."""
+
     def __post_init__(self) -> None:
         from cape_pipeline.tasks import TASKS
 
@@ -149,7 +156,10 @@ class TrainConfig:
             raise CapeConfigError(f"train.tasks: unknown task(s) {bad}; expected some of {list(TASKS)}")
         if self.n_seeds < 1:
             raise CapeConfigError(f"train.n_seeds: expected >= 1, got {self.n_seeds}")
-        for arm in (self.pe, *self.compare):
+        # the earlier PE name ``default`` becomes ``none`` (a FutureWarning), so results say none
+        object.__setattr__(self, "arm", Arm.current(self.arm))
+        object.__setattr__(self, "compare", tuple(Arm.current(a) for a in self.compare))
+        for arm in self.arms:
             Arm.parse(arm)
         check_device(self.device, "train.device")
         if self.init is not None:
@@ -160,9 +170,39 @@ class TrainConfig:
                 raise CapeConfigError(f"train.init: {where}: no such directory (expected args.json, vocab.json, best_model.pt)")
 
     @property
+    def arms(self) -> list[str]:
+        """Every arm trained, in order: ``arm``, then ``compare`` (repeats dropped)."""
+        return list(dict.fromkeys([self.arm, *self.compare]))
+
+    @property
     def checkpoint(self) -> str | None:
         """The scGPT checkpoint directory of ``init``, or None."""
         return None if self.init is None else str(Path(self.init.partition(":")[2]).expanduser())
+
+
+def _deprecated_pe(self: TrainConfig) -> str:
+    warnings.warn("TrainConfig.pe is now TrainConfig.arm; the earlier name will be removed", FutureWarning, stacklevel=2)
+    return self.arm
+
+
+def _taking_pe(dataclass_init: Any) -> Any:
+    """``TrainConfig.__init__`` that also takes the earlier keyword ``pe`` of ``arm`` (warning)."""
+
+    @functools.wraps(dataclass_init)
+    def __init__(self: TrainConfig, *args: Any, pe: str | None = None, **kwargs: Any) -> None:
+        if pe is not None:
+            if "arm" in kwargs:
+                raise CapeConfigError("train.pe is the earlier name of train.arm; give only arm")
+            warnings.warn("TrainConfig(pe=...) is now TrainConfig(arm=...); the earlier name will be removed",
+                          FutureWarning, stacklevel=2)
+            kwargs["arm"] = pe
+        dataclass_init(self, *args, **kwargs)
+
+    return __init__
+
+
+TrainConfig.pe = property(_deprecated_pe, doc="Earlier name of :attr:`arm` (warns with a FutureWarning).")  # type: ignore[attr-defined]
+TrainConfig.__init__ = _taking_pe(TrainConfig.__init__)  # type: ignore[method-assign]
 
 
 def perturbation_label_key(cfg: TrainConfig) -> str:
@@ -218,7 +258,7 @@ def _check_init(cfg: TrainConfig, embed_dim: int | None) -> None:
 
     if cfg.backbone != "scgpt":
         raise CapeConfigError(f"train.init: a scGPT checkpoint needs train.backbone=scgpt, got {cfg.backbone!r}")
-    no_id = [a for a in (cfg.pe, *cfg.compare) if not Arm.parse(a).identity]
+    no_id = [a for a in cfg.arms if not Arm.parse(a).identity]
     if no_id:
         raise CapeConfigError(
             f"train.init: arms {no_id} drop the checkpoint's gene tokens; compare with none instead "
@@ -281,7 +321,7 @@ def compare_arms(
     progress: bool = False,
     source: str | None = None,
 ) -> list[Any]:
-    """Train every arm of ``cfg`` (``pe`` and ``compare``) on ``tasks`` for each seed.
+    """Train every arm of ``cfg`` (``arm`` and ``compare``) on ``tasks`` for each seed.
 
     Annotation and clustering both pretrain on all cells with the same settings, so one
     pretraining per (arm, seed) serves both. The first seed's annotation model gets the angle
@@ -322,7 +362,7 @@ def compare_arms(
     from cape_pipeline.tasks._base import check_pe_inputs, dense_x
     from cape_pipeline.tasks.ablation import angle_use
 
-    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    arms = cfg.arms
     share = "annotation" in tasks and "clustering" in tasks
     x_all = (dense_x(adata) if x is None else x) if share else None
     results = []

@@ -33,9 +33,9 @@ import torch
 from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_condition
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
-from cape_pipeline.models.training import as_tensor, autocast, seeded
+from cape_pipeline.models.loops import as_tensor, autocast, seeded
 from cape_pipeline.tasks._base import TaskConfig, TaskResult, check_fraction, task_inputs
-from cape_pipeline.tasks._training import TaskRun, finetune, training_stats
+from cape_pipeline.tasks._fit import TaskRun, finetune, training_stats
 from cape_pipeline.tasks.metrics import mse_top_de, top_de_genes
 
 __all__ = [
@@ -262,7 +262,7 @@ def predict_perturbation(
     config
         The protocol and budget (``None``: :class:`PerturbationConfig` defaults).
     **options
-        The run's settings (:class:`~cape_pipeline.tasks._training.TaskRun`): the keywords of
+        The run's settings (:class:`~cape_pipeline.tasks._fit.TaskRun`): the keywords of
         :func:`~cape_pipeline.tasks.run_task` with its defaults (``label_key`` default
         ``"condition"``). ``pretrained``: a backbone already pretrained with these settings on
         the control and training cells; ``None`` pretrains here.

@@ -4,6 +4,7 @@ loaded as a directory."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,15 +28,18 @@ class TrainOutput:
     ----------
     results
         The runs.
-    tasks, pes
-        The tasks run and the arms (PE names, ``NAME/no-id`` without the feature identity).
+    tasks, arms
+        The tasks run and the arms (:class:`~cape_pipeline.tasks.arms.Arm` strings: PE names,
+        ``NAME/no-id`` without the feature identity, ``@ATTENTION``). ``pes`` is the earlier
+        name of ``arms`` (an attribute that warns with a :class:`FutureWarning`).
     d_model
         Model width D of every run.
     encodings_dir
         The ready encodings directory the runs used, or None (the pipeline's own Step III).
-    init
+    checkpoint_genes
         With a scGPT checkpoint as the start (``train.init``): ``checkpoint``, ``n_genes_used``,
         ``n_genes_dropped`` (genes not in its vocabulary) and ``dropped_examples``; else None.
+        ``init`` is its earlier name (an attribute that warns with a :class:`FutureWarning`).
     plan
         What the stage planned and estimated before training
         (:meth:`cape_pipeline.pipeline.plan.TrainPlan.to_dict`) and ``step1_blind`` (whether Step I
@@ -44,10 +48,10 @@ class TrainOutput:
 
     results: list[Any]
     tasks: list[str]
-    pes: list[str]
+    arms: list[str]
     d_model: int
     encodings_dir: str | None = None
-    init: dict[str, Any] | None = None
+    checkpoint_genes: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
 
     def save(self, d: Path) -> None:
@@ -84,14 +88,17 @@ class TrainOutput:
         if arrays:
             with atomic_path(d / "embeddings.npz") as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
-        doc = {"tasks": self.tasks, "pes": self.pes, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
-               "init": self.init, "plan": self.plan, "runs": runs}
+        doc = {"tasks": self.tasks, "arms": self.arms, "d_model": self.d_model, "encodings_dir": self.encodings_dir,
+               "checkpoint_genes": self.checkpoint_genes, "plan": self.plan,
+               "runs": runs}
         with atomic_path(d / RESULTS) as tmp:
             tmp.write_text(json.dumps(doc, indent=1, default=str))
 
     @classmethod
     def load(cls, d: Path) -> TrainOutput:
-        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one)."""
+        """Inverse of :meth:`save` (models are not loaded; ``cape_pipeline.tasks.load`` reads one).
+        A ``results.json`` of an earlier version names the arms ``pes`` and the checkpoint's
+        genes ``init``; it is read the same way."""
         doc = json.loads((d / RESULTS).read_text())
         arrays: dict[str, np.ndarray] = {}
         if (d / "embeddings.npz").is_file():
@@ -115,6 +122,21 @@ class TrainOutput:
                 )
             )
         return cls(
-            results=results, tasks=doc["tasks"], pes=doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
-            init=doc.get("init"), plan=doc.get("plan"),
+            results=results, tasks=doc["tasks"], arms=doc["arms"] if "arms" in doc else doc["pes"], d_model=doc["d_model"], encodings_dir=doc.get("encodings_dir"),
+            checkpoint_genes=doc["checkpoint_genes"] if "checkpoint_genes" in doc else doc.get("init"),
+            plan=doc.get("plan"),
         )
+
+    @property
+    def pes(self) -> list[str]:
+        """Earlier name of :attr:`arms` (warns with a :class:`FutureWarning`)."""
+        warnings.warn("TrainOutput.pes is now TrainOutput.arms; the earlier name will be removed", FutureWarning,
+                      stacklevel=2)
+        return self.arms
+
+    @property
+    def init(self) -> dict[str, Any] | None:
+        """Earlier name of :attr:`checkpoint_genes` (warns with a :class:`FutureWarning`)."""
+        warnings.warn("TrainOutput.init is now TrainOutput.checkpoint_genes; the earlier name will be removed",
+                      FutureWarning, stacklevel=2)
+        return self.checkpoint_genes

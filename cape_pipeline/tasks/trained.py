@@ -362,7 +362,7 @@ class TrainedModel:
         CapeDataError
             See :meth:`align`.
         """
-        from cape_pipeline.models.training import as_tensor, cell_embeddings
+        from cape_pipeline.models.loops import as_tensor, cell_embeddings
 
         x = self.align(data, var_names=var_names, missing=missing)
         dev = next(self.backbone.parameters()).device

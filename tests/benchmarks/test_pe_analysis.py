@@ -219,7 +219,7 @@ def test_pe_table_of_backbones(pe, width):
         )
 
 
-@pytest.mark.parametrize("pe", ["default", "none", "cape-additive", "trainable-relative"])
+@pytest.mark.parametrize("pe", ["none", "cape-additive", "trainable-relative"])
 def test_pe_table_missing_raises(pe):
     angles = np.zeros((M, D // 2))
     model = build_backbone("scgpt", CFG, n_features=M, pe=pe, angles=angles)

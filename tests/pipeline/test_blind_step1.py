@@ -17,7 +17,7 @@ SPLIT = {"label_key": "condition", "split": "conditions", "test_fraction": 0.3, 
 #: a small perturb-sim (20 genes, 14 perturbations of 12 cells, 120 controls) and a tiny train stage
 INGEST = {"n_genes": 20, "n_single": 8, "n_double": 6, "n_ctrl": 120, "cells_per_condition": 12}
 TINY_TRAIN = {"n_seeds": 2, "n_layers": 1, "n_heads": 2, "max_tokens": 16, "pretrain_epochs": 1,
-              "finetune_epochs": 1, "compare": ["default"], "save_models": False, "label_key": "perturbation_kind"}
+              "finetune_epochs": 1, "compare": ["none"], "save_models": False, "label_key": "perturbation_kind"}
 
 
 def _split(overrides=None, source="perturb-sim", until=None, seed=0):

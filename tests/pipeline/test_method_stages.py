@@ -83,7 +83,7 @@ def test_encode_stage_exports_encodings_and_figures(tmp_path):
 TINY_TRAIN = {
     "discover": {"low_rank.epochs": 3, "low_rank.max_outer": 2},
     "embed": {"max_epochs": 5, "dim": 4},
-    "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["default", "none/no-id"], "n_seeds": 2},
+    "train": {"pretrain_epochs": 1, "finetune_epochs": 1, "n_heads": 2, "compare": ["none", "none/no-id"], "n_seeds": 2},
 }
 
 
@@ -94,16 +94,16 @@ def test_train_and_evaluate_report(tmp_path):
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=TINY_TRAIN, out=out)
     assert [rec.stage for rec in r.records][-2:] == ["train", "evaluate"]
     train = r.output("train")
-    assert train.tasks == ["annotation", "clustering"] and train.pes == ["cape", "default", "none/no-id"]
+    assert train.tasks == ["annotation", "clustering"] and train.arms == ["cape", "none", "none/no-id"]
     assert train.d_model == 8  # 2 * d of the encodings
     assert len(train.results) == 2 * 3 * 2  # tasks × arms × seeds
     nid = [res for res in train.results if res.params["pe"] == "none/no-id"]
     assert nid and all(res.params["identity"] is False for res in nid)
     rep = json.loads((out / "report.json").read_text())
     pes = {row["pe"] for row in rep["metrics"]}
-    assert {"cape", "default", "none/no-id", "reference (no transformer)"} <= pes
+    assert {"cape", "none", "none/no-id", "reference (no transformer)"} <= pes
     comp = rep["comparison"]
-    assert comp["arm"] == "cape" and comp["baseline"] == "default" and comp["verdict"]
+    assert comp["arm"] == "cape" and comp["baseline"] == "none" and comp["verdict"]
     assert {d["task"] for d in comp["differences"]} == {"annotation", "clustering"}
     assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
     assert (out / "figures" / "cape_vs_default.png").is_file()
@@ -112,7 +112,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert {a["arm"] for a in comp["arms"]} == {"cape", "none/no-id"} and all("mde" in a for a in comp["arms"])
     assert (out / "figures" / "forest.png").is_file()
     use = comp["angle_use"]["cape"]
-    assert 0 <= use["prediction_change"] <= 1 and use["embedding_change"] >= 0 and "default" not in comp["angle_use"]
+    assert 0 <= use["prediction_change"] <= 1 and use["embedding_change"] >= 0 and "none" not in comp["angle_use"]
     # the fitted annotation models are exported and load back
     from cape_pipeline.tasks import load
 
@@ -146,7 +146,7 @@ def test_train_and_evaluate_report(tmp_path):
             "evaluate": {"umap": False}}
     r3 = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     assert [rec.cached for rec in r3.records] == [True] * 5 + [False, False]
-    assert r3.output("train").pes == ["cape"]
+    assert r3.output("train").arms == ["cape"]
     train_rec = next(rec for rec in r3.records if rec.stage == "train")
     assert (train_rec.path / "results.json").is_file() and not (train_rec.path / "models").exists()  # save_models=False
     first_train = next(rec for rec in r.records if rec.stage == "train")
@@ -199,7 +199,7 @@ def test_empty_graph_is_flagged(tmp_path, caplog):
                     "fingerprint": "f"},
            "dag": {"method": "cape", "n_edges": 0, "n_cycle_edges_dropped": 0, "metrics_vs_truth": None},
            "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.0, "spearman_norm_vs_neg_pagerank": float("nan")},
-           "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
+           "training": {"tasks": [], "arms": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
            "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
     md = render_markdown(doc)
     assert "The DAG is empty" in md and "The angles are nearly zero" not in md  # no max_abs_angle given
@@ -227,7 +227,7 @@ def test_peer_arms_get_the_graph_and_the_points(tmp_path):
                                     "tasks": ["annotation"]}, "evaluate": {"umap": False}}
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     train = r.output("train")
-    assert train.pes == ["cape", "ape-tree", "cape@riemann"]
+    assert train.arms == ["cape", "ape-tree", "cape@riemann"]
     models = {res.params["pe"]: res.model for res in train.results}
     enc = r.output("encode").encodings
     parent, _ = spanning_forest(enc.graph.adjacency)

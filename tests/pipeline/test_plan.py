@@ -1,5 +1,5 @@
-"""The main job on user-sized data: step budgets, progress inside a training run,
-the plan and its calibrated estimate, --dry-run, and what the report says the run did."""
+"""The main job on user-sized data: the plan and its calibrated estimate, --dry-run, and what the
+report says the run did."""
 
 from __future__ import annotations
 
@@ -7,59 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from cape_pipeline.models.training import train_epochs
 from cape_pipeline.pipeline.plan import TrainPlan, estimate, plan_lines, plan_train
 from cape_pipeline.tasks import TASK_CONFIGS
 from cape_pipeline.tasks._base import model_config, resolve_config
-
-
-def _quadratic(n: int = 100):
-    w = torch.nn.Parameter(torch.zeros(3))
-    target = torch.ones(3)
-    return [w], (lambda bi: ((w - target) ** 2).sum() + 0.0 * bi.float().sum())
-
-
-def test_max_steps_caps_optimizer_steps_and_spans_the_schedule() -> None:
-    params, step = _quadratic()
-    calls = []
-
-    def counted(bi: torch.Tensor) -> torch.Tensor:
-        calls.append(bi.numel())
-        return step(bi)
-
-    log = train_epochs(params, counted, 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                       max_steps=12)
-    assert len(calls) == 12 and sum(calls) == log.n_seen == 120
-    assert len(log.losses) == 2  # one full epoch and the partial second
-    uncapped = train_epochs(*_quadratic(), 100, epochs=5, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0))
-    assert uncapped.n_seen == 500 and len(uncapped.losses) == 5
-    with pytest.raises(ValueError, match="max_steps"):
-        train_epochs(*_quadratic(), 10, epochs=1, batch_size=5, lr=0.1, generator=torch.Generator(), max_steps=-1)
-
-
-def test_a_training_run_writes_progress_lines_with_loss_and_eta(capsys, monkeypatch) -> None:
-    monkeypatch.setenv("CAPE_PROGRESS_INTERVAL", "0")
-    train_epochs(*_quadratic(), 40, epochs=2, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                 progress=True, desc="pretrain cape seed 0")
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pretrain cape seed 0" in ln]
-    assert len(lines) >= 8
-    assert "8/8 steps (100%)" in lines[-1] and "loss" in lines[-1] and "ETA" in lines[-1]
-
-
-def test_progress_of_a_run_joins_the_outer_bar(monkeypatch) -> None:
-    import io
-
-    from cape_pipeline._progress import LogProgress, active
-
-    out = io.StringIO()
-    bar = LogProgress(interval=0, stream=out, prefix="train", unit="runs")
-    with bar, active(bar):
-        t = bar.add_task("run 1/1", total=1)
-        train_epochs(*_quadratic(), 20, epochs=1, batch_size=10, lr=0.1, generator=torch.Generator().manual_seed(0),
-                     progress=True, desc="finetune cape seed 0")
-        bar.advance(t)
-    text = out.getvalue()
-    assert "train finetune cape seed 0" in text and "2/2 runs" not in text and "1/1 runs" in text
 
 
 def _plan(n: int, m: int = 50, **task) -> TrainPlan:
@@ -67,7 +17,7 @@ def _plan(n: int, m: int = 50, **task) -> TrainPlan:
     x = np.where(rng.random((n, m)) < 0.3, rng.gamma(2.0, 1.0, (n, m)), 0.0).astype(np.float32)
     cfgs = {t: resolve_config(TASK_CONFIGS[t], {"model": {"d_model": 32, "max_tokens": 8}, **task})
             for t in ("annotation", "clustering")}
-    return plan_train(x, tasks=["annotation", "clustering"], arms=["cape", "default"], seeds=[0, 1, 2],
+    return plan_train(x, tasks=["annotation", "clustering"], arms=["cape", "none"], seeds=[0, 1, 2],
                       task_cfgs=cfgs, model_cfg=model_config("scgpt", cfgs["annotation"]))
 
 
@@ -84,7 +34,7 @@ def test_plan_counts_the_work_and_says_when_the_budget_subsamples() -> None:
     est = estimate(big, 0.1)
     assert est.seconds_max == pytest.approx(6 * ((600 + 1000) * 0.1 + est.forward_cells * 0.1 / 32 / 3))
     text = "\n".join(plan_lines(est))
-    assert "2 arms (cape, default) × 3 seeds = 6 runs" in text and "subsampled" in text and "about" in text
+    assert "2 arms (cape, none) × 3 seeds = 6 runs" in text and "subsampled" in text and "about" in text
 
 
 def test_report_says_what_the_run_did_and_warns_when_angles_are_zero() -> None:
@@ -138,7 +88,7 @@ def test_dry_run_prints_the_plan_and_runs_no_training(tmp_path, capsys) -> None:
     code = main(["run", "krumsiek11", "--dry-run", "--workdir", str(tmp_path / "w"), "--set", "train.n_heads=2"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "Step I (discover" in out and "train plan: 3 arms (cape, default, none/no-id) × 3 seeds = 9 runs" in out
+    assert "Step I (discover" in out and "train plan: 3 arms (cape, none, none/no-id) × 3 seeds = 9 runs" in out
     assert "estimate:" in out and "ms per step measured here" in out
     assert sorted(p.name for p in (tmp_path / "w").iterdir() if not p.name.startswith(".")) == ["ingest", "preprocess"]
     assert main(["run", "krumsiek11", "--dry-run", "--until", "train", "--workdir", str(tmp_path / "w")]) == 2
@@ -183,9 +133,9 @@ def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
     doc = {
         "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},
         "training": {"runs": 6}, "timings_s": {},
-        "comparison": {"arm": "cape", "baseline": "default"},
-        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "default")]
-        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("default", 0.7))],
+        "comparison": {"arm": "cape", "baseline": "none"},
+        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
+        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
     }
     text = "\n".join(run_lines(doc))
     assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text
@@ -244,3 +194,24 @@ def test_calibration_times_the_step_on_the_training_device(device) -> None:
     plan = estimate(plan, sec)
     plan.step_device = device
     assert f"measured here ({device})" in "\n".join(plan_lines(plan))
+
+
+def test_calibration_times_steps_of_the_tasks_training_loop(monkeypatch) -> None:
+    """calibrate runs no loop of its own: one warm-up and ``steps`` timed steps of train_epochs on
+    one seeded batch of ``batch_size`` cells."""
+    from cape_pipeline.models import build_backbone, loops
+    from cape_pipeline.pipeline.plan import calibrate
+
+    calls = []
+    real = loops.train_epochs
+
+    def spy(params, step, n, **kw):
+        calls.append((n, kw["epochs"], kw["batch_size"]))
+        return real(params, step, n, **kw)
+
+    monkeypatch.setattr(loops, "train_epochs", spy)
+    x = np.random.default_rng(0).gamma(1.0, 1.0, size=(64, 40)).astype(np.float32)
+    model = build_backbone("scgpt", {"d_model": 16, "n_heads": 2, "n_layers": 1, "max_tokens": 16}, n_features=40,
+                           pe="none")
+    assert calibrate(model, x, batch_size=16, steps=2) > 0
+    assert calls == [(16, 3, 16)]

@@ -29,16 +29,16 @@ def test_pbmc_fine_tunes_from_the_checkpoint_end_to_end(tmp_path):
     out = tmp_path / "out"
     r = run_pipeline("pbmc68k_reduced", workdir=tmp_path / "w", overrides=FAST, out=out, seed=0)
     train = r.output("train")
-    assert train.init == {
+    assert train.checkpoint_genes == {
         "checkpoint": str(CKPT), "n_genes_used": 47, "n_genes_dropped": 765 - 47,
-        "dropped_examples": train.init["dropped_examples"],
+        "dropped_examples": train.checkpoint_genes["dropped_examples"],
     }
-    assert train.d_model == 32 and train.pes == ["cape", "none"]
+    assert train.d_model == 32 and train.arms == ["cape", "none"]
     # the fine-tuned backbone holds the checkpoint's sizes and started from its weights
     model = train.results[0].model.backbone
     assert model.config.norm_scheme == "post" and model.n_features == 47
     doc = json.loads((out / "report.json").read_text())
-    assert doc["training"]["init"]["n_genes_used"] == 47
+    assert doc["training"]["checkpoint_genes"]["n_genes_used"] == 47
     assert "starts from the scGPT checkpoint" in (out / "report.md").read_text()
 
 

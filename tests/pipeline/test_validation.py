@@ -182,10 +182,10 @@ def test_attention_arms(tmp_path):
     from cape_pipeline.tasks.arms import Arm
 
     assert Arm.parse("cape/no-id@dot") == Arm("cape", identity=False, attention="dot")
-    assert Arm.parse("default").attention == "dot" and str(Arm.parse("cape/no-id@dot")) == "cape/no-id"
+    assert Arm.parse("none").attention == "dot" and str(Arm.parse("cape/no-id@dot")) == "cape/no-id"
     arm = Arm.parse("cape@cone-umbral")
-    assert str(arm) == "cape@cone-umbral" and arm.uses_graph and not Arm.parse("default").uses_graph
-    assert Arm.parse("default").with_attention("riemann").uses_graph
+    assert str(arm) == "cape@cone-umbral" and arm.uses_graph and not Arm.parse("none").uses_graph
+    assert Arm.parse("none").with_attention("riemann").uses_graph
     with pytest.raises(CapeConfigError, match="attention 'nope'"):
         Arm.parse("cape@nope")
     with pytest.raises(CapeConfigError, match="pe 'capo' unknown"):
@@ -205,7 +205,7 @@ def test_compare_attention_builds_arms(monkeypatch, tmp_path):
 
     monkeypatch.setattr(runner, "run_pipeline", fake_run)
     main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,dot"])
-    assert seen == {"pe": "cape", "compare": ["cape"]}
+    assert seen == {"arm": "cape", "compare": ["cape"]}
 
 
 def test_compare_takes_the_peer_methods(monkeypatch, tmp_path):
@@ -220,6 +220,23 @@ def test_compare_takes_the_peer_methods(monkeypatch, tmp_path):
 
     monkeypatch.setattr(runner, "run_pipeline", fake_run)
     main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "attention=dot,cone-penumbral,cone-umbral,riemann"])
-    main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "pe=cape,ape-tree,learned-small-norm,rank-value,default"])
-    assert seen[0] == {"pe": "cape", "compare": ["cape@cone-penumbral", "cape@cone-umbral", "cape@riemann"]}
-    assert seen[1] == {"pe": "cape", "compare": ["ape-tree", "learned-small-norm", "rank-value", "default"]}
+    main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "arm=cape,ape-tree,learned-small-norm,rank-value,none"])
+    assert seen[0] == {"arm": "cape", "compare": ["cape@cone-penumbral", "cape@cone-umbral", "cape@riemann"]}
+    assert seen[1] == {"arm": "cape", "compare": ["ape-tree", "learned-small-norm", "rank-value", "none"]}
+
+
+def test_compare_pe_is_the_earlier_spelling_of_compare_arm(monkeypatch, tmp_path):
+    seen = []
+
+    def fake_run(source, **kw):
+        seen.append(dict(kw["overrides"]["train"]))
+        raise CapeConfigError("stop")
+
+    import cape_pipeline.pipeline.runner as runner
+
+    monkeypatch.setattr(runner, "run_pipeline", fake_run)
+    with pytest.warns(FutureWarning, match="--compare arm="):
+        main(["run", "sachs", "--workdir", str(tmp_path), "--compare", "pe=cape,none"])
+    with pytest.warns(FutureWarning, match="train.arm"):
+        main(["run", "sachs", "--workdir", str(tmp_path), "--set", "train.pe=none", "--compare", "attention=dot,cone-umbral"])
+    assert seen == [{"arm": "cape", "compare": ["none"]}, {"arm": "none", "compare": ["none@cone-umbral"]}]

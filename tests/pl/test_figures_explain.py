@@ -52,8 +52,8 @@ def _train_output():
     conf = pd.DataFrame([[8, 2], [1, 9]], index=["a", "b"], columns=["a", "b"])
     curves = {"pretrain_loss": [1.0, 0.8], "finetune_loss": [0.7, 0.5, 0.4], "val_score": [-0.6, -0.5, -0.45]}
     res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"pe": pe, "seed": 0})
-           for pe in ("cape", "default")]
-    return TrainOutput(results=res, tasks=["annotation"], pes=["cape", "default"], d_model=8)
+           for pe in ("cape", "none")]
+    return TrainOutput(results=res, tasks=["annotation"], arms=["cape", "none"], d_model=8)
 
 
 def test_training_curves_in_panels_and_confusion_with_counts():
@@ -65,7 +65,7 @@ def test_training_curves_in_panels_and_confusion_with_counts():
     figs = report_figures(_train_output(), None, {"differences": []}, [], umap=False, encode=encode)
     loss = figs["loss.png"]  # Step I, Step II, then the transformers' pretraining of each arm
     assert [ax.get_title().split(":")[0] for ax in loss.axes] == ["Step I", "Step II", "Transformers"]
-    assert {ln.get_label() for ln in loss.axes[2].get_lines()} == {"cape", "default"}
+    assert {ln.get_label() for ln in loss.axes[2].get_lines()} == {"cape", "none"}
     curves = figs["curves_annotation.png"]
     assert len(curves.axes) == 3  # pretraining, fine-tuning, validation: one panel each
     styles = {line.get_linestyle() for line in curves.axes[0].get_lines()}
@@ -118,7 +118,7 @@ def test_loss_panels_in_pipeline_order_step2_on_a_log_axis():
     g = CausalGraph(feature_names=_graph(10).feature_names, adjacency=_graph(10).adjacency,
                     params={"method": "cape", "support": "regression"})
     fig = plot_training_curves([3.0, 1.0, 0.1, 0.05], _REGRESSION_HISTORY, graph=g,
-                               training={"cape": [1.0, 0.5], "default": [1.1, 0.6]})
+                               training={"cape": [1.0, 0.5], "none": [1.1, 0.6]})
     titles = [ax.get_title() for ax in fig.axes]
     assert titles[0].startswith("Step I") and titles[1].startswith("Step II") and titles[2].startswith("Transformers")
     assert fig.axes[1].get_yscale() == "log" and fig.axes[0].get_yscale() == "log"

@@ -52,7 +52,7 @@ def _results() -> list[TaskResult]:
     out = []
     for seed in range(6):
         base = 0.7 + 0.05 * rng.normal()
-        for pe, shift in (("default", 0.0), ("cape", 0.01), ("cape-learned-scale", 0.05), ("none/no-id", -0.1)):
+        for pe, shift in (("none", 0.0), ("cape", 0.01), ("cape-learned-scale", 0.05), ("none/no-id", -0.1)):
             out.append(TaskResult("annotation", {"accuracy": base + shift + 0.005 * rng.normal(),
                                                  "reference_accuracy": 0.8}, params={"pe": pe, "seed": seed}))
     return out
@@ -65,7 +65,7 @@ def test_every_arm_against_the_baseline_with_its_mde():
     assert by["cape-learned-scale"]["verdict"] == "better" and by["none/no-id"]["verdict"] == "worse"
     assert by["cape"]["mean"] == pytest.approx(0.01, abs=0.01)
     for r in rows:
-        assert r["baseline"] == "default" and r["n"] == 6
+        assert r["baseline"] == "none" and r["n"] == 6
         assert r["mde"] == pytest.approx(minimum_detectable_effect(r["sd"], 6))
     assert arm_differences(_results(), baseline="absent") == []
     (p,) = [r for r in power_table(rows, {"accuracy": 0.02}) if r["arm"] == "cape"]
@@ -80,7 +80,7 @@ def test_report_lists_every_arm_and_draws_the_forest():
     from cape_pipeline.report.lead import difference_lines
 
     res = _results()
-    train = SimpleNamespace(results=res, pes=["cape", "default", "cape-learned-scale", "none/no-id"])
+    train = SimpleNamespace(results=res, arms=["cape", "none", "cape-learned-scale", "none/no-id"])
     comp = _comparison(train)
     assert comp["arm"] == "cape" and {r["arm"] for r in comp["arms"]} == {"cape", "cape-learned-scale", "none/no-id"}
     lines = difference_lines({"comparison": comp})
@@ -92,7 +92,7 @@ def test_report_lists_every_arm_and_draws_the_forest():
         "".join(t.get_text() for t in ax.get_yticklabels())
     plt.close(fig)
     assert forest_plot([]) is None
-    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "default")], pes=["cape", "default"])
+    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "none")], arms=["cape", "none"])
     rows = [ln for ln in difference_lines({"comparison": _comparison(one)}) if ln.startswith("| cape |")]
     assert len(rows) == 1 and "| **accuracy** |" in rows[0]  # one arm: its row alone
 
@@ -105,7 +105,7 @@ def test_report_line_on_how_much_the_models_use_their_angles():
     abl = {"embedding_change": 0.03, "prediction_change": 0.004, "probability_change": 0.01,
            "angle_abs_median": 0.07, "angle_abs_max": 0.4, "zero_angle_share": 0.0}
     res[1].params["angle_ablation"] = abl  # the cape run of seed 0
-    comp = _comparison(SimpleNamespace(results=res, pes=["cape", "default"]))
+    comp = _comparison(SimpleNamespace(results=res, arms=["cape", "none"]))
     assert comp["angle_use"] == {"cape": abl}
     (line,) = [ln for ln in angle_use_lines(comp) if ln]
     assert "`cape`: embeddings 3.0 %, labels 0.40 %" in line and "barely uses its angles" in line

@@ -14,7 +14,7 @@ def _runs(deltas: list[float], task: str = "annotation", metric: str = "macro_f1
     for seed, d in enumerate(deltas):
         base = 0.5 + 0.1 * seed  # the split moves both arms together
         out.append(TaskResult(task, {metric: base + d, f"reference_{metric}": 0.6}, params={"pe": "cape", "seed": seed}))
-        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "default", "seed": seed}))
+        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "none", "seed": seed}))
     return out
 
 
@@ -56,7 +56,7 @@ def test_verdict_adjusts_for_several_main_metrics():
     for seed, (d_f1, d_acc) in enumerate([(0.030, 0.0), (0.050, 0.01), (0.045, -0.01)]):
         base = 0.5 + 0.1 * seed
         runs.append(TaskResult("annotation", {"macro_f1": base + d_f1, "accuracy": base + d_acc}, params={"pe": "cape", "seed": seed}))
-        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "default", "seed": seed}))
+        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "none", "seed": seed}))
     alone = {r["metric"]: r for r in paired_differences(runs)}
     assert alone["macro_f1"]["verdict"] == "better"  # its own 95 % interval excludes 0
     adj = {r["metric"]: r for r in primary_differences(runs)}
@@ -83,7 +83,7 @@ def test_embedding_section_reports_training_and_quality():
                          "epochs_run": 120, "converged": False, "curvature": 0.05, "n_isolated": 1, "isolated": "origin",
                          "quality": {"map": 0.9, "mean_rank": 1.5, "distortion": 0.2, "n_connected": 2,
                                      "spearman_norm_vs_neg_pagerank": None, "spearman_norm_vs_depth": 0.5}},
-           "training": {"tasks": [], "pes": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
+           "training": {"tasks": [], "arms": [], "d_model": 4, "runs": 0}, "metrics": [], "throughput_cells_per_s": {},
            "timings_s": {}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}}
     md = render_markdown(doc)
     assert "120 epochs, **not converged**" in md and "learned curvature −0.05" in md
@@ -116,13 +116,13 @@ def _doc(results, **extra):
 
     from cape_pipeline.report.build import _comparison
 
-    comp = _comparison(SimpleNamespace(results=results, pes=["cape", "default", "none"]))
+    comp = _comparison(SimpleNamespace(results=results, arms=["cape", "default", "none"]))
     return {"data": {"source": "toy", "n_obs": 100, "n_vars": 20, "modality": "scrna", "input_state": "log",
                      "preprocess_steps": [], "fingerprint": "f"},
             "dag": {"method": "cape", "n_edges": 5, "n_cycle_edges_dropped": 0, "metrics_vs_truth": None},
             "embedding": {"d": 2, "geometry": "hyperbolic", "scale": 0.78, "max_norm_e": 0.5, "max_abs_angle": 0.4,
                           "spearman_norm_vs_neg_pagerank": 0.4},
-            "training": {"tasks": ["annotation", "clustering"], "pes": ["cape", "default", "none"], "d_model": 8,
+            "training": {"tasks": ["annotation", "clustering"], "arms": ["cape", "default", "none"], "d_model": 8,
                          "runs": len(results)},
             "comparison": comp, "metrics": aggregate_metrics(results), "throughput_cells_per_s": {},
             "timings_s": {"train": 1.0}, "cape_pipeline": "0", "machine": {"python": "3", "platform": "p"}, **extra}

@@ -106,11 +106,11 @@ def test_perturbation_reads_the_control_labels_step1_reads():
     """A screen whose controls are "non-targeting" (or "Control") runs, with the same split and
     metrics as the same screen labelled "ctrl": the task and Step I share one control rule."""
     adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
-    ref = run_task("perturbation", adata, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
+    ref = run_task("perturbation", adata, pe="none", config=_cfg(n_eval_ctrl=16), seed=0)
     for label in ("non-targeting", "Control"):
         other = adata.copy()
         other.obs["condition"] = other.obs["condition"].astype(str).replace("ctrl", label)
-        res = run_task("perturbation", other, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
+        res = run_task("perturbation", other, pe="none", config=_cfg(n_eval_ctrl=16), seed=0)
         assert res.params["train_conditions"] == ref.params["train_conditions"]
         assert res.metrics == pytest.approx(ref.metrics, rel=1e-9)
     # missing metadata is not a control: empty and missing labels are refused, naming the column
@@ -119,7 +119,7 @@ def test_perturbation_reads_the_control_labels_step1_reads():
         other.obs["condition"] = other.obs["condition"].astype(object)
         other.obs.iloc[0, other.obs.columns.get_loc("condition")] = bad
         with pytest.raises(CapeDataError, match=rf"perturbation: obs\['condition'\]: 1 cells have (an )?{match}"):
-            run_task("perturbation", other, pe="default", config=_cfg(n_eval_ctrl=16), seed=0)
+            run_task("perturbation", other, pe="none", config=_cfg(n_eval_ctrl=16), seed=0)
 
 
 def test_gears_split_holds_out_genes():
@@ -150,7 +150,7 @@ def test_gears_split_holds_out_genes():
 def test_perturbation_gears_split_end_to_end():
     adata = simulate_perturbation_data(n_genes=16, n_single=8, n_double=10, n_ctrl=60, cells_per_condition=8, seed=0)
     cfg = _cfg(n_eval_ctrl=16, split="gears", unseen_gene_fraction=0.25, combo_seen2_test_fraction=0.3)
-    res = run_task("perturbation", adata, pe="default", config=cfg, seed=0)
+    res = run_task("perturbation", adata, pe="none", config=cfg, seed=0)
     _finite(res)
     pred = res.predictions
     assert set(pred.subgroup) <= {"unseen_single", "combo_seen0", "combo_seen1", "combo_seen2"}
@@ -161,13 +161,13 @@ def test_perturbation_gears_split_end_to_end():
     trained = {g for c in res.params["train_conditions"] for g in c.split("+")}
     assert not unseen & trained
     with pytest.raises(CapeConfigError, match="perturbation.split"):
-        run_task("perturbation", adata, pe="default", config=_cfg(split="genes"), seed=0)
+        run_task("perturbation", adata, pe="none", config=_cfg(split="genes"), seed=0)
 
 
 def test_bf16_precision_trains_and_a_bad_precision_is_refused(monkeypatch):
     """``precision="bf16"`` runs the forward passes under bfloat16 autocast (here on the CPU):
     finite losses and metrics; any other value names the key and the choices."""
-    import cape_pipeline.models.training as training
+    import cape_pipeline.models.loops as loops
 
     dtypes = []
 
@@ -176,8 +176,8 @@ def test_bf16_precision_trains_and_a_bad_precision_is_refused(monkeypatch):
         dtypes.append(getattr(ctx, "fast_dtype", None))
         return ctx
 
-    real = training.autocast
-    monkeypatch.setattr(training, "autocast", spy)
+    real = loops.autocast
+    monkeypatch.setattr(loops, "autocast", spy)
     adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
     res = run_task("perturbation", adata, pe="cape", angles=_angles(16), config=_cfg(n_eval_ctrl=16, precision="bf16"), seed=0)
     _finite(res)
@@ -247,7 +247,7 @@ def test_task_functions_take_run_tasks_keywords():
     import dataclasses
     import inspect
 
-    from cape_pipeline.tasks._training import TaskRun
+    from cape_pipeline.tasks._fit import TaskRun
     from cape_pipeline.tasks.age import predict_age
 
     shared = {

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from cape_pipeline.errors import CapeDataError, CapeFileError
 from cape_pipeline.models import ClassifierHead, build_backbone, pool
+from cape_pipeline.models.loops import seeded, train_epochs
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.training import seeded, train_epochs
 from cape_pipeline.tasks import load, run_task, simulate_methylation_age
 
 M = 24
@@ -26,7 +26,7 @@ def test_backbone_overfits_32_cells(backbone):
     x[torch.rand(32, M, generator=g) < 0.3] = 0.0
     y = torch.randint(0, 4, (32,), generator=g)
     with seeded(0):
-        model = build_backbone(backbone, {"d_model": 32, "n_heads": 2, "n_layers": 2, "dropout": 0.0}, n_features=M, pe="default")
+        model = build_backbone(backbone, {"d_model": 32, "n_heads": 2, "n_layers": 2, "dropout": 0.0}, n_features=M, pe="none")
         model.fit_data(x.numpy())
         head = ClassifierHead(32, 4, dropout=0.0)
 
@@ -69,7 +69,7 @@ def _positions() -> FeaturePositions:
     return FeaturePositions(angles=np.pi / 4 * e, hyperboloid=hyp, parent=parent, parent_weight=rng.uniform(0.1, 1, M))
 
 
-@pytest.mark.parametrize("pe", ["cape", "cape-learned-scale", "static-absolute", "default", "ape-tree", "cape@riemann"])
+@pytest.mark.parametrize("pe", ["cape", "cape-learned-scale", "static-absolute", "none", "ape-tree", "cape@riemann"])
 def test_save_load_gives_identical_predictions(cells, tmp_path, pe):
     pe, _, attention = pe.partition("@")
     angles = _positions()
@@ -94,7 +94,7 @@ def test_save_load_gives_identical_predictions(cells, tmp_path, pe):
 
 def test_age_model_round_trip(tmp_path):
     adata = simulate_methylation_age(n_samples=60, n_cpgs=12, seed=0)
-    res = run_task("age", adata, pe="default", backbone="methylgpt", config=CFG, seed=0)
+    res = run_task("age", adata, pe="none", backbone="methylgpt", config=CFG, seed=0)
     back = load(res.model.save(tmp_path / "age"))
     pred = back.predict(adata, missing="nan")
     te = adata.obs_names.get_indexer(res.predictions.index)
@@ -102,7 +102,7 @@ def test_age_model_round_trip(tmp_path):
 
 
 def test_alignment_and_bad_files_give_clear_errors(cells, tmp_path):
-    res = run_task("annotation", cells, pe="default", config=CFG, seed=0)
+    res = run_task("annotation", cells, pe="none", config=CFG, seed=0)
     path = res.model.save(tmp_path / "m")
     back = load(path)
     sub = cells[:, 2:].copy()  # lacks g0, g1
@@ -126,7 +126,7 @@ def test_alignment_and_bad_files_give_clear_errors(cells, tmp_path):
 def test_load_rejects_bad_configs_and_align_bad_values(cells, tmp_path):
     import json
 
-    res = run_task("annotation", cells, pe="default", config=CFG, seed=0)
+    res = run_task("annotation", cells, pe="none", config=CFG, seed=0)
     path = res.model.save(tmp_path / "m")
     cfg = json.loads((path / "config.json").read_text())
     bad = tmp_path / "bad"

@@ -20,7 +20,7 @@ TINY = {"pretrain_epochs": 1, "finetune_epochs": 2, "model": {"d_model": 8, "n_h
 def pbmc_model(tmp_path_factory):
     raw = ds.pbmc68k_reduced()  # X scaled (negatives), .raw log-normalized: as scanpy ships it
     prep = cp.pp.preprocess(raw, copy=True)
-    res = run_task("annotation", prep, pe="default", config={**TINY, "reference": False}, label_key="bulk_labels", seed=0)
+    res = run_task("annotation", prep, pe="none", config={**TINY, "reference": False}, label_key="bulk_labels", seed=0)
     path = res.model.save(tmp_path_factory.mktemp("m") / "annotation")
     return raw, prep, load(path)
 

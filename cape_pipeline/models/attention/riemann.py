@@ -58,7 +58,7 @@ class RiemannAttention(RotaryMultiheadAttention):
     ``S = softmax(s_h^{(ρ_m+ρ_n)/2} q_mᵀ k_n / sqrt(Dh) + bias)`` over keys (q, k rotated by the
     angles as in the parent, Eq. 9 with ``m → ρ_m``), then ``out = (S ⊙ Ω) V`` with
     ``Ω_mn = exp(−d_H(p_m, p_n)² / (2σ_h²))`` and no renormalisation (Eq. 22). ``s_h = e^{w_h} /
-    (e^{w_h} + α)`` (``w`` init 0, i.e. s = 1/(1+α)); ``σ_h = exp(log_sigma_h)``. Token 0
+    (e^{w_h} + α)`` (``w`` starts at 0, i.e. s = 1/(1+α)); ``σ_h = exp(log_sigma_h)``. Token 0
     (``<cls>``) has conformal factor 1 and Ω row/column 0 equal to 1. With s → 1 (w → ∞) and
     σ → ∞ it equals :class:`RotaryMultiheadAttention` (RoPE).
 

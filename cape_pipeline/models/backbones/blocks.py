@@ -8,6 +8,7 @@ The native identity embedding (``embed_identity``) is added unless ``config.iden
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -17,7 +18,7 @@ from torch import nn
 from cape_pipeline.models.attention import ATTENTIONS, build_attention
 from cape_pipeline.models.backbones.configs import BackboneConfig
 from cape_pipeline.models.backbones.tokens import TokenBatch, select_tokens
-from cape_pipeline.models.pe import build_pe
+from cape_pipeline.models.pe import PE_ALIASES, build_pe, resolve_pe
 from cape_pipeline.models.positions import FeaturePositions, as_positions, require
 
 __all__ = ["MLP", "Block", "TokenTransformer", "special_values"]
@@ -122,8 +123,10 @@ class TokenTransformer(nn.Module):
     n_features
         M, number of features of the data (rows of per-feature tables).
     pe
-        PE name (:data:`cape_pipeline.models.pe.PE_NAMES`); ``default`` is the identity alone
-        and switches it on even when ``config.identity`` is false.
+        PE name (:data:`cape_pipeline.models.pe.PE_NAMES`); ``none`` (the default) is the
+        identity alone. The earlier name ``default`` is taken as ``none`` with a
+        :class:`FutureWarning`, and switches the identity on even when ``config.identity`` is
+        false (as it did; the model's ``config`` then says ``identity=True``).
     attention
         Attention name (:data:`cape_pipeline.models.attention.ATTENTIONS`).
     angles
@@ -149,15 +152,18 @@ class TokenTransformer(nn.Module):
         config: BackboneConfig | None = None,
         *,
         n_features: int,
-        pe: str = "default",
+        pe: str = "none",
         attention: str = "dot",
         angles: np.ndarray | torch.Tensor | FeaturePositions | None = None,
         static_table: np.ndarray | torch.Tensor | None = None,
     ) -> None:
         super().__init__()
         config = self.config_class() if config is None else config
+        if pe in PE_ALIASES and not config.identity:  # the earlier name ``default`` forced the identity on
+            config = dataclasses.replace(config, identity=True)
+        pe = resolve_pe(pe)
         self.config, self.n_features, self.pe_name, self.attention_name = config, n_features, pe, attention
-        self.use_identity = bool(config.identity or pe == "default")
+        self.use_identity = bool(config.identity)
         d = config.d_model
         pos = as_positions(angles)
         self.pe = build_pe(

@@ -6,7 +6,7 @@ paper's sizes are available as presets (:func:`preset`): ``scgpt-paper`` (D 512,
 
 Feature identity. Each backbone keeps its native per-feature embedding (``identity=True``, the
 default): scGPT's trainable gene tokens, scBERT's static gene2vec-style vector, MethylGPT's
-trainable CpG tokens. That identity is the backbone's ``default`` PE, and every other PE is
+trainable CpG tokens. With PE ``none`` that identity is the only feature position, and every other PE is
 applied on top of it, as paper 000's own code applies CAPE on top of scGPT's gene encoder.
 ``identity=False`` is the literal reading of Eq. F.109, where the PE *replaces* the identity.
 """

@@ -2,7 +2,7 @@
 
 Token of CpG j in sample i: ``CpG(j) + MLP(β_ij)`` (1 → hidden → D) plus the PE of site j.
 ``CpG(j)`` is MethylGPT's trainable CpG-site token embedding (``nn.Embedding`` + LayerNorm, as
-scGPT's gene encoder it derives from): the native identity and the ``default`` PE. A missing β
+scGPT's gene encoder it derives from): the native identity, alone under PE ``none``. A missing β
 gets a learned <missing> vector and (``mask_missing_keys``) is excluded from attention as a key;
 hidden (pretraining) tokens get a learned <mask> vector.
 """

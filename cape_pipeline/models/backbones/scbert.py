@@ -2,7 +2,7 @@
 
 Token of gene j in cell i: ``C(bin(x_ij)) + g_j`` (+ the PE of gene j), with fixed
 absolute-value bins shared by all cells (bin 0 = zero) and ``g_j`` scBERT's gene2vec vector,
-kept fixed during training: the backbone's native identity and its ``default`` PE. gene2vec
+kept fixed during training: the backbone's native identity (alone under PE ``none``). gene2vec
 itself is not shipped here; its stand-in is the co-expression embedding of the training data
 (:func:`~cape_pipeline.models.pe.coexpression_embedding`, set by :meth:`ScBERT.fit_data`).
 Attention is exact softmax attention (see :mod:`cape_pipeline.models.attention` for why not

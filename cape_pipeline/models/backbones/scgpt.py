@@ -2,7 +2,7 @@
 
 Token of gene j in cell i: ``GeneEncoder(j) + ValueEncoder(x_ij)`` (+ the PE of gene j), then a
 <cls> token and pre-norm transformer blocks. ``GeneEncoder`` is scGPT's trainable gene-token
-embedding followed by LayerNorm, the backbone's native identity and its ``default`` PE. The
+embedding followed by LayerNorm, the backbone's native identity (alone under PE ``none``). The
 value encoder is scGPT's ``ContinuousValueEncoder`` (Linear(1, D) → ReLU → Linear(D, D) →
 LayerNorm) on the log-normalized value, or its ``CategoryValueEncoder`` over per-cell quantile
 bins (``value_encoder="binned"``). By default only expressed genes are tokens (scGPT's
@@ -32,7 +32,7 @@ class ScGPT(TokenTransformer):
     --------
     >>> import torch
     >>> from cape_pipeline.models import ScGPT, ScGPTConfig
-    >>> m = ScGPT(ScGPTConfig(d_model=16, n_heads=2, n_layers=1, tokens="all"), n_features=5, pe="default")
+    >>> m = ScGPT(ScGPTConfig(d_model=16, n_heads=2, n_layers=1, tokens="all"), n_features=5, pe="none")
     >>> tok = m.tokenize(torch.rand(3, 5))
     >>> m(tok).shape  # (B, 1 + T, D)
     torch.Size([3, 6, 16])

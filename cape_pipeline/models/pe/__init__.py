@@ -2,8 +2,12 @@
 
 Every PE is applied *on top of* the backbone's native feature identity (scGPT's gene tokens,
 scBERT's gene2vec-style vector, MethylGPT's CpG tokens), as paper 000's own code applies CAPE
-on top of scGPT's gene encoder; ``default`` is that identity alone. With the backbone config's
+on top of scGPT's gene encoder; ``none`` is that identity alone. With the backbone config's
 ``identity=False`` (the literal reading of Eq. F.109) the PE replaces the identity.
+
+``default`` is the earlier name of ``none`` (:data:`PE_ALIASES`): the same model, taken with a
+:class:`FutureWarning` for one release. It turned the backbone's identity on even under
+``identity=False``; the alias still does, so a model saved under that name loads as it was.
 
 A PE sees the token embeddings ``h`` ``(B, T, D)`` and the feature index of each token ``idx``
 ``(B, T)`` (long, into the ``M`` features of the data), and may act in four places:
@@ -22,7 +26,6 @@ The <cls> token is never given a position: zero angle, nothing added, no relativ
 =====================  ==============================================================  ===========
 name                   what it does                                                    equivariant
 =====================  ==============================================================  ===========
-``default``            the backbone's native identity alone (nothing on top)          yes
 ``cape``               rotary on q/k with the CAPE angles φ (Eqs. 24–26)               yes
 ``cape-learned-scale`` ``cape`` with a learned per-head factor exp(s_h) on φ, s_h = 0 at   yes
                        start (ours; :mod:`.pe_cape`)
@@ -30,15 +33,17 @@ name                   what it does                                             
 ``cape-additive``      add Linear(e) (w/o-rotary ablation, any angle width d_e)        yes
 ``static-absolute``    add fixed per-feature vectors (co-expression SVD, gene2vec      yes
                        stand-in; Eq. F.107)
-``trainable-absolute`` add a learned per-feature table, N(0, 1) init (scGPT, F.109)    yes
+``trainable-absolute`` add a learned per-feature table drawn from N(0, 1) (scGPT,     yes
+                       F.109)
 ``trainable-relative`` learned bias from the signed index distance (Eq. F.110)         no
-``learned-small-norm`` learned N(0, σ²)-init table × learned scale σ (paper 004)   yes
+``learned-small-norm`` learned table drawn from N(0, σ²) × learned scale σ (paper   yes
+                       004)
 ``rank-value``         Geneformer: add a learned vector of the token's rank by value /  no
                        non-zero training median (:mod:`.rank_value`)
 ``ape-tree``           paper 002: orthogonal maps A_m of each feature's path in the   no
                        DAG's spanning forest on q and k (:mod:`.ape_tree`)
-``none``               nothing on top of the identity; with ``identity=False``, a     yes
-                       permutation-invariant set of values
+``none``               nothing on top of the backbone's native identity; with         yes
+                       ``identity=False``, a permutation-invariant set of values
 =====================  ==============================================================  ===========
 
 "Equivariant" means: permuting the features of the data *together with* the PE's per-feature
@@ -51,6 +56,7 @@ for ``trainable-relative``, whose bias depends on the features' order in ``var_n
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -70,6 +76,8 @@ from cape_pipeline.models.positions import FeaturePositions, require
 
 __all__ = [
     "PE_NAMES",
+    "PE_ALIASES",
+    "resolve_pe",
     "ROTARY_PES",
     "ANGLE_PES",
     "PositionalEncoding",
@@ -91,7 +99,6 @@ __all__ = [
 ]
 
 PE_NAMES: tuple[str, ...] = (
-    "default",
     "cape",
     "cape-learned-scale",
     "cape-input",
@@ -105,6 +112,30 @@ PE_NAMES: tuple[str, ...] = (
     "ape-tree",
 )
 """Every PE name accepted by :func:`build_pe` (and by ``pe=`` of every backbone and task)."""
+
+PE_ALIASES: dict[str, str] = {"default": "none"}
+"""Earlier PE names → current ones, accepted with a :class:`FutureWarning` for one release."""
+
+
+def resolve_pe(name: str) -> str:
+    """The current name of PE ``name``: an earlier name (:data:`PE_ALIASES`) becomes its
+    current one with a :class:`FutureWarning`; any other string is returned as it is (an
+    unknown name is refused later, by :func:`build_pe` or the caller's check).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     resolve_pe("default"), resolve_pe("cape")
+    ('none', 'cape')
+    """
+    current = PE_ALIASES.get(name) if isinstance(name, str) else None
+    if current is None:
+        return name
+    warnings.warn(f"pe {name!r} is now called {current!r} (the same model); the earlier name will be removed",
+                  FutureWarning, stacklevel=3)
+    return current
 
 ANGLE_PES: frozenset[str] = frozenset({"cape", "cape-learned-scale", "cape-input", "cape-additive"})
 """PEs that need CAPE angles (an ``(n_vars, d)`` array)."""
@@ -121,9 +152,12 @@ class NoPE(PositionalEncoding):
 
 
 class DefaultPE(NoPE):
-    """The backbone's native identity alone: nothing on top (the backbone switches it on)."""
+    """Earlier name of :class:`NoPE` (warns with a :class:`FutureWarning` when built)."""
 
-    name = "default"
+    def __init__(self) -> None:
+        warnings.warn("DefaultPE is now NoPE (pe 'none'); the earlier name will be removed", FutureWarning,
+                      stacklevel=2)
+        super().__init__()
 
 
 class StaticAbsolutePE(PositionalEncoding):
@@ -147,7 +181,7 @@ class StaticAbsolutePE(PositionalEncoding):
 
 
 class TrainableAbsolutePE(PositionalEncoding):
-    """A learned per-feature table, ``nn.Embedding`` init N(0, 1) (scGPT's gene tokens, F.109)."""
+    """A learned per-feature table drawn from N(0, 1) like ``nn.Embedding`` (scGPT's gene tokens, F.109)."""
 
     name = "trainable-absolute"
 
@@ -161,7 +195,7 @@ class TrainableAbsolutePE(PositionalEncoding):
 
 
 class LearnedSmallNormPE(TrainableAbsolutePE):
-    """e^g·P, P trained from N(0, σ₀²) (paper 004 Sec. 3.1), σ = σ₀e^g learned via g (init 0)."""
+    """e^g·P, P trained from N(0, σ₀²) (paper 004 Sec. 3.1), σ = σ₀e^g learned via g (g starts at 0)."""
 
     name = "learned-small-norm"
 
@@ -284,7 +318,8 @@ def build_pe(
     Parameters
     ----------
     name
-        One of :data:`PE_NAMES`.
+        One of :data:`PE_NAMES` (an earlier name of :data:`PE_ALIASES` is taken with a
+        :class:`FutureWarning`).
     n_features
         M, the number of features (rows of the per-feature tables).
     d_model, n_heads
@@ -312,6 +347,7 @@ def build_pe(
     CapeDataError
         Missing or misshapen ``angles`` / ``static_table`` / forest.
     """
+    name = resolve_pe(name)
     if name not in PE_NAMES:
         raise CapeConfigError(f"pe {name!r} unknown; expected one of {list(PE_NAMES)}")
     if name in ANGLE_PES:
@@ -349,4 +385,4 @@ def build_pe(
 
         forest = require(positions, "parent", "pe='ape-tree'", n_features)
         return APETreePE(forest.parent, forest.parent_weight, d_model, n_heads, n_branches=ape_branches)
-    return DefaultPE() if name == "default" else NoPE()
+    return NoPE()

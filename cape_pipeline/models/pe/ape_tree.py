@@ -9,6 +9,7 @@ product ``A_m = W_{b1} ⋯ W_{bL}`` of orthogonal generators (:class:`APETreePE`
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -158,15 +159,19 @@ class APETreePE(PositionalEncoding):
         everywhere gives a placeholder to :meth:`load_state_dict` into.
     d_model, n_heads, n_branches
         Model width D, heads H (head size Dh = D / H even), κ generators per head.
-    init, base, noise
-        ``"rope"``: ``B_b[2i+1, 2i] = θ_i = base^(−2i/Dh)`` (``W_b`` = the interleaved RoPE
-        rotation by θ of :mod:`cape_pipeline.encodings.rope`) plus N(0, noise²) entries;
-        ``"identity"``: the N(0, noise²) entries only (``W_b`` ≈ I). Uses torch's global RNG.
+    initial_generators, base, noise
+        The generators' start: ``"rope"``: ``B_b[2i+1, 2i] = θ_i = base^(−2i/Dh)`` (``W_b`` =
+        the interleaved RoPE rotation by θ of :mod:`cape_pipeline.encodings.rope`) plus
+        N(0, noise²) entries; ``"identity"``: the N(0, noise²) entries only (``W_b`` ≈ I). Uses
+        torch's global RNG.
+    init
+        Earlier name of ``initial_generators``, taken with a :class:`FutureWarning`.
 
     Raises
     ------
     CapeConfigError
-        ``n_branches < 1``, D not divisible by H, odd Dh, unknown ``init``, ``noise < 0``.
+        ``n_branches < 1``, D not divisible by H, odd Dh, unknown ``initial_generators``,
+        ``noise < 0``, or both ``init`` and ``initial_generators`` given.
     CapeDataError
         ``parent``/``weight`` of the wrong shape, out of range, or cyclic.
 
@@ -186,16 +191,24 @@ class APETreePE(PositionalEncoding):
     equivariant = False
 
     def __init__(self, parent, weight, d_model: int, n_heads: int, *, n_branches: int = 4,
-                 init: str = "rope", base: float = 10000.0, noise: float = 0.02) -> None:
+                 initial_generators: str | None = None, base: float = 10000.0, noise: float = 0.02,
+                 init: str | None = None) -> None:
         super().__init__()
+        if init is not None:
+            if initial_generators is not None:
+                raise CapeConfigError("init is the earlier name of initial_generators; give only initial_generators")
+            warnings.warn("APETreePE(init=...) is now APETreePE(initial_generators=...); the earlier name will be "
+                          "removed", FutureWarning, stacklevel=2)
+            initial_generators = init
+        initial_generators = "rope" if initial_generators is None else initial_generators
         dh = d_model // max(n_heads, 1)
         if n_heads < 1 or d_model < 1 or d_model % n_heads or dh % 2:
             raise CapeConfigError(
                 f"d_model={d_model} must be a positive multiple of n_heads={n_heads} with an "
                 "even head size d_model/n_heads"
             )
-        if init not in ("rope", "identity"):
-            raise CapeConfigError(f"init {init!r} unknown; expected 'rope' or 'identity'")
+        if initial_generators not in ("rope", "identity"):
+            raise CapeConfigError(f"initial_generators {initial_generators!r} unknown; expected 'rope' or 'identity'")
         if not noise >= 0 or not base > 0:
             raise CapeConfigError(f"noise must be >= 0 and base > 0, got {noise}, {base}")
         w = weight.detach().cpu().numpy() if isinstance(weight, torch.Tensor) else weight
@@ -204,7 +217,7 @@ class APETreePE(PositionalEncoding):
         self.register_buffer("parent", torch.as_tensor(_check_parent(parent)))
         self.register_buffer("branch", torch.as_tensor(branch))
         gen = torch.randn(n_heads, self.n_branches, dh, dh) * noise
-        if init == "rope":
+        if initial_generators == "rope":
             i = torch.arange(dh // 2)
             gen[:, :, 2 * i + 1, 2 * i] += base ** (-2.0 * i.double() / dh).float()
         self.generators = nn.Parameter(gen)

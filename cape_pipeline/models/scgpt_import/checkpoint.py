@@ -30,16 +30,16 @@ from torch import nn
 
 from cape_pipeline.encodings.rope import apply_rotary
 from cape_pipeline.errors import CapeConfigError, CapeDataError, CapeFileError
-from cape_pipeline.models.pe import PE_NAMES
+from cape_pipeline.models.pe import PE_NAMES, resolve_pe
 
 __all__ = ["ScGPTCheckpointModel", "from_scgpt", "SCGPT_CHECKPOINT_PES"]
 
 logger = logging.getLogger(__name__)
 
-SCGPT_CHECKPOINT_PES: tuple[str, ...] = ("none", "default", "cape", "cape-input")
+SCGPT_CHECKPOINT_PES: tuple[str, ...] = ("none", "cape", "cape-input")
 """PEs a pretrained scGPT checkpoint supports without new trainable weights.
 
-``none`` / ``default``: scGPT as released (its gene tokens are its only feature identity);
+``none``: scGPT as released (its gene tokens are its only feature identity);
 ``cape``: rotary q/k in every layer (Eq. 24); ``cape-input``: the summed input embedding is
 rotated once, ``R(φ) h`` (Eq. F.108). The other names of :data:`PE_NAMES` add parameters that a
 released checkpoint does not have and are refused with :class:`CapeConfigError`.
@@ -168,7 +168,7 @@ class ScGPTCheckpointModel(nn.Module):
     args, vocab
         The parsed ``args.json`` (dict) and ``vocab.json`` (``{token: id}``).
     pe, angle_table, n_angled
-        ``"none"``/``"default"``/``"cape"``/``"cape-input"``; the ``(V, D/2)`` float32 angles
+        ``"none"``/``"cape"``/``"cape-input"``; the ``(V, D/2)`` float32 angles
         per vocabulary token (0 where none; ``None`` without a CAPE pe); how many genes got one.
     load_report
         ``{"ignored": [...], "missing": [...]}``: checkpoint keys the model does not use and
@@ -358,9 +358,9 @@ def from_scgpt(
     path
         The checkpoint directory.
     pe
-        One of :data:`SCGPT_CHECKPOINT_PES`: ``"none"``/``"default"`` (scGPT as released),
-        ``"cape"`` (rotary q/k per head in every layer) or ``"cape-input"`` (rotate the input
-        embedding once).
+        One of :data:`SCGPT_CHECKPOINT_PES`: ``"none"`` (scGPT as released; ``"default"``, its
+        earlier name, warns), ``"cape"`` (rotary q/k per head in every layer) or ``"cape-input"``
+        (rotate the input embedding once).
     angles
         For ``cape``/``cape-input``: a pandas DataFrame indexed by gene name with D/2 numeric
         columns (radians), or a :class:`cape_pipeline.encodings.CapeEncodings`
@@ -388,6 +388,7 @@ def from_scgpt(
     CapeConfigError
         ``pe`` not supported for a pretrained checkpoint, or an unknown ``input_emb_style``.
     """
+    pe = resolve_pe(pe)
     if pe not in SCGPT_CHECKPOINT_PES:
         known = "a PE name" if pe not in PE_NAMES else "a PE that needs new trainable weights"
         raise CapeConfigError(f"pe={pe!r} ({known}) is not supported on a pretrained scGPT checkpoint; supported: {list(SCGPT_CHECKPOINT_PES)}")

@@ -46,17 +46,17 @@ def _encodings_fingerprint(cfg: Any, ctx: StageContext) -> str:
     """Content hash of a ready encodings directory named by ``train.encodings`` and of the
     scGPT checkpoint of ``train.init``."""
     ckpt = getattr(cfg, "checkpoint", None)
-    init = ""
+    ckpt_hash = ""
     if ckpt:
         files = sorted(p for p in Path(ckpt).glob("*") if p.is_file())
-        init = "init:" + hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
+        ckpt_hash = "init:" + hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files])
     if getattr(cfg, "encodings", None) is None:
-        return init
+        return ckpt_hash
     d = Path(cfg.encodings)
     files = sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
     if not files:
         raise CapeFileError(f"train.encodings: {d} is not an encodings directory (expected encodings.parquet, manifest.json)")
-    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files]) + init
+    return hash_bytes(*[f"{p.name}:{hash_file(p)}" for p in files]) + ckpt_hash
 
 
 def _blind(discovered: Mapping[str, Any], cfg: TrainConfig, source: str | None) -> bool:
@@ -71,9 +71,9 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
     from cape_pipeline.models.positions import FeaturePositions
     from cape_pipeline.tasks._base import dense_x
 
-    adata, init = inputs["preprocess"], None
+    adata, genes = inputs["preprocess"], None
     if cfg.checkpoint:
-        adata, init = vocabulary_subset(adata, cfg.checkpoint)
+        adata, genes = vocabulary_subset(adata, cfg.checkpoint)
     enc = (inputs["encode"] if cfg.encodings is None else encodings_from_dir(cfg.encodings)).encodings
     tasks = resolve_tasks(cfg, ctx.source, adata)
     provenance = getattr(inputs.get("encode"), "provenance", None) or {}
@@ -89,23 +89,23 @@ def _train_run(inputs: Mapping[str, Any], cfg: TrainConfig, ctx: StageContext) -
         shared = np.isin(np.asarray(adata.var_names, dtype=str), np.asarray(enc.feature_names, dtype=str)).any()
         raise CapeDataError(f"{where}: {exc}" + (" (CLI: --set train.encodings_missing=zero)" if shared else "")) from exc
     d_model = cfg.d_model if cfg.d_model is not None else 2 * int(positions.angles.shape[1])
-    if init is not None:
+    if genes is not None:
         from cape_pipeline.models.scgpt_import.warm_start import scgpt_checkpoint_config
 
         d_model = scgpt_checkpoint_config(cfg.checkpoint).d_model
     label_key = cfg.label_key or next(iter(adata.uns.get("cape_ingest", {}).get("label_columns") or []), None)
     # cuda:LOCAL_RANK under torchrun (WORLD_SIZE > 1), where the transformers train data-parallel
     device = init_from_env(str(resolve_device(cfg.device)))
-    arms = list(dict.fromkeys([cfg.pe, *cfg.compare]))
+    arms = cfg.arms
     x_all = dense_x(adata) if "annotation" in tasks and "clustering" in tasks else None
-    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=init is None, x=x_all,
+    plan = train_plan(adata, cfg, tasks, arms, task_settings(cfg, d_model, True), measure=genes is None, x=x_all,
                       device=device)
     for line in plan_lines(plan):
         plan_log.info(line)
     results = compare_arms(adata, positions, cfg, tasks, d_model=d_model, label_key=label_key, device=device,
                            x=x_all, progress=ctx.progress, source=ctx.source)
     return TrainOutput(
-        results=results, tasks=tasks, pes=arms, d_model=d_model, encodings_dir=cfg.encodings, init=init,
+        results=results, tasks=tasks, arms=arms, d_model=d_model, encodings_dir=cfg.encodings, checkpoint_genes=genes,
         plan={**plan.to_dict(), "step1_blind": blind},
     )
 
@@ -125,7 +125,7 @@ def _train_export(artifact: Path, out: Path) -> list[Path]:
 
 
 def _train_summary(out: TrainOutput) -> dict[str, Any]:
-    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "pes": ",".join(out.pes)}
+    return {"runs": len(out.results), "tasks": ",".join(out.tasks) or "none", "arms": ",".join(out.arms)}
 
 
 STAGE = Stage(

@@ -16,8 +16,8 @@ from cape_pipeline.models import (
     preset,
     register_attention,
 )
+from cape_pipeline.models.loops import masked_pretrain
 from cape_pipeline.models.positions import FeaturePositions
-from cape_pipeline.models.training import masked_pretrain
 
 M = 10
 SMALL = {"d_model": 16, "n_heads": 2, "n_layers": 1}
@@ -34,7 +34,7 @@ def test_every_backbone_takes_every_pe(backbone, pe, identity):
     pos = FeaturePositions(angles=angles, parent=forest[0], parent_weight=forest[1])
     cfg = {**SMALL, "max_tokens": 6, "identity": identity}
     model = build_backbone(backbone, cfg, n_features=M, pe=pe, angles=pos, static_table=table)
-    assert model.use_identity == (identity or pe == "default")
+    assert model.use_identity == identity
     x = torch.rand(3, M)
     x[0, 2] = float("nan")
     x[1, :4] = 0.0
@@ -80,7 +80,7 @@ def test_attention_registry_is_extensible():
 
 def test_missing_values_are_masked_keys_in_methylgpt():
     torch.manual_seed(0)
-    model = build_backbone("methylgpt", SMALL, n_features=M, pe="default").eval()
+    model = build_backbone("methylgpt", SMALL, n_features=M, pe="none").eval()
     x = torch.rand(2, M)
     x[:, 3] = float("nan")
     tok = model.tokenize(x)
@@ -98,7 +98,7 @@ def test_pretraining_reduces_reconstruction_loss():
     z = torch.rand(200, 1, generator=g)
     x = (z * torch.linspace(0.5, 3.0, M)).round(decimals=1)  # strongly co-varying features
     torch.manual_seed(0)
-    model = build_backbone("scgpt", {**SMALL, "tokens": "all"}, n_features=M, pe="default")
+    model = build_backbone("scgpt", {**SMALL, "tokens": "all"}, n_features=M, pe="none")
     model.fit_data(x.numpy())
     _, log = masked_pretrain(model, x, epochs=16, batch_size=32, lr=3e-3, mask_ratio=0.3, generator=g)
     assert len(log.losses) == 16 and log.n_seen == 16 * 200

@@ -146,7 +146,7 @@ def test_constructor_errors():
     with pytest.raises(CapeConfigError):
         APETreePE(np.array([-1]), np.zeros(1), 10, 4)  # not divisible
     with pytest.raises(CapeConfigError):
-        APETreePE(np.array([-1]), np.zeros(1), D, H, init="random")
+        APETreePE(np.array([-1]), np.zeros(1), D, H, initial_generators="random")
     with pytest.raises(CapeDataError):
         APETreePE(np.array([[-1]]), np.zeros(1), D, H)
     with pytest.raises(CapeDataError):
@@ -162,7 +162,7 @@ def test_words_are_root_paths():
 
 def test_maps_are_orthogonal():
     torch.manual_seed(0)
-    pe = _pe(_random_forest(60, 0), init="identity", noise=0.5)
+    pe = _pe(_random_forest(60, 0), initial_generators="identity", noise=0.5)
     a = pe.maps(torch.arange(60))
     assert a.shape == (60, H, DH, DH) and a.dtype == torch.float32
     eye = torch.eye(DH).expand_as(a)
@@ -176,10 +176,10 @@ def test_relative_map_depends_only_on_path_between():
     relabel = ([-1, 0, 1, 2, 3, 2, 0], [0, 1, 1, 1, 1, 0.5, 5.0])  # node 1 moves to branch 1
     deeper = ([6, 0, 1, 2, 3, 2, -1], [1, 1, 1, 1, 1, 0.5, 0])  # extra ancestor above 0
     torch.manual_seed(0)
-    ref = _pe(*base, n_branches=3, init="identity", noise=0.5)
+    ref = _pe(*base, n_branches=3, initial_generators="identity", noise=0.5)
     rel, abs_ = [], []
     for parent, weight in (base, relabel, deeper):
-        pe = _pe(parent, weight, n_branches=3, init="identity")
+        pe = _pe(parent, weight, n_branches=3, initial_generators="identity")
         pe.load_state_dict({"generators": ref.generators, "parent": pe.parent, "branch": pe.branch})
         a = pe.maps(torch.tensor([4, 5]))
         rel.append(a[0].transpose(-1, -2) @ a[1])
@@ -191,7 +191,7 @@ def test_relative_map_depends_only_on_path_between():
 
 def test_chain_with_rope_init_is_rope():
     m, base = 6, 10000.0
-    pe = _pe(list(range(-1, m - 1)), init="rope", noise=0.0, base=base)
+    pe = _pe(list(range(-1, m - 1)), initial_generators="rope", noise=0.0, base=base)
     assert pe.branch.tolist() == [0] * m
     idx = torch.tensor([[0, 5, 2, 3], [4, 4, 1, 0]])
     q, k = torch.randn(2, 2, H, 5, DH).unbind(0)
@@ -206,7 +206,7 @@ def test_chain_with_rope_init_is_rope():
 
 def test_cls_unchanged_and_gradients_flow():
     torch.manual_seed(1)
-    pe = _pe(_random_forest(20, 1), init="identity", noise=0.3)
+    pe = _pe(_random_forest(20, 1), initial_generators="identity", noise=0.3)
     idx = torch.randint(0, 20, (3, 7))
     q, k = torch.randn(2, 3, H, 8, DH).unbind(0)
     q2, k2 = pe.qk_transform(idx)(q, k)
@@ -221,7 +221,7 @@ def test_state_dict_round_trip_into_placeholder():
     parent = _random_forest(m, 2)
     weight = np.random.default_rng(2).uniform(0.1, 1, m)
     torch.manual_seed(2)
-    pe = _pe(parent, weight, n_branches=3, init="identity", noise=0.3)
+    pe = _pe(parent, weight, n_branches=3, initial_generators="identity", noise=0.3)
     holder = _pe(-np.ones(m, dtype=np.int64), np.zeros(m), n_branches=3)
     idx = torch.randint(0, m, (2, 9))
     q, k = torch.randn(2, 2, H, 10, DH).unbind(0)
@@ -233,3 +233,15 @@ def test_state_dict_round_trip_into_placeholder():
     assert torch.equal(holder.parent, pe.parent) and torch.equal(holder.branch, pe.branch)
     torch.testing.assert_close(got[0], want[0], atol=0, rtol=0)
     torch.testing.assert_close(got[1], want[1], atol=0, rtol=0)
+
+
+def test_init_is_the_earlier_name_of_initial_generators():
+    """``init=`` (earlier name) warns and builds the same generators as ``initial_generators=``."""
+    torch.manual_seed(0)
+    new = _pe(_random_forest(20, 1), initial_generators="identity", noise=0.3)
+    torch.manual_seed(0)
+    with pytest.warns(FutureWarning, match="initial_generators"):
+        old = _pe(_random_forest(20, 1), init="identity", noise=0.3)
+    torch.testing.assert_close(old.generators, new.generators, rtol=0, atol=0)
+    with pytest.raises(CapeConfigError, match="give only initial_generators"):
+        _pe(_random_forest(20, 1), init="rope", initial_generators="rope")

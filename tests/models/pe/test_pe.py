@@ -86,7 +86,7 @@ def test_permuting_features_with_their_pe_rows_permutes_outputs(pe, backbone, id
     torch.testing.assert_close(hp[:, 1:], h[:, 1:][:, perm], atol=1e-5, rtol=1e-4)  # tokens: equivariant
 
 
-@pytest.mark.parametrize("pe", ["cape", "trainable-absolute", "default"])
+@pytest.mark.parametrize("pe", ["cape", "trainable-absolute", "none"])
 @pytest.mark.parametrize("tokens", ["all", "expressed"])
 def test_topk_tokens_keep_cls_invariant(pe, tokens):
     x, angles, table = _inputs(b=3)
@@ -319,3 +319,32 @@ def test_token_selection_and_bins():
     b = quantile_bins(x, 4)
     assert b[0, 0] == 0 and b[0, 5] == 0 and b[0, 3] == 0
     assert b[0, 2] < b[0, 4] < b[0, 1] and int(b.max()) <= 3
+
+
+def test_default_is_the_earlier_name_of_none() -> None:
+    """``default`` and ``none`` are the same model (the identity alone): ``none`` is the name,
+    ``default`` maps to it with a FutureWarning, and still switches the identity on under
+    ``identity=False`` as it did, so a model saved under that name loads as it was."""
+    from cape_pipeline.models import resolve_pe
+    from cape_pipeline.models.pe import DefaultPE, NoPE
+
+    assert "default" not in PE_NAMES and "none" in PE_NAMES
+    with pytest.warns(FutureWarning, match="'default' is now called 'none'"):
+        assert resolve_pe("default") == "none"
+    assert resolve_pe("cape") == "cape"
+    with pytest.warns(FutureWarning):
+        assert type(build_pe("default", n_features=M, d_model=D, n_heads=H)) is NoPE
+    with pytest.warns(FutureWarning, match="NoPE"):
+        assert isinstance(DefaultPE(), NoPE)
+    x = _inputs()[0]
+    for identity in (True, False):
+        cfg = ScGPTConfig(d_model=D, n_heads=H, n_layers=1, max_tokens=0, tokens="all", identity=identity)
+        torch.manual_seed(0)
+        with pytest.warns(FutureWarning):
+            old = build_backbone("scgpt", cfg, n_features=M, pe="default").eval()
+        torch.manual_seed(0)
+        new = build_backbone("scgpt", ScGPTConfig(**{**cfg.__dict__, "identity": True}), n_features=M, pe="none").eval()
+        assert old.pe_name == "none" and old.use_identity and old.config.identity
+        assert old.state_dict().keys() == new.state_dict().keys()
+        with torch.no_grad():
+            torch.testing.assert_close(old(old.tokenize(x)), new(new.tokenize(x)), rtol=0, atol=0)

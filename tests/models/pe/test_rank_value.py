@@ -154,7 +154,7 @@ def test_other_pes_unchanged_by_the_value_hook():
     """The backbone passes values only to PEs with ``needs_values``: other PEs' outputs equal
     a forward that calls ``pe.embed(h, idx)`` directly (recorded against the old code path)."""
     x = _data()
-    for pe in ["default", "trainable-absolute", "trainable-relative", "learned-small-norm", "none"]:
+    for pe in ["trainable-absolute", "trainable-relative", "learned-small-norm", "none"]:
         torch.manual_seed(0)
         model = build_backbone("scgpt", {"d_model": D, "n_heads": H, "n_layers": 2}, n_features=M, pe=pe).eval()
         assert not getattr(model.pe, "needs_values", False)

@@ -1,5 +1,6 @@
-"""Training shared by the tasks: masked-value pretraining reused across tasks (:class:`Pretrained`),
-fine-tuning of backbone + head, and the run records every task returns."""
+"""How a task fits its model: masked-value pretraining reused across tasks (:class:`Pretrained`),
+fine-tuning of backbone + head, and the run records every task returns (:class:`TaskRun`). The
+optimizer loops themselves are :mod:`cape_pipeline.models.loops`."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from torch import nn
 from cape_pipeline.errors import CapeConfigError
 from cape_pipeline.models import pool
 from cape_pipeline.models.backbones.blocks import TokenTransformer
-from cape_pipeline.models.positions import FeaturePositions, as_positions
-from cape_pipeline.models.training import (
+from cape_pipeline.models.loops import (
     TrainLog,
     as_tensor,
     autocast,
@@ -26,6 +26,7 @@ from cape_pipeline.models.training import (
     seeded,
     train_epochs,
 )
+from cape_pipeline.models.positions import FeaturePositions, as_positions
 from cape_pipeline.tasks._base import TaskConfig, build_model, model_config
 from cape_pipeline.tasks.trained import TrainedModel
 
@@ -50,7 +51,7 @@ class Pretrained:
     model
         The backbone (eval mode).
     log
-        The pretraining :class:`~cape_pipeline.models.training.TrainLog`.
+        The pretraining :class:`~cape_pipeline.models.loops.TrainLog`.
     key
         Everything that determined it (backbone, model config, pe, seed, budget, data shape);
         a task checks it against its own settings.
@@ -254,7 +255,7 @@ def finetune(
     desc: str,
 ) -> TrainLog:
     """Fine-tune backbone + head end to end with the recipe of ``cfg``
-    (:func:`~cape_pipeline.models.training.train_epochs` over ``n`` observations: AdamW with
+    (:func:`~cape_pipeline.models.loops.train_epochs` over ``n`` observations: AdamW with
     ``cfg.lr``, ``cfg.weight_decay``, ``cfg.warmup``, ``cfg.finetune_epochs``, ``cfg.batch_size``
     and early stopping after ``cfg.patience`` epochs without a better ``validate()`` score, at
     most ``cfg.finetune_max_steps`` optimizer steps; ``step`` and ``validate`` under the
