@@ -220,7 +220,7 @@ def reproduce_fig3(
     logger.info("simulated N=%d, M=%d, %d true edges", n_samples, FIG3_N_NODES, true.n_edges)
 
     t0 = time.perf_counter()
-    learned = discover(adata, seed=seed, epochs=epochs, progress=progress)
+    learned = discover(adata, seed=seed, low_rank={"epochs": epochs}, progress=progress)  # auto: the low rank here
     runtime["discover"] = time.perf_counter() - t0
     metrics = dag_metrics(learned, true)
     logger.info("Step I: %d edges, SHD %d, F1 %.3f", learned.n_edges, metrics["shd"], metrics["f1"])

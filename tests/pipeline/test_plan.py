@@ -174,6 +174,24 @@ def test_regression_discover_estimate_follows_the_step1_measurements():
     assert np.isnan(discover_estimate(3000, 2000, "low-rank"))
 
 
+def test_regression_discover_estimate_follows_the_atlas_runs():
+    """The plan's Step I estimate stays within a factor of 2 of the newest CPU run of each size
+    in benchmarks/scale/atlas.jsonl (Step I's default on simulated counts at atlas size, with
+    the run's number of random splits)."""
+    import json
+    from pathlib import Path
+
+    from cape_pipeline.pipeline.plan import discover_estimate
+
+    path = Path(__file__).parents[2] / "benchmarks/scale/atlas.jsonl"
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    newest = {(r["cells"], r["genes"]): r for r in rows if r["device"] == "cpu"}
+    assert newest
+    for (cells, genes), r in newest.items():
+        est = discover_estimate(cells, genes, r["support"], n_splits=r["n_splits_used"])
+        assert r["discover_s"] / 2 <= est <= 2 * r["discover_s"], (cells, r["discover_s"], est)
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))])
 def test_calibration_times_the_step_on_the_training_device(device) -> None:
