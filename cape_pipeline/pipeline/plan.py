@@ -233,9 +233,11 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
     (NaN for the others) on this kind of 2-core CPU.
 
     ``"regression"`` (the default for single-cell data): ``n_splits · (REGRESSION_FIXED_S +
-    REGRESSION_PER_ENTRY · N · M)``, fitted to ``benchmarks/scale/step1.jsonl`` (Step I alone on
-    simulated counts, M = 2,000 HVGs; the cost is the screen, O(N·M²/2) per half, and the
-    regressions, O(N·M·K²), once per random split of the cells, ``discover.regression.n_splits``).
+    REGRESSION_PER_ENTRY · N · M)``, fitted to ``benchmarks/scale/step1.jsonl`` and
+    ``benchmarks/scale/atlas.jsonl`` (Step I alone on simulated counts, M = 2,000 HVGs, 1,000 to
+    100,000 cells). Per random split of the cells (``discover.regression.n_splits``) the cost is
+    the Gram matrices of the halves, O(N·M²), then work in M alone (the screen's residual
+    products, O(M²·k), the regressions and their p-values), which is most of the fixed part.
 
     ``"learned"``: on this kind of
     2-core CPU, from the main-job runs of ``benchmarks/scale`` (simulated counts, M = 2,000
@@ -256,10 +258,10 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
 
 #: the regression support's estimate per split of the cells (:func:`discover_estimate`): seconds,
 #: and seconds per N·M, fitted to the newest benchmarks/scale/step1.jsonl row of each simulated
-#: set (library size as covariate, counting-noise correction from 3,000 cells, 8 splits; the
-#: rows and the estimate's error: benchmarks/scale/RESULTS.md)
-REGRESSION_FIXED_S = 0.25
-REGRESSION_PER_ENTRY = 1.0e-6
+#: set and the newest atlas.jsonl CPU row (library size as covariate, counting-noise correction
+#: from 3,000 cells, 8 splits; the rows and the estimate's error: benchmarks/scale/RESULTS.md)
+REGRESSION_FIXED_S = 3.0
+REGRESSION_PER_ENTRY = 1.6e-7
 
 
 def format_clock(seconds: float) -> str:
