@@ -12,6 +12,7 @@ are equal, the load and the commit.
 Usage (from the repository root)::
 
     python benchmarks/scale/gram_regressions.py --cells 30000 --n-splits 2
+    python benchmarks/scale/gram_regressions.py --report     # the table in RESULTS.md
 
 Rows go to ``gram_regressions.jsonl`` beside this file.
 """
@@ -30,7 +31,36 @@ sys.path.insert(0, str(HERE))
 from _record import append, commit, provenance  # noqa: E402
 
 
+def report() -> str:
+    """RESULTS.md's table (between ``<!-- gram: begin -->`` and ``<!-- gram: end -->``) from the
+    rows of ``gram_regressions.jsonl``, replaced in place."""
+    import json
+
+    rows = [json.loads(ln) for ln in (HERE / "gram_regressions.jsonl").read_text().splitlines() if ln.strip()]
+    lines = ["| cells | splits | mode | Step I | screen | edge test | orientation | pruning | edges | same DAG | "
+             "commit, date | load before |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        st = r["stage_seconds"]
+        same = {True: "yes", False: "no"}.get(r.get("dag_equal_to_gram"), "")
+        lines.append(f"| {r['cells']:,} | {r['n_splits']} | {r['mode']} | {r['discover_s']:.1f} s | "
+                     f"{st.get('screen', 0):.1f} s | {st.get('edge test', 0):.1f} s | {st.get('orientation', 0):.1f} s | "
+                     f"{st.get('pruning', 0):.1f} s | {r['n_edges']:,} | {same} | {r['commit']}, {r['date'][:10]} | "
+                     f"{r['load_before'][0]} |")
+    body = "\n".join(lines)
+    path = HERE / "RESULTS.md"
+    text = path.read_text()
+    head, rest = text.split("<!-- gram: begin -->", 1)
+    text = head + "<!-- gram: begin -->\n" + body + "\n<!-- gram: end -->" + rest.split("<!-- gram: end -->", 1)[1]
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return body
+
+
 def main() -> None:
+    if "--report" in sys.argv:
+        print(report())
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", type=int, default=30_000)
     ap.add_argument("--genes", type=int, default=2000)
