@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import warnings
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
@@ -334,6 +335,30 @@ def _defaults() -> DiscoverConfig:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(DiscoverConfig))
+
+_DATACLASS_INIT = DiscoverConfig.__init__
+_INIT_NAMES = frozenset(inspect.signature(_DATACLASS_INIT).parameters) - {"self"}
+
+
+@functools.wraps(_DATACLASS_INIT)
+def _init(self: DiscoverConfig, *args: Any, **kwargs: Any) -> None:
+    # an option the constructor does not take is a CapeConfigError naming its current spelling
+    unknown = [k for k in kwargs if k not in _INIT_NAMES]
+    if unknown:
+        hints = [
+            f"{k} belongs to " + " or ".join(f"{name}={{{k!r}: ...}}" for name in FLAT_OPTIONS[k])
+            if k in FLAT_OPTIONS else f"{k} is not an option{did_you_mean(k, sorted(_INIT_NAMES))}"
+            for k in unknown
+        ]
+        flat = any(k in FLAT_OPTIONS for k in unknown)
+        raise CapeConfigError(
+            "DiscoverConfig: " + "; ".join(hints)
+            + (" (the keyword API, causal.discover(x, **options), still maps the flat names)" if flat else "")
+        )
+    _DATACLASS_INIT(self, *args, **kwargs)
+
+
+DiscoverConfig.__init__ = _init  # type: ignore[method-assign]
 
 
 def resolve_config(

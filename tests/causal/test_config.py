@@ -226,3 +226,13 @@ def test_validation_messages(kw, message):
     assert str(err.value).startswith(message), str(err.value)
     with pytest.raises(CapeConfigError):  # the same check through the keyword API
         check_options(**kw)
+
+
+def test_the_constructor_names_the_current_spelling_of_a_flat_or_misspelled_option():
+    with pytest.raises(CapeConfigError, match=r"fdr belongs to regression=\{'fdr': \.\.\.\}"):
+        DiscoverConfig(fdr=0.1)
+    with pytest.raises(CapeConfigError, match=r"epochs belongs to low_rank=.* or screened=.* or learned="):
+        DiscoverConfig(epochs=3)
+    with pytest.raises(CapeConfigError, match=r"algoritm is not an option \(did you mean 'algorithm'\?\)$"):
+        DiscoverConfig(algoritm="regression")
+    assert DiscoverConfig(algorithm="regression", regression={"fdr": 0.1}).regression.fdr == 0.1
