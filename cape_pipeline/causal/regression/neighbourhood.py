@@ -176,24 +176,23 @@ def regressions(
             gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])  # (b, K, K)
             xty = (full[idx, col[:, None]] * lv).unsqueeze(2)  # (b, K, 1)
             yy = full[col, col]
-        elif keep is None:
+        else:  # the moments of the gathered columns
             xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
             y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-            gram = xp.transpose(1, 2) @ xp  # (b, K, K)
-            xty = xp.transpose(1, 2) @ y
-            yy = (y * y).sum((1, 2))
-        else:  # each child on its own rows, centred there
-            xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]
-            y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)
-            w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
-            nb = w.sum(1).clamp_min(1.0)
-            xw = xp * w[:, :, None]
-            mx = xw.sum(1) / nb[:, None]  # (b, K)
-            yw = y[:, :, 0] * w
-            my = yw.sum(1) / nb
-            gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
-            xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
-            yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
+            if keep is None:
+                gram = xp.transpose(1, 2) @ xp  # (b, K, K)
+                xty = xp.transpose(1, 2) @ y
+                yy = (y * y).sum((1, 2))
+            else:  # each child on its own rows, centred there
+                w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
+                nb = w.sum(1).clamp_min(1.0)
+                xw = xp * w[:, :, None]
+                mx = xw.sum(1) / nb[:, None]  # (b, K)
+                yw = y[:, :, 0] * w
+                my = yw.sum(1) / nb
+                gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+                xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
+                yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
         ncol = nb if keep is None else nb[:, None]
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
         gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
