@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._utils import BLOCK_ENTRIES, column_mean_sd
 from cape_pipeline.errors import CapeDataError
 
 __all__ = ["prepare_matrix"]
@@ -20,6 +21,22 @@ def _names_list(names: Any, limit: int = 5) -> str:
     names = [str(n) for n in names]
     more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
     return ", ".join(repr(n) for n in names[:limit]) + more
+
+
+def _block_rows(m: int) -> int:
+    return max(1, BLOCK_ENTRIES // max(m, 1))
+
+
+def _dense_float64(x: sp.spmatrix | sp.sparray) -> np.ndarray:
+    """A numeric sparse ``(N, M)`` matrix as a new dense float64 array, filled a row block at a
+    time: the values are those of ``x.astype(float64).toarray()`` without its float64 sparse copy."""
+    n, m = x.shape
+    csr = x.tocsr() if x.format != "csr" else x
+    out = np.empty((n, m), dtype=np.float64)
+    step = _block_rows(m)
+    for s in range(0, n, step):
+        out[s : s + step] = csr[s : s + step].toarray()
+    return out
 
 
 def prepare_matrix(
@@ -55,8 +72,8 @@ def prepare_matrix(
     if hasattr(data, "X") and hasattr(data, "var_names"):
         x = source = data.X
         names = np.asarray(data.var_names, dtype=object)
-        if sp.issparse(x):  # densified once, as float64 (the sparse values cast first)
-            x = x.astype(np.float64).toarray() if x.dtype.kind in "biuf" else x.toarray()
+        if sp.issparse(x):  # densified once, as float64, a row block at a time (no float64 sparse copy)
+            x = _dense_float64(x) if x.dtype.kind in "biuf" else x.toarray()
         x = np.asarray(x)
     elif isinstance(data, pd.DataFrame):
         bad = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
@@ -66,7 +83,7 @@ def prepare_matrix(
         x = data.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
     else:
         if sp.issparse(data):
-            data = data.astype(np.float64).toarray() if data.dtype.kind in "biuf" else data.toarray()
+            data = _dense_float64(data) if data.dtype.kind in "biuf" else data.toarray()
         x = np.asarray(data)
     if x.dtype.kind not in "biuf":
         raise CapeDataError(f"data: expected a numeric matrix, got dtype {x.dtype}")
@@ -84,11 +101,10 @@ def prepare_matrix(
         raise CapeDataError(f"data: expected at least 2 observations (rows), got {n}")
     if m < 2:
         raise CapeDataError(f"data: expected at least 2 features (columns), got {m}")
-    finite = np.isfinite(x)
-    all_finite = bool(finite.all())
-    if all_finite:
-        del finite
+    step = _block_rows(m)
+    all_finite = all(bool(np.isfinite(x[s : s + step]).all()) for s in range(0, n, step))
     if not all_finite:
+        finite = np.isfinite(x)
         all_missing = ~finite.any(axis=0) & np.isnan(x).all(axis=0)
         if all_missing.any():
             raise CapeDataError(f"data: features {_names_list(names[all_missing])} are all missing (NaN)")
@@ -102,8 +118,7 @@ def prepare_matrix(
                 f"data: features {_names_list(names[bad])} contain NaN or inf; impute or drop them first "
                 "(NaN only: missing='mean')"
             )
-    mean = x.mean(axis=0)
-    sd = x.std(axis=0)
+    mean, sd = column_mean_sd(x)
     const = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
     if const.any():
         raise CapeDataError(f"data: features {_names_list(names[const])} are constant; drop them first")

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
-from cape_pipeline._utils import BLOCK_ENTRIES
+from cape_pipeline._utils import BLOCK_ENTRIES, column_mean_sd
 from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -139,7 +139,7 @@ def unit_sd(z: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """``(N, M)`` float64 centred columns divided by their sd; a column with sd ≤ 1e-12 becomes 0
     (the scaling of :func:`residualize` and of the regression support's cross-fitting halves).
     With ``overwrite``, in ``z`` itself (the same values, no second ``(N, M)`` array kept)."""
-    sd = z.std(axis=0)
+    sd = column_mean_sd(z)[1]
     ok = sd > 1e-12
     if not overwrite:
         return np.divide(z, sd, out=np.zeros_like(z), where=ok)

@@ -14,7 +14,7 @@ import torch
 
 from cape_pipeline._utils import batch_entries
 
-__all__ = ["candidate_parents", "parent_table", "screen_parents"]
+__all__ = ["candidate_parents", "parent_table", "screen_parents", "tanh_round_runs"]
 
 _BLOCK_ENTRIES = 1 << 22
 
@@ -132,8 +132,8 @@ def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> to
 
 
 def screen_parents(
-    x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
-    gram: torch.Tensor | None = None,
+    x: torch.Tensor | None, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+    gram: torch.Tensor | None = None, n_rows: int | None = None,
 ) -> torch.Tensor:
     """Candidate parents of every feature in two correlation rounds, without an M × M matrix.
 
@@ -164,6 +164,9 @@ def screen_parents(
         it (round 2's residual correlations as ``G[:, c] − G[:, P] β_c``: no ``(N, M)`` residual
         matrix, O(M²·k) after the O(N·M²) product); the candidates are those of the row passes up
         to float rounding (a near-tie at the k-th place may order the other way).
+    n_rows
+        N, the rows behind ``gram`` where ``x`` is None (rows that are not held:
+        :func:`~cape_pipeline.causal.regression.moments.split_moments`); ignored otherwise.
 
     Returns
     -------
@@ -175,23 +178,33 @@ def screen_parents(
 
     Cost O(N·M²) time in row blocks (two passes; O(N·M·R) with ``regulators``),
     O(N·M·k² + M·k) for the ridge fits.
+
+    Raises
+    ------
+    ValueError
+        ``x`` is None without ``gram`` and ``n_rows``.
     """
-    n, m = x.shape
+    if x is None and (gram is None or n_rows is None):
+        raise ValueError("screen_parents: without x, gram and n_rows stand for it")
+    n, m = x.shape if x is not None else (int(n_rows), gram.shape[0])
+    dev = gram.device if x is None else x.device
     k = int(min(max(int(k), 1), max(1, (m - 1) // 3)))
     xp = x
     if regulators is not None:
         k = min(k, max(1, regulators.numel() - 1))
-        xp = x[:, regulators]  # (N, R)
+        xp = None if x is None else x[:, regulators]  # (N, R)
     width = 2 * k
     with torch.no_grad():
         if gram is None:
             tv, ti = _top_abs_corr(xp, x, k, exclude_self=True, pool=regulators)
         else:
             cols = slice(None) if regulators is None else regulators
-            ysd = x.std(dim=0, unbiased=False).clamp_min(1e-12)
-            tv, ti = _top_k_blocks(lambda a, b: gram[a:b][:, cols], ysd, n, m, xp.shape[1], k, exclude_self=True,
-                                   pool=regulators, device=x.device, bytes_per_entry=4 * x.element_size())
-        rows = torch.arange(m, device=x.device).repeat_interleave(k)
+            # the columns' sd: of the rows where held, else from the Gram matrix's diagonal
+            ysd = (x.std(dim=0, unbiased=False) if x is not None else (torch.diagonal(gram) / n).sqrt()).clamp_min(1e-12)
+            r = m if regulators is None else regulators.numel()
+            tv, ti = _top_k_blocks(lambda a, b: gram[a:b][:, cols], ysd, n, m, r, k, exclude_self=True,
+                                   pool=regulators, device=dev, bytes_per_entry=4 * gram.element_size())
+        rows = torch.arange(m, device=dev).repeat_interleave(k)
         cols = ti.reshape(-1)
         vals = tv.reshape(-1)
         # every (c, p, |r|) pair from both directions, each pair once
@@ -200,14 +213,14 @@ def screen_parents(
             v_all = torch.cat([vals, vals])
         else:
             # c → p only where c may be a parent; a regulator's own column fills its row only when R = 1
-            may = torch.zeros(m, dtype=torch.bool, device=x.device)
+            may = torch.zeros(m, dtype=torch.bool, device=dev)
             may[regulators] = True
             fwd = cols != rows
             back = fwd & may[rows]
             pair = torch.cat([(rows * m + cols)[fwd], (cols * m + rows)[back]])
             v_all = torch.cat([vals[fwd], vals[back]])
         uniq, inv = torch.unique(pair, return_inverse=True)
-        v_u = torch.zeros(uniq.numel(), dtype=v_all.dtype, device=x.device)
+        v_u = torch.zeros(uniq.numel(), dtype=v_all.dtype, device=dev)
         v_u.scatter_reduce_(0, inv, v_all, reduce="amax", include_self=False)
         c_u, p_u = uniq // m, uniq % m
         # group by c, strongest |r| first (|r| ≤ 1 < 4)
@@ -215,7 +228,7 @@ def screen_parents(
         c_all, p_all = c_u[order], p_u[order]
         counts = torch.bincount(c_all, minlength=m)
         starts = torch.cumsum(counts, 0) - counts
-        rank = torch.arange(c_all.numel(), device=x.device) - starts[c_all]
+        rank = torch.arange(c_all.numel(), device=dev) - starts[c_all]
         keep = rank < width
         first = ti[:, :1].repeat(1, width)  # pad with the strongest candidate
         first[c_all[keep], rank[keep]] = p_all[keep]
@@ -228,9 +241,21 @@ def screen_parents(
     return torch.cat([first, second], dim=1)
 
 
+def tanh_round_runs(m: int, k: int, n_regulators: int | None = None) -> bool:
+    """Whether :func:`candidate_parents` runs its ``tanh`` round (round 3) for M features, k
+    candidates per round and ``n_regulators`` listed regulators (None: every feature): it does
+    where the table of rounds 1–3 still fits in the M − 1 other features."""
+    k1 = int(min(max(int(k), 1), max(1, (m - 1) // 3)))
+    k3 = int(min(max(int(k), 1), max(1, (m - 1) // 4)))
+    if n_regulators is not None:
+        k1 = min(k1, max(1, n_regulators - 1))
+        k3 = min(k3, max(1, n_regulators - 1))
+    return 3 * k1 + k3 <= m - 1
+
+
 def candidate_parents(
-    x: torch.Tensor, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
-    gram: torch.Tensor | None = None,
+    x: torch.Tensor | None, k: int, *, ridge: float = 1e-2, regulators: torch.Tensor | None = None,
+    gram: torch.Tensor | None = None, n_rows: int | None = None, tanh_cross: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(M, 4k)`` candidate parents: three linear rounds and one nonlinear round of screening.
 
@@ -257,21 +282,38 @@ def candidate_parents(
     gram
         ``(M, M)`` ``xᵀx`` in ``x``'s dtype, or None: as in :func:`screen_parents`, for every round
         (round 3 adds one O(N·M·R) product ``tanh(x)ᵀx``).
+    n_rows, tanh_cross
+        Where ``x`` is None (rows that are not held): N, and round 3's ``(R, M)`` product
+        ``tᵀx`` of the pool's standardized ``tanh(x_p)`` with the columns (None where
+        :func:`tanh_round_runs` says the round does not run), both from
+        :func:`~cape_pipeline.causal.regression.moments.split_moments`, beside ``gram``.
 
     Returns
     -------
     torch.Tensor
         ``(M, K)`` int64, K ≤ 4k; row c never holds c (with ``regulators``: except where c is
         the only regulator, see :func:`screen_parents`); repeats are possible (masked later).
+
+    Raises
+    ------
+    ValueError
+        ``x`` is None without ``gram`` and ``n_rows``, or without ``tanh_cross`` where round 3 runs.
     """
-    n, m = x.shape
-    first = screen_parents(x, k, ridge=ridge, regulators=regulators, gram=gram)
+    if x is None and (gram is None or n_rows is None):
+        raise ValueError("candidate_parents: without x, gram and n_rows stand for it")
+    n, m = x.shape if x is not None else (int(n_rows), gram.shape[0])
+    first = screen_parents(x, k, ridge=ridge, regulators=regulators, gram=gram, n_rows=n_rows)
     k3 = int(min(max(int(k), 1), max(1, (m - 1) // 4)))
     if regulators is not None:
         k3 = min(k3, max(1, regulators.numel() - 1))
     if first.shape[1] + k3 > m - 1:
         return first
     with torch.no_grad():
+        if x is None:
+            if tanh_cross is None:
+                raise ValueError("candidate_parents: without x, round 3 needs tanh_cross")
+            third = _top_abs_corr_residuals(tanh_cross, gram, first, ridge, n, k3, pool=regulators)
+            return torch.cat([first, third], dim=1)
         t = torch.tanh(x if regulators is None else x[:, regulators])
         t = (t - t.mean(0)) / t.std(0, unbiased=False).clamp_min(1e-12)
         if gram is None:

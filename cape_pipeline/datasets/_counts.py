@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._utils import BLOCK_ENTRIES
 from cape_pipeline.datasets._simulate import TRUE_DAG_KEY, _depths
 from cape_pipeline.errors import CapeConfigError
 
@@ -257,17 +258,26 @@ def simulated_grn_counts(
         val[:, roots] += mu[:, nodes[roots]][cell_type]  # (N, roots of this generation), not (N, M)
         sel = np.isin(child_pos, nodes[~roots])
         if sel.any():
-            # val[:, child] += Σ_p w_p tanh(s(a_p)), as one sparse product over the edges
+            # val[:, child] += Σ_p w_p tanh(s(a_p)), one sparse product over the edges per block of cells
             into = sp.csr_matrix(
                 (w[sel], (np.arange(int(sel.sum())), np.searchsorted(nodes, child_pos[sel]))),
                 shape=(int(sel.sum()), nodes.size),
             )
-            val += np.asarray((into.T @ np.tanh(std[:, par_pos[sel]]).T).T)
-        std[:, nodes] = (val - val.mean(0)) / np.maximum(val.std(0), 1e-12)
+            src = par_pos[sel]
+            step = max(1, BLOCK_ENTRIES // src.size)
+            for s in range(0, n_cells, step):
+                val[s : s + step] += np.asarray((into.T @ np.tanh(std[s : s + step, src]).T).T)
+        # standardized a block of genes at a time: no temporaries of the generation's (N, genes) size
+        step = max(1, BLOCK_ENTRIES // n_cells)
+        for s in range(0, nodes.size, step):
+            v = val[:, s : s + step]
+            std[:, nodes[s : s + step]] = (v - v.mean(0)) / np.maximum(v.std(0), 1e-12)
+        del val
     base = np.exp(rng.normal(0.0, 1.0, m))
     base *= target_umis / base.sum() / np.exp(log_fold**2 / 2)
     size = np.exp(rng.normal(0.0, 0.3, n_cells))
     x = _nb_counts(rng, n_cells, m, lambda s, e: base * size[s:e, None] * np.exp(log_fold * std[s:e]), shape=dispersion)
+    std = None  # the (N, M) activities are not needed past the counts
     return _grn_anndata(name, rng, x, par_pos, child_pos, cell_type, ("regulator", n_reg), {
         "n_cells": int(n_cells), "n_genes": m, "n_types": int(n_types), "seed": int(seed),
         "regulator_share": float(regulator_share), "regulated_share": float(regulated_share),

@@ -118,8 +118,9 @@ def _keep_tensor(keep: np.ndarray | None) -> torch.Tensor | None:
 
 
 def candidate_pvalues(
-    z: torch.Tensor, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
+    z: torch.Tensor | None, cand: torch.Tensor, live: torch.Tensor, ridge: float, min_effect: float,
     noise: torch.Tensor | None, keep: np.ndarray | None, gram: torch.Tensor | None = None,
+    n_rows: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Regressions (:func:`~cape_pipeline.causal.regression.neighbourhood.partial_f`, on ``z``'s device) and
     minimum-effect p-values (:func:`table_pvalues`, on the CPU) of the live entries of a candidate
@@ -128,7 +129,8 @@ def candidate_pvalues(
     Parameters
     ----------
     z
-        ``(N, M)`` float64 tensor, standardized columns (a cross-fitting half).
+        ``(N, M)`` float64 tensor, standardized columns (a cross-fitting half), or None where
+        ``gram`` and ``n_rows`` stand for it.
     cand, live
         ``(M, K)`` int64 candidate table and bool mask of its live entries (any device).
     ridge, min_effect
@@ -140,15 +142,19 @@ def candidate_pvalues(
     gram
         ``(M, M)`` float64 ``zᵀz`` (:func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`)
         the regressions read their moments from, or None (they gather ``z``'s columns).
+    n_rows
+        N, the rows behind ``gram`` when ``z`` is None.
 
     Returns
     -------
     parent, child, f_stat, r2, pvalue
         numpy arrays, each ``(E,)`` over the live entries in row-major order.
     """
-    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_keep_tensor(keep), gram=gram)
+    f_stat, r2, dof = partial_f(z, cand, live, ridge=ridge, noise=noise, keep=_keep_tensor(keep), gram=gram,
+                                n_rows=n_rows)
     f_np, r2_np, dof_np, cand_np, lv = (t.cpu().numpy() for t in (f_stat, r2, dof, cand, live))
-    parent, child, p = table_pvalues(f_np, dof_np, cand_np, lv, z.shape[0], keep, min_effect)
+    n = z.shape[0] if z is not None else int(n_rows)
+    parent, child, p = table_pvalues(f_np, dof_np, cand_np, lv, n, keep, min_effect)
     return parent, child, f_np[lv], r2_np[lv], p
 
 

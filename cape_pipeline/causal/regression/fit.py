@@ -23,6 +23,7 @@ from cape_pipeline.causal.regression.edge_test import (
     prune_given_parents,
 )
 from cape_pipeline.causal.regression.jackknife import jackknife_retest
+from cape_pipeline.causal.regression.moments import split_moments
 from cape_pipeline.causal.regression.neighbourhood import _live_mask, gram_matrix, partial_f
 from cape_pipeline.causal.regression.ordering import (
     CANDIDATE_SHIFT_ALPHA,
@@ -34,7 +35,7 @@ from cape_pipeline.causal.regression.ordering import (
 from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression.split_vote import SPLIT_VOTE, check_workers, fit_splits, vote
 from cape_pipeline.causal.regulators import parent_mask
-from cape_pipeline.causal.screen import candidate_parents
+from cape_pipeline.causal.screen import candidate_parents, tanh_round_runs
 
 __all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
 
@@ -258,38 +259,54 @@ def _fit_split(
     """Steps 1–6 of :mod:`cape_pipeline.causal.regression` on one random split of the rows
     (``rows``, a permutation of ``range(N)``: its first half and the rest are the cross-fitting
     halves); ``may_parent`` ``(M,)`` bool marks the regulators (None: every feature may be a
-    parent); ``full_gram`` ``(M, M)`` is ``ztᵀzt`` for the pruning's regressions
-    (:func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`; None: they gather ``zt``'s
-    columns)."""
+    parent); ``full_gram`` ``(M, M)`` is ``ztᵀzt`` for the pruning's regressions and the
+    orientation (:func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`; None: they
+    gather ``zt``'s columns). Where it is given, without ``keep`` and with at least as many rows
+    in a half as features, the halves are never copied: the screen and the edge test read their
+    moments (:func:`~cape_pipeline.causal.regression.moments.split_moments`); otherwise each half
+    is a standardized copy of its rows."""
     n, m = z.shape
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     half = n // 2
     dev = zt.device
-    if crossfit and half >= 10:
-        # cross-fitting: screen on one half, test on the other, then the other way round
-        za, zb = _halves(z, zt, rows)
-        ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
-        halves = [(za, zb, kb), (zb, za, ka)]
-    else:
-        halves = [(zt, zt, keep)]
     reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent)).to(dev)
-    cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs, _, _ in halves]
+    grams: list[torch.Tensor | None] = []  # each test half's ZᵀZ, made at the first test
+    n_test: list[int | None] = [None, None]
+    if crossfit and half >= 10 and keep is None and full_gram is not None and half >= m:
+        # every step reads moments: each half's Gram matrix, summed over row blocks of zt (no copy of a half)
+        in_first = torch.zeros(n, dtype=torch.bool, device=dev)
+        in_first[torch.from_numpy(rows[:half]).to(dev)] = True
+        mom = split_moments(zt, in_first, full_gram, pool=reg,
+                            tanh=tanh_round_runs(m, int(n_candidates), None if reg is None else reg.numel()))
+        cands = [candidate_parents(None, int(n_candidates), regulators=reg, gram=h.gram, n_rows=h.n,
+                                   tanh_cross=h.tanh_cross) for h in mom]
+        halves: list[tuple[Any, Any, Any]] = [(None, None, None), (None, None, None)]
+        grams.extend([mom[1].gram, mom[0].gram])
+        n_test = [mom[1].n, mom[0].n]
+        del mom
+    else:
+        if crossfit and half >= 10:
+            # cross-fitting: screen on one half, test on the other, then the other way round
+            za, zb = _halves(z, zt, rows)
+            ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
+            halves = [(za, zb, kb), (zb, za, ka)]
+        else:
+            halves = [(zt, zt, keep)]
+        cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs, _, _ in halves]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
         lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]
-
-    grams: list[torch.Tensor | None] = []  # each test half's ZᵀZ, made at the first test
 
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
         if not grams:  # None with per-feature rows (interventions) or many features
             grams.extend(gram_matrix(z_test, k_test) for _, z_test, k_test in halves)
         parts = []
-        for cand, live, (_, z_test, k_test), g in zip(cands, lives, halves, grams, strict=True):
+        for cand, live, (_, z_test, k_test), g, n_t in zip(cands, lives, halves, grams, n_test, strict=True):
             if rank is not None:
                 live = live & torch.from_numpy(rank[cand.cpu().numpy()] < rank[:, None]).to(dev)
-            parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test, gram=g))
+            parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test, gram=g, n_rows=n_t))
         return combine_halves(parts, m)
 
     history.append({"stage": "screen", "crossfit": len(halves) == 2,
@@ -305,7 +322,8 @@ def _fit_split(
     # the skeleton: each accepted unordered pair once
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
     pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
-    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep, may_parent=may_parent)
+    dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep, may_parent=may_parent,
+                                         gram=None if keep is not None else full_gram)
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()

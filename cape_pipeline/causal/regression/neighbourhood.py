@@ -58,8 +58,9 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
 
 
 def partial_f(
-    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
+    z: torch.Tensor | None, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
     noise: torch.Tensor | None = None, keep: torch.Tensor | None = None, gram: torch.Tensor | None = None,
+    n_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial F statistic and partial R² of every candidate in every feature's regression
     (:func:`regressions`, whose docstring gives the model, the counting-noise correction and the
@@ -71,14 +72,15 @@ def partial_f(
         ``(M, K)`` float64 partial F and partial R² (0 at padding) and ``(M,)`` float64
         residual degrees of freedom ``ν_c``.
     """
-    coef, var, dof = regressions(z, parents, live, ridge=ridge, noise=noise, keep=keep, gram=gram)
+    coef, var, dof = regressions(z, parents, live, ridge=ridge, noise=noise, keep=keep, gram=gram, n_rows=n_rows)
     f_out = coef**2 / var
     return f_out, f_out / (f_out + dof[:, None]), dof
 
 
 def regressions(
-    z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
+    z: torch.Tensor | None, parents: torch.Tensor, live: torch.Tensor, *, ridge: float = 1e-2,
     noise: torch.Tensor | None = None, keep: torch.Tensor | None = None, gram: torch.Tensor | None = None,
+    n_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every feature's regression on its candidates: coefficients, their variances, dof.
 
@@ -123,7 +125,8 @@ def regressions(
         ``(N, M)`` float64 tensor, standardized columns, on any device: the regressions run
         there (the other tensors are moved to it), in batches sized by
         :func:`~cape_pipeline._utils.batch_entries` (2²⁴ entries on the CPU, a share of the free
-        memory on CUDA).
+        memory on CUDA). None where ``gram`` and ``n_rows`` stand for it (the moments of rows
+        that are not held: :func:`~cape_pipeline.causal.regression.moments.split_moments`).
     parents
         ``(M, K)`` int64 candidate table.
     live
@@ -141,6 +144,8 @@ def regressions(
         regression's ``XᵀX``, ``Xᵀy`` and ``yᵀy`` are read from it: the same estimates as from the
         gathered columns up to the order of the float64 sums (relative differences of order
         ``N·ε``, ε = 2⁻⁵²). Not with ``keep``.
+    n_rows
+        N, the rows behind ``gram`` when ``z`` is None (ignored otherwise).
 
     Returns
     -------
@@ -148,9 +153,14 @@ def regressions(
         On ``z``'s device: ``(M, K)`` float64 coefficients ``β`` (0 at padding) and their variances in the OLS form
         ``σ² (G⁻¹)_jj`` (1 at padding), and ``(M,)`` float64 residual degrees of freedom ``ν_c``.
     """
-    n, m = z.shape
+    if z is None:
+        if gram is None or n_rows is None:
+            raise ValueError("regressions: without z, gram and n_rows stand for it")
+        n, m, dev = int(n_rows), gram.shape[0], gram.device
+    else:
+        n, m = z.shape
+        dev = z.device
     k = parents.shape[1]
-    dev = z.device
     parents, live = parents.to(dev), live.to(dev)
     noise = None if noise is None else noise.to(dev)
     keep = None if keep is None else keep.to(dev)

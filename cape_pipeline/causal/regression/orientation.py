@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def _pair_covariances(z: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.n
 
 def greedy_likelihood_dag(
     z: np.ndarray, a: np.ndarray, b: np.ndarray, *, keep: np.ndarray | None = None,
-    may_parent: np.ndarray | None = None,
+    may_parent: np.ndarray | None = None, gram: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Orient an undirected skeleton by greedy likelihood insertion (CAM's IncEdge), acyclic.
 
@@ -64,6 +65,11 @@ def greedy_likelihood_dag(
         would close a cycle, which cannot happen for a pair that is not yet connected, or, with
         ``may_parent``, when neither endpoint may be a parent). With ``may_parent``, a
         regulator → non-regulator edge closes no cycle (a non-regulator has no children).
+    gram
+        ``(M, M)`` ``zᵀz`` (numpy or a torch tensor, :func:`~cape_pipeline.causal.regression.neighbourhood.gram_matrix`),
+        or None: the covariances are read from it instead of a pass over ``z``'s columns (the
+        same up to the order of the float64 sums). Not with ``keep``, whose perturbed children
+        need their own rows.
     """
     n = z.shape[0]
     a = np.asarray(a, dtype=np.int64)
@@ -87,7 +93,11 @@ def greedy_likelihood_dag(
     pr, pc = np.concatenate(need_r), np.concatenate(need_c)
     key = np.minimum(pr, pc) * nodes.size + np.maximum(pr, pc)
     uniq = np.unique(key)
-    cov_u = _pair_covariances(z, nodes[uniq // nodes.size], nodes[uniq % nodes.size])
+    if gram is not None and keep is None:
+        g = gram.cpu().numpy() if hasattr(gram, "cpu") else np.asarray(gram)
+        cov_u = g[nodes[uniq // nodes.size], nodes[uniq % nodes.size]] / n
+    else:
+        cov_u = _pair_covariances(z, nodes[uniq // nodes.size], nodes[uniq % nodes.size])
     cov = dict(zip(uniq.tolist(), cov_u.tolist(), strict=True))
 
     # a perturbed child: covariances among {c} ∪ nbrs(c) on its own rows, centred there
