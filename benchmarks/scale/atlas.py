@@ -2,7 +2,7 @@
 
 One run: ``simulated_grn_counts(N, 2000, seed)`` (the generator with a known regulatory DAG),
 ``pp.preprocess`` (every gene kept: 2,000 HVGs of 2,000), then Step I's default for single-cell
-data (``cape_pipeline.causal.discover``: the regression support, library size as covariate, the
+data (``cape_pipeline.causal.discover``: the regression algorithm, library size as covariate, the
 counting-noise correction, 8 random splits) on ``--device``. It records the seconds of each part,
 the process's peak resident memory, the peak GPU memory (CUDA), the DAG's edges and its F1
 against the truth, the plan's CPU estimate (``discover_estimate``) beside the measured time, and

@@ -150,11 +150,11 @@ def test_discover_estimate_fixed_part_then_linear_in_cells():
 
 
 def test_regression_discover_estimate_follows_the_step1_measurements():
-    """The regression support's estimate (the default for single-cell data) stays within a
+    """The regression algorithm's estimate (the default for single-cell data) stays within a
     factor of 2 of the newest Step I-alone run of each simulated set in
     benchmarks/scale/step1.jsonl from 1,000 cells on (2,000 HVGs; the runs shared the 2 cores
     with other jobs, so they are upper figures), at the run's number of random splits of the
-    cells (rows without one: 1), and the other supports have none."""
+    cells (rows without one: 1), and the other algorithms have none."""
     import json
     from pathlib import Path
 
