@@ -81,7 +81,7 @@ def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
     from cape_pipeline.report.power import arm_differences
 
     metrics = TASKS[task].metrics
-    results = [SimpleNamespace(task=task, params={"pe": r.arm, "seed": int(r.seed)},
+    results = [SimpleNamespace(task=task, params={"arm": r.arm, "seed": int(r.seed)},
                                metrics={m: float(getattr(r, m)) for m in metrics if m in df and np.isfinite(getattr(r, m))})
                for r in df.itertuples()]
     out = []

@@ -54,6 +54,7 @@ def main() -> None:
     from cape_pipeline.pipeline.config import merge, read_config_file
     from cape_pipeline.pipeline.runner import run_pipeline
     from cape_pipeline.report.build import angle_quantiles
+    from cape_pipeline.report.power import arm_of
 
     base = read_config_file(ROOT / "workflows" / "pbmc68k_reduced.yaml")
     for name in a.variant or list(VARIANTS):
@@ -68,7 +69,7 @@ def main() -> None:
         adata = res.output("preprocess")
         runs, ablation, scales = [], [], []
         for r in train.results:
-            runs.append({"task": r.task, "arm": r.params["pe"], "seed": int(r.params["seed"]),
+            runs.append({"task": r.task, "arm": arm_of(r.params), "seed": int(r.params["seed"]),
                          "metrics": {k: float(v) for k, v in r.metrics.items()}})
             pe = getattr(getattr(r.model, "backbone", None), "pe", None) if r.model is not None else None
             if pe is not None and hasattr(pe, "head_scales") and r.task == "annotation":
@@ -76,7 +77,7 @@ def main() -> None:
             if (r.task == "annotation" and r.model is not None and int(r.params["seed"]) < 3
                     and hasattr(pe, "angles")):
                 abl = r.model.angle_ablation(adata)
-                ablation.append({"arm": r.params["pe"], "seed": int(r.params["seed"]), **abl})
+                ablation.append({"arm": arm_of(r.params), "seed": int(r.params["seed"]), **abl})
         rec_train = next(x for x in res.records if x.stage == "train")
         rec = {
             "variant": name, "encode": encode, "arms": list(train.arms), "seeds": a.seeds,

@@ -43,7 +43,7 @@ def rows_of(recs: dict[str, dict]) -> list[dict]:
 
     out = []
     for name, rec in recs.items():
-        results = [SimpleNamespace(task=r["task"], metrics=r["metrics"], params={"pe": r["arm"], "seed": r["seed"]})
+        results = [SimpleNamespace(task=r["task"], metrics=r["metrics"], params={"arm": r["arm"], "seed": r["seed"]})
                    for r in rec["runs"]]
         for row in arm_differences(results, "default"):
             if row["metric"] not in METRICS.get(row["task"], ()):

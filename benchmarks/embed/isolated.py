@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from cape_pipeline.report.power import arm_of
+
 METRICS = {"annotation": ("macro_f1", "accuracy"), "clustering": ("ari", "nmi")}
 
 
@@ -33,7 +35,7 @@ def sd(v: np.ndarray) -> str:
 def _runs(path: str) -> dict[tuple[str, str, int], dict[str, float]]:
     doc = json.loads(Path(path).read_text())
     runs = doc["runs"] if isinstance(doc, dict) else doc
-    return {(r["task"], r["params"].get("pe"), int(r["params"].get("seed", 0))): r["metrics"] for r in runs}
+    return {(r["task"], arm_of(r["params"]), int(r["params"].get("seed", 0))): r["metrics"] for r in runs}
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline.report.power import arm_of
+
 
 def report_figures(
     train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True,
@@ -44,7 +46,7 @@ def report_figures(
     figs: dict[str, Any] = {}
     first: dict[tuple[str, str], Any] = {}
     for r in train.results:
-        first.setdefault((r.task, r.params.get("pe", "?")), r)
+        first.setdefault((r.task, arm_of(r.params)), r)
     if encode is not None:
         from cape_pipeline.pl.curves import plot_training_curves
 
@@ -129,7 +131,7 @@ def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]
 
     if not rows:
         return None
-    runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}
+    runs = {(r.task, arm_of(r.params), r.params.get("seed")): r.metrics for r in train.results}
     fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(rows)))
     for i, row in enumerate(rows):
         seeds = sorted(s for t, a, s in runs if t == row["task"] and a == comp["arm"])

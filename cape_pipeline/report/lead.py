@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cape_pipeline.report.power import fmt_difference, higher_is_better, is_primary
+from cape_pipeline.report.power import arm_of, fmt_difference, higher_is_better, is_primary
 
 __all__ = ["HEADLINE_METRICS", "REFERENCE_NAMES", "baseline_sentence", "difference_lines", "figure_lines",
            "figure_link", "lead_lines", "load_lines", "verdict_word"]
@@ -50,8 +50,8 @@ def baseline_sentence(doc: dict[str, Any]) -> str | None:
     refs = (doc.get("comparison") or {}).get("references") or {}
     means: dict[tuple[str, str], dict[str, float]] = {}
     for r in doc.get("metrics", []):
-        if r["pe"] != REFERENCE_PE:
-            means.setdefault((r["task"], r["metric"]), {})[r["pe"]] = r["mean"]
+        if arm_of(r) != REFERENCE_PE:
+            means.setdefault((r["task"], r["metric"]), {})[arm_of(r)] = r["mean"]
     parts = []
     for task, values in refs.items():
         metric = HEADLINE_METRICS.get(task)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline.report.power import arm_of
+
 __all__ = ["angle_use_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
 
 ZERO_ANGLE_WARN = 0.9
@@ -188,9 +190,9 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- time: {_hms(total)} over all stages (per stage at the end of this report)")
     comp = doc.get("comparison") or {}
     arm, base = comp.get("arm", "cape"), comp.get("baseline", "none")
-    means = {(r["task"], r["pe"], r["metric"]): r["mean"] for r in doc.get("metrics", [])}
-    at_ceiling = sorted({f"{task} {metric}" for (task, pe, metric), v in means.items()
-                         if pe == arm and metric in CEILING_METRICS and v >= CEILING
+    means = {(r["task"], arm_of(r), r["metric"]): r["mean"] for r in doc.get("metrics", [])}
+    at_ceiling = sorted({f"{task} {metric}" for (task, a, metric), v in means.items()
+                         if a == arm and metric in CEILING_METRICS and v >= CEILING
                          and means.get((task, base, metric), 0.0) >= CEILING})
     if at_ceiling:
         lines.append(

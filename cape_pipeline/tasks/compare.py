@@ -350,8 +350,9 @@ def compare_arms(
     Returns
     -------
     list of TaskResult
-        One per (seed, arm, task), with ``params`` ``task``, ``pe`` (the arm), ``identity``
-        and ``seed``; ``model`` None unless ``cfg.save_models``.
+        One per (seed, arm, task), with ``params`` ``task``, ``arm`` (as written in
+        ``cfg.arms``; ``pe`` stays the arm's positional encoding), ``identity`` and ``seed``;
+        ``model`` None unless ``cfg.save_models``.
 
     Raises
     ------
@@ -387,7 +388,7 @@ def compare_arms(
                 seed=seed, device=device, progress=progress,
                 pretrained=shared if labelled else None,
             )
-            res.params.update({"task": task, "pe": text, "identity": arm.identity, "seed": seed})
+            res.params.update({"task": task, "arm": text, "identity": arm.identity, "seed": seed})
             if seed == cfg.seed and task == "annotation" and res.model is not None:
                 res.params["angle_ablation"] = angle_use(res.model, adata)  # the report's line
             if not cfg.save_models:

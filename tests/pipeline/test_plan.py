@@ -134,8 +134,8 @@ def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
         "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},
         "training": {"runs": 6}, "timings_s": {},
         "comparison": {"arm": "cape", "baseline": "none"},
-        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
-        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
+        "metrics": [{"task": "annotation", "arm": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
+        + [{"task": "clustering", "arm": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
     }
     text = "\n".join(run_lines(doc))
     assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text

@@ -51,7 +51,7 @@ def _train_output():
 
     conf = pd.DataFrame([[8, 2], [1, 9]], index=["a", "b"], columns=["a", "b"])
     curves = {"pretrain_loss": [1.0, 0.8], "finetune_loss": [0.7, 0.5, 0.4], "val_score": [-0.6, -0.5, -0.45]}
-    res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"pe": pe, "seed": 0})
+    res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"arm": pe, "seed": 0})
            for pe in ("cape", "none")]
     return TrainOutput(results=res, tasks=["annotation"], arms=["cape", "none"], d_model=8)
 
