@@ -143,7 +143,9 @@ def difference_lines(doc: dict[str, Any]) -> list[str]:
            "in the table), as in the verdict at the top; on the other metrics it is an unadjusted 95 % interval"
            if ks else "each a 95 % interval")
     figs = []
-    if link := figure_link(doc, "figures/cape_vs_default.png", "cape_vs_default.png"):
+    # cape_vs_default.png: the figure's name in reports of earlier versions
+    links = (figure_link(doc, f"figures/{f}", f) for f in ("cape_vs_none.png", "cape_vs_default.png"))
+    if link := next((k for k in links if k), ""):
         figs.append(f"{link} (the main metrics of `{comp['arm']}`, per seed)")
     if link := figure_link(doc, "figures/forest.png", "forest.png"):
         figs.append(f"{link} (every row)")

@@ -106,7 +106,7 @@ def test_train_and_evaluate_report(tmp_path):
     assert comp["arm"] == "cape" and comp["baseline"] == "none" and comp["verdict"]
     assert {d["task"] for d in comp["differences"]} == {"annotation", "clustering"}
     assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
-    assert (out / "figures" / "cape_vs_default.png").is_file()
+    assert (out / "figures" / "cape_vs_none.png").is_file()
     # every arm against default with its MDE, as a table and a forest plot; how much the cape
     # model uses its angles
     assert {a["arm"] for a in comp["arms"]} == {"cape", "none/no-id"} and all("mde" in a for a in comp["arms"])

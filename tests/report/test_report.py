@@ -214,17 +214,20 @@ def test_report_gives_one_interval_per_quantity():
 def test_report_links_each_figure_where_it_is_discussed():
     from cape_pipeline.report.build import render_markdown
 
-    figures = ["dag.png", "poincare.png", "figures/loss.png", "figures/cape_vs_default.png", "figures/forest.png",
+    figures = ["dag.png", "poincare.png", "figures/loss.png", "figures/cape_vs_none.png", "figures/forest.png",
                "figures/curves_annotation.png", "figures/confusion_annotation_cape.png"]
     md = render_markdown(_doc(_arm_runs(), figures=figures))
     sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")}
     dag, emb, tasks = sections["Causal DAG (Step I)"], sections["Embedding (Steps II–III)"], sections["Tasks"]
     assert "[dag.png](dag.png)" in dag and "(figures/loss.png)" in dag
     assert "[poincare.png](poincare.png)" in emb and "(figures/loss.png)" in emb
-    for f in ("figures/cape_vs_default.png", "figures/forest.png", "figures/curves_annotation.png",
+    for f in ("figures/cape_vs_none.png", "figures/forest.png", "figures/curves_annotation.png",
               "figures/confusion_annotation_cape.png", "figures/loss.png"):
         assert f"]({f})" in tasks
     assert "[dag.png]" not in tasks and "[poincare.png]" not in dag
+    # a report of an earlier version lists the paired-difference figure as cape_vs_default.png
+    older = render_markdown(_doc(_arm_runs(), figures=[f.replace("cape_vs_none", "cape_vs_default") for f in figures]))
+    assert "[cape_vs_default.png](figures/cape_vs_default.png)" in older
 
 
 def test_files_that_name_the_arm_pe_still_report(tmp_path):
