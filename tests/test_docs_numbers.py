@@ -122,7 +122,7 @@ def test_cape_value_task_tables_are_rendered_from_the_runs():
     for task, spec in rep.TASKS.items():
         raw = rep.HERE / spec.raw
         df = rep.load(raw)
-        assert set(df.seed[df.arm == "default"]) and len(set(df.arm)) > 1, f"{raw}: no paired arms"
+        assert set(df.seed[df.arm == rep.baseline(df)]) and len(set(df.arm)) > 1, f"{raw}: no paired arms"
         block = text.split(f"<!-- {task}: begin -->\n", 1)[1].split(f"\n<!-- {task}: end -->", 1)[0]
         assert block == rep.render(df, rep.rows_of(df, task), task, graphs=raw.parent / "graphs.json"), (
             f"cape_value/RESULTS.md's {task} block differs from {raw}: run "

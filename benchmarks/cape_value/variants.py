@@ -3,13 +3,14 @@
 Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Step I cached in the
 work directory, so every variant uses the same DAG) on pbmc68k_reduced with its workflow config,
 once per angle variant, over seeds 0 … n−1. A seed fixes the split and the initialization, so
-within a variant every arm is paired with ``default`` seed by seed. Variants:
+within a variant every arm is paired with ``none`` seed by seed (``default``, its earlier name,
+in the records written before). Variants:
 
 * ``paper``: φ = (π/4)·e (the default), arms ``cape`` and ``cape-learned-scale`` (a learned
-  factor per head, starting at 1) against ``default``;
-* ``scale4``: ``encode.scale = π`` (4× the paper's c), ``cape`` against ``default``;
+  factor per head, starting at 1) against ``none``;
+* ``scale4``: ``encode.scale = π`` (4× the paper's c), ``cape`` against ``none``;
 * ``geometric``: ``encode.frequencies = geometric`` (ω_i from 1 to 100 over the pairs),
-  ``cape`` against ``default``.
+  ``cape`` against ``none``.
 
 Per variant it appends one JSON line to ``variants.jsonl``: the |φ| quantiles of the angle table,
 every run's metrics, the learned head scales, how much the annotation models of seeds 0–2 move
@@ -38,9 +39,9 @@ from _record import append, provenance  # noqa: E402
 
 OUT = HERE / "variants.jsonl"
 VARIANTS = {
-    "paper": ({}, ["cape-learned-scale", "default"]),
-    "scale4": ({"scale": math.pi}, ["default"]),
-    "geometric": ({"frequencies": "geometric", "frequency_range": 100.0}, ["default"]),
+    "paper": ({}, ["cape-learned-scale", "none"]),
+    "scale4": ({"scale": math.pi}, ["none"]),
+    "geometric": ({"frequencies": "geometric", "frequency_range": 100.0}, ["none"]),
 }
 
 
