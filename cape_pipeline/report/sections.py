@@ -129,12 +129,12 @@ def _hms(seconds: float) -> str:
 
 
 #: the report's and the train stage's line when Step I saw cells of the perturbation task's test
-#: conditions (a ready ``train.encodings`` made elsewhere, or ``discover.held_out_split`` set to let
-#: Step I see every cell; ``pipeline/stages/discover.py``)
+#: conditions (a ready ``train.encodings`` made elsewhere, or ``discover.hold_out_test_conditions``
+#: set to false to let Step I see every cell; ``pipeline/stages/discover.py``)
 HELD_OUT_LABELS_WARNING = (
     "Step I saw the cells of the perturbation task's held-out conditions (and their labels, where it read them), "
     "so the DAG behind `cape` is not blind to the perturbations it is scored on. By default the pipeline leaves "
-    "them out (`discover.held_out_split`, derived from the train stage); this run's encodings came from a ready "
+    "them out (`discover.hold_out_test_conditions`); this run's encodings came from a ready "
     "directory (`train.encodings`) or from a Step I told to see every cell."
 )
 

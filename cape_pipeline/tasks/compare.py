@@ -59,7 +59,7 @@ class TrainConfig:
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
         one seed) and the paired differences against ``none`` get a 95 % t-interval. With the
         perturbation task each seed draws its own test split, and Step I leaves out the cells of
-        all of them (``discover.held_out_split``): more seeds leave it fewer perturbations, and a
+        all of them (``discover.hold_out_test_conditions``): more seeds leave it fewer perturbations, and a
         change of ``seed`` or ``n_seeds`` reruns Steps I–III.
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.

@@ -180,8 +180,14 @@ def test_params_lists_user_options_first_then_advanced(capsys):
     assert advanced, "no advanced heading"
     for name in USER_OPTIONS["discover"]:
         assert f"│ {name} " in head, name
-    for name in ("low_rank.rank", "low_rank.h_tol", "learned.epochs", "held_out_split"):
+    for name in ("low_rank.rank", "low_rank.h_tol", "learned.epochs"):
         assert f"│ {name} " in advanced and f"│ {name} " not in head, name
+    assert "│ hold_out_test_conditions " in head and "held_out_split" not in out  # derived: not a parameter
+    from cape_pipeline.cli.run import complete_set
+
+    assert complete_set("discover.hold") == ["discover.hold_out_test_conditions="]
+    assert not complete_set("discover.held")
+    assert sum(len(names) for names in USER_OPTIONS.values()) <= 40  # the options a user sets first stay few
 
 
 def test_params_meanings_name_no_constant_or_file():
