@@ -83,11 +83,13 @@ def _plain(text: str) -> str:
 
 def param_docs(*objects: Any) -> dict[str, str]:
     """``{name: description}`` from the numpydoc ``Attributes``/``Parameters`` of ``objects``
-    (classes or functions); the first object that documents a name wins. Grouped entries
+    (classes or functions; a class with its base classes after it, so a field is documented once,
+    where it is declared); the first object that documents a name wins. Grouped entries
     (``epochs, batch_size, lr``) give the same text to each name."""
     out: dict[str, str] = {}
-    for obj in objects:
-        doc = inspect.getdoc(obj) or ""
+    sources = [o for obj in objects for o in (obj.__mro__[:-1] if isinstance(obj, type) else (obj,))]
+    for src in sources:
+        doc = inspect.getdoc(src) or ""
         for p in docstring_parser.parse(doc, style=docstring_parser.DocstringStyle.NUMPYDOC).params:
             for name in re.split(r"\s*[,/]\s*", p.arg_name.strip().lstrip("*")):
                 if name and name not in out and p.description:
