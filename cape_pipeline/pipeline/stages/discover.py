@@ -314,8 +314,11 @@ def _discover_fingerprint(cfg: DiscoverConfig, ctx: StageContext) -> str:
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
-    for key in ("algorithm", "support", "n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule",
-                "intervention_column", "n_perturbed_features"):
+    algorithm = graph.params.get("algorithm", graph.params.get("support"))  # "support": its name in earlier graphs
+    if algorithm is not None:
+        out["algorithm"] = algorithm
+    for key in ("n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule", "intervention_column",
+                "n_perturbed_features"):
         if key in graph.params:
             out[key] = graph.params[key]
     m = graph.params.get("metrics_vs_truth")
