@@ -200,10 +200,10 @@ def test_the_boundary_check_sees_a_violation():
         "cape_pipeline.tl.probe_dotted": "import cape_pipeline.causal.screened.fit\ncape_pipeline.causal.screened.fit._csr\n",
         "cape_pipeline.causal.learned.probe_lazy": "def f():\n    from cape_pipeline.causal.lowrank import fit_low_rank_vae\n",
         "cape_pipeline.causal.screened.probe_package": "from cape_pipeline.causal import regression\n",
-        "cape_pipeline.causal.lowrank.probe_relative": "from ..regression import fit_support\n",
+        "cape_pipeline.causal.lowrank.probe_relative": "from ..regression import fit_algorithm\n",
     }
     allowed = {"cape_pipeline.causal.probe_public": "from cape_pipeline.causal.regression import fit_regression\n"
-                                                    "import cape_pipeline.causal.lowrank as lowrank\nlowrank.fit_support\n"}
+                                                    "import cape_pipeline.causal.lowrank as lowrank\nlowrank.fit_algorithm\n"}
     modules = package_sources()
     modules.update({name: (source, False) for name, source in {**probes, **allowed}.items()})
     found = algorithm_boundary_violations(modules, algorithm_packages())

@@ -69,7 +69,7 @@ def _python_floor() -> str:
 
 
 def _low_rank_up_to() -> str:
-    from cape_pipeline.causal.supports import AUTO_LOW_RANK_MAX
+    from cape_pipeline.causal.algorithms import AUTO_LOW_RANK_MAX
 
     return str(AUTO_LOW_RANK_MAX)
 
@@ -88,7 +88,7 @@ def _missing_angle() -> str:
 #: each number README.md states in its prose, and where it comes from
 README_NUMBERS = {
     "3.10": ("the Python floor, pyproject.toml's requires-python", _python_floor),
-    "20": ("Step I's low-rank model up to this many features, supports.AUTO_LOW_RANK_MAX", _low_rank_up_to),
+    "20": ("Step I's low-rank model up to this many features, algorithms.AUTO_LOW_RANK_MAX", _low_rank_up_to),
     "0": ("the angle of a gene without an encoding, CapeEncodings.align(missing='zero')", _missing_angle),
 }
 
@@ -122,7 +122,7 @@ def test_cape_value_task_tables_are_rendered_from_the_runs():
     for task, spec in rep.TASKS.items():
         raw = rep.HERE / spec.raw
         df = rep.load(raw)
-        assert set(df.seed[df.arm == "default"]) and len(set(df.arm)) > 1, f"{raw}: no paired arms"
+        assert set(df.seed[df.arm == rep.baseline(df)]) and len(set(df.arm)) > 1, f"{raw}: no paired arms"
         block = text.split(f"<!-- {task}: begin -->\n", 1)[1].split(f"\n<!-- {task}: end -->", 1)[0]
         assert block == rep.render(df, rep.rows_of(df, task), task, graphs=raw.parent / "graphs.json"), (
             f"cape_value/RESULTS.md's {task} block differs from {raw}: run "

@@ -1,14 +1,14 @@
-"""The simulated tasks with a known graph, every arm paired with ``default`` by seed.
+"""The simulated tasks with a known graph, every arm paired with ``none`` by seed.
 
 ``perturbation`` (the perturbation task at Norman et al.'s size). Data: ``sim_perturbation_norman`` (``benchmarks/tasks/_data.py``): a 200-gene scale-free
 nonlinear SEM (397 edges), 1,000 control cells, 105 single and 131 double perturbations of 20
 cells each, GEARS's unseen-gene split (``perturbation.split='gears'``; the seed draws the split,
-the initialization and the batch order, so every arm is paired with ``default`` seed by seed).
+the initialization and the batch order, so every arm is paired with ``none`` seed by seed).
 Backbone: scGPT-style, D = 32, 4 heads, 2 layers, the task defaults (``benchmarks/tasks/run.py``).
 
 Arms (``pe [graph]``):
 
-* ``core``: ``default`` (Table 3's null), ``cape [discover]`` (full CAPE on Step I's DAG),
+* ``core``: ``none`` (Table 3's null; ``default`` in the rows written before it was renamed), ``cape [discover]`` (full CAPE on Step I's DAG),
   ``cape [correlation]`` (w/o-CSL), ``cape [discover-euclidean]`` (w/o-hyperbolic),
   ``cape-additive [discover]`` (w/o-rotary), ``cape [true]`` and ``ape-tree [true]`` (paper 002
   on the true DAG's spanning forest). The "no change" and linear-model references are computed
@@ -18,7 +18,7 @@ Arms (``pe [graph]``):
 
 ``age`` (a second data set for the angle variants). Data: ``sim_methylation_age``
 (``simulate_methylation_age``: 400 samples, 60 CpG sites driven by a known DAG, missing values;
-the MethylGPT-style task of ``run.py``, MedAE). ``core``: ``default``, ``cape [true]``,
+the MethylGPT-style task of ``run.py``, MedAE). ``core``: ``none``, ``cape [true]``,
 ``cape [discover]``; ``variants``: as for perturbation. The ElasticNet clock is the reference.
 
 Each (arm, seed) is one ``run.py`` process with one torch thread; ``--workers`` run side by side
@@ -67,12 +67,12 @@ class Spec:
 SPECS = {
     "perturbation": Spec("perturbation-norman", "sim_perturbation_norman",
                          (("true",), ("correlation",), STEP_I, ("interventional",)), {
-        "core": [("default", "true"), ("cape", "true"), ("ape-tree", "true"), ("cape", "discover"),
+        "core": [("none", "true"), ("cape", "true"), ("ape-tree", "true"), ("cape", "discover"),
                  ("cape-additive", "discover"), ("cape", "correlation"), ("cape", "discover-euclidean")],
         "variants": VARIANTS,
-        "interventional": [("default", "true"), ("cape", "interventional")]}),
+        "interventional": [("none", "true"), ("cape", "interventional")]}),
     "age": Spec("age", "sim_methylation_age", (("true",), STEP_I), {
-        "core": [("default", "true"), ("cape", "true"), ("cape", "discover")], "variants": VARIANTS}),
+        "core": [("none", "true"), ("cape", "true"), ("cape", "discover")], "variants": VARIANTS}),
 }
 
 
@@ -123,11 +123,17 @@ def describe_graphs(spec: Spec, out: Path, d_model: int) -> list[dict]:
     return rows
 
 
+def job_of(row: dict) -> tuple[str, str, int]:
+    """The (arm, graph, seed) job of a row; a row written as ``default`` (the earlier name of the
+    ``none`` arm) is the ``none`` job's."""
+    return ("none" if row["pe"] == "default" else row["pe"], row["graph"], row["seed"])
+
+
 def gathered(out: Path) -> set[tuple[str, str, int]]:
     """The (arm, graph, seed) jobs whose rows are already in ``out/raw.jsonl``."""
     f = out / "raw.jsonl"
     rows = [json.loads(line) for line in f.read_text().splitlines() if line] if f.exists() else []
-    return {(r["pe"], r["graph"], r["seed"]) for r in rows}
+    return {job_of(r) for r in rows}
 
 
 def run_job(spec: Spec, out: Path, arm: str, graph: str, seed: int, d_model: int, done: frozenset = frozenset()) -> str:
@@ -153,8 +159,8 @@ def gather(out: Path) -> int:
     old = out / "raw.jsonl"
     rows = [json.loads(line) for line in old.read_text().splitlines() if line] if old.exists() else []
     new = [json.loads(line) for f in sorted((out / "parts").glob("*/raw.jsonl")) for line in f.read_text().splitlines() if line]
-    fresh = {(r["pe"], r["graph"], r["seed"]) for r in new}
-    rows = [r for r in rows if (r["pe"], r["graph"], r["seed"]) not in fresh] + new
+    fresh = {job_of(r) for r in new}
+    rows = [r for r in rows if job_of(r) not in fresh] + new
     rows.sort(key=lambda r: (r["pe"], r["graph"], r["seed"]))
     tmp = out / "raw.jsonl.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))

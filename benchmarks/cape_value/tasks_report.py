@@ -7,7 +7,9 @@
 * ``age``: ``results_age/raw.jsonl``, rows of ``run.py --tasks age`` (``sim_methylation_age``):
   MedAE, MAE, Pearson r; reference the ElasticNet clock.
 
-Every arm (a PE on one graph's angles, ``pe [graph]``) is set against ``default``, paired by seed
+Every arm (a PE on one graph's angles, ``pe [graph]``) is set against ``none`` (called
+``default`` in the rows written before it was renamed: a file of those is read with that name,
+a file holding both reads ``default`` as ``none``), paired by seed
 (same split, same initialization), with the 95 % t-interval and the minimum detectable effect
 (power 0.8). A row reads **helps** / **hurts** when its interval excludes 0 in the metric's
 direction, otherwise **cannot tell**. The intervals are per row: with ~20 rows one may exclude 0
@@ -47,13 +49,14 @@ TASKS = {
                          ("MSE top-20, unseen singles", "MSE top-20, test doubles", "Pearson Δ (all test)"),
                          (("reference_ctrl_", "no change (predict the control mean)"),
                           ("reference_linear_", "linear model (ridge on control co-expression)")),
-                         "simulated perturbation, Norman size, GEARS split: arm − default (paired seeds)"),
+                         "simulated perturbation, Norman size, GEARS split: arm − {base} (paired seeds)"),
     "age": Task("results_age/raw.jsonl", ("medae", "mae", "pearson_r"), ("MedAE (years)", "MAE (years)", "Pearson r"),
-                (("reference_", "ElasticNet clock"),), "simulated methylation age: arm − default (paired seeds)"),
+                (("reference_", "ElasticNet clock"),), "simulated methylation age: arm − {base} (paired seeds)"),
 }
 READING = {"better": "helps", "worse": "hurts", "negligible": "no difference (|mean| < 0.001)"}
 ROLE = {  # arm label → its row of paper 000 Table 3 / the comparison
-    "default": "null: no PE, the backbone's feature identity only",
+    "none": "null: no PE, the backbone's feature identity only",
+    "default": "null: no PE, the backbone's feature identity only",  # its name in earlier rows
     "cape [discover]": "full CAPE (Step I DAG, hyperboloid, rotary)",
     "cape [correlation]": "w/o-CSL (correlation graph)",
     "cape [discover-euclidean]": "w/o-hyperbolic (Euclidean embedding of the Step I DAG)",
@@ -72,20 +75,29 @@ def load(path: Path) -> pd.DataFrame:
     """One row per run; ``arm`` is ``pe [graph]`` (``pe`` alone for arms that use no graph)."""
     df = pd.read_json(path, lines=True)
     df["graph"] = df["graph"].fillna("")
+    if (df.pe == "none").any():  # rows of both names: "default" is the earlier name of "none"
+        df["pe"] = df.pe.replace("default", "none")
     df["arm"] = [p if not g else f"{p} [{g}]" for p, g in zip(df.pe, df.graph, strict=True)]
     return df.drop_duplicates(["arm", "seed"], keep="last")
 
 
+def baseline(df: pd.DataFrame) -> str:
+    """The null arm of :func:`load`'s rows: ``none``, or ``default`` in a file written before the
+    arm was renamed."""
+    return "none" if (df.arm == "none").any() or not (df.arm == "default").any() else "default"
+
+
 def rows_of(df: pd.DataFrame, task: str) -> list[dict]:
-    """Paired ``arm − default`` rows (``power.arm_differences``) for the task's metrics."""
+    """Paired ``arm − none`` rows (``power.arm_differences``; the null arm is :func:`baseline`)
+    for the task's metrics."""
     from cape_pipeline.report.power import arm_differences
 
     metrics = TASKS[task].metrics
-    results = [SimpleNamespace(task=task, params={"pe": r.arm, "seed": int(r.seed)},
+    results = [SimpleNamespace(task=task, params={"arm": r.arm, "seed": int(r.seed)},
                                metrics={m: float(getattr(r, m)) for m in metrics if m in df and np.isfinite(getattr(r, m))})
                for r in df.itertuples()]
     out = []
-    for row in arm_differences(results, "default"):
+    for row in arm_differences(results, baseline(df)):
         row["reading"] = READING.get(row["verdict"], "cannot tell")
         row["p"] = _paired_p(row)
         out.append(row)
@@ -138,7 +150,7 @@ def graphs_table(path: Path | None, used: set[str]) -> list[str]:
 
 def render(df: pd.DataFrame, rows: list[dict], task: str, graphs: Path | None = None) -> str:
     """Markdown: the angle files' graphs (when ``graphs`` exists), absolute mean ± sd per arm
-    (and the references, on default's splits), then the paired rows."""
+    (and the references, on the null arm's splits), then the paired rows."""
     t = TASKS[task]
     arms = [a for a in ROLE if a in set(df.arm)] + sorted(set(df.arm) - set(ROLE))
     lines = [*graphs_table(graphs, {"true", *df.graph}),
@@ -147,11 +159,12 @@ def render(df: pd.DataFrame, rows: list[dict], task: str, graphs: Path | None = 
         s = df[df.arm == a]
         lines.append(f"| {a} | {ROLE.get(a, '')} | {len(s)} | " + " | ".join(_cell(s[m]) for m in t.metrics)
                      + f" | {s.seconds.mean() / 60:.1f} min |")
-    base = df[df.arm == "default"]
+    null = baseline(df)
+    base = df[df.arm == null]
     for ref, label in t.references:
         cells = [_cell(base[ref + m]) if ref + m in base else "–" for m in t.metrics]
         lines.append(f"| {label} | reference, same splits | {len(base)} | " + " | ".join(cells) + " | – |")
-    lines += ["", "| arm − default | metric | mean | 95 % CI | MDE | seeds | p (paired t) | reading | after Holm over all rows |",
+    lines += ["", f"| arm − {null} | metric | mean | 95 % CI | MDE | seeds | p (paired t) | reading | after Holm over all rows |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
@@ -180,7 +193,7 @@ def main() -> None:
         from cape_pipeline.pl.forest import forest_plot
 
         # Pearson r lives on another scale than the errors: the figure shows the error metrics
-        fig = forest_plot([r for r in rows if not r["metric"].startswith("pearson")], title=TASKS[a.task].title)
+        fig = forest_plot([r for r in rows if not r["metric"].startswith("pearson")], title=TASKS[a.task].title.format(base=baseline(df)))
         fig.savefig(HERE / f"forest_{a.task}.png", dpi=130, bbox_inches="tight")
         write_block(HERE / "RESULTS.md", a.task, text)
 

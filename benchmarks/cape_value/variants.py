@@ -3,13 +3,14 @@
 Runs the main job's train stage (``cape_pipeline.pipeline.run_pipeline``; Step I cached in the
 work directory, so every variant uses the same DAG) on pbmc68k_reduced with its workflow config,
 once per angle variant, over seeds 0 … n−1. A seed fixes the split and the initialization, so
-within a variant every arm is paired with ``default`` seed by seed. Variants:
+within a variant every arm is paired with ``none`` seed by seed (``default``, its earlier name,
+in the records written before). Variants:
 
 * ``paper``: φ = (π/4)·e (the default), arms ``cape`` and ``cape-learned-scale`` (a learned
-  factor per head, starting at 1) against ``default``;
-* ``scale4``: ``encode.scale = π`` (4× the paper's c), ``cape`` against ``default``;
+  factor per head, starting at 1) against ``none``;
+* ``scale4``: ``encode.scale = π`` (4× the paper's c), ``cape`` against ``none``;
 * ``geometric``: ``encode.frequencies = geometric`` (ω_i from 1 to 100 over the pairs),
-  ``cape`` against ``default``.
+  ``cape`` against ``none``.
 
 Per variant it appends one JSON line to ``variants.jsonl``: the |φ| quantiles of the angle table,
 every run's metrics, the learned head scales, how much the annotation models of seeds 0–2 move
@@ -38,9 +39,9 @@ from _record import append, provenance  # noqa: E402
 
 OUT = HERE / "variants.jsonl"
 VARIANTS = {
-    "paper": ({}, ["cape-learned-scale", "default"]),
-    "scale4": ({"scale": math.pi}, ["default"]),
-    "geometric": ({"frequencies": "geometric", "frequency_range": 100.0}, ["default"]),
+    "paper": ({}, ["cape-learned-scale", "none"]),
+    "scale4": ({"scale": math.pi}, ["none"]),
+    "geometric": ({"frequencies": "geometric", "frequency_range": 100.0}, ["none"]),
 }
 
 
@@ -54,6 +55,7 @@ def main() -> None:
     from cape_pipeline.pipeline.config import merge, read_config_file
     from cape_pipeline.pipeline.runner import run_pipeline
     from cape_pipeline.report.build import angle_quantiles
+    from cape_pipeline.report.power import arm_of
 
     base = read_config_file(ROOT / "workflows" / "pbmc68k_reduced.yaml")
     for name in a.variant or list(VARIANTS):
@@ -68,7 +70,7 @@ def main() -> None:
         adata = res.output("preprocess")
         runs, ablation, scales = [], [], []
         for r in train.results:
-            runs.append({"task": r.task, "arm": r.params["pe"], "seed": int(r.params["seed"]),
+            runs.append({"task": r.task, "arm": arm_of(r.params), "seed": int(r.params["seed"]),
                          "metrics": {k: float(v) for k, v in r.metrics.items()}})
             pe = getattr(getattr(r.model, "backbone", None), "pe", None) if r.model is not None else None
             if pe is not None and hasattr(pe, "head_scales") and r.task == "annotation":
@@ -76,7 +78,7 @@ def main() -> None:
             if (r.task == "annotation" and r.model is not None and int(r.params["seed"]) < 3
                     and hasattr(pe, "angles")):
                 abl = r.model.angle_ablation(adata)
-                ablation.append({"arm": r.params["pe"], "seed": int(r.params["seed"]), **abl})
+                ablation.append({"arm": arm_of(r.params), "seed": int(r.params["seed"]), **abl})
         rec_train = next(x for x in res.records if x.stage == "train")
         rec = {
             "variant": name, "encode": encode, "arms": list(train.arms), "seeds": a.seeds,

@@ -1,5 +1,5 @@
 """Tables and the forest plot of ``variants.jsonl``: every angle variant's arms
-against ``default``, paired by seed, with the 95 % t-interval, the minimum detectable effect
+against ``none`` (``default`` in the records written before it was renamed), paired by seed, with the 95 % t-interval, the minimum detectable effect
 (power 0.8) and the seeds needed to detect 0.02 in accuracy / macro-F1 and 0.03 in ARI / NMI.
 
 A row reads **helps** / **hurts** when its interval excludes 0 (in the metric's direction),
@@ -37,15 +37,22 @@ def load() -> dict[str, dict]:
     return recs
 
 
+def null_arm(rec: dict) -> str:
+    """The arm a variant's record pairs every other with: ``none``, or ``default`` in a record
+    written before the arm was renamed."""
+    return "none" if any(r["arm"] == "none" for r in rec["runs"]) else "default"
+
+
 def rows_of(recs: dict[str, dict]) -> list[dict]:
-    """Every (variant, arm, task, metric) paired difference against default, with MDE and n needed."""
+    """Every (variant, arm, task, metric) paired difference against the null arm
+    (:func:`null_arm`), with MDE and n needed."""
     from cape_pipeline.report.power import arm_differences, seeds_needed
 
     out = []
     for name, rec in recs.items():
-        results = [SimpleNamespace(task=r["task"], metrics=r["metrics"], params={"pe": r["arm"], "seed": r["seed"]})
+        results = [SimpleNamespace(task=r["task"], metrics=r["metrics"], params={"arm": r["arm"], "seed": r["seed"]})
                    for r in rec["runs"]]
-        for row in arm_differences(results, "default"):
+        for row in arm_differences(results, null_arm(rec)):
             if row["metric"] not in METRICS.get(row["task"], ()):
                 continue
             row["arm"] = f"{name}: {row['arm']}"
@@ -62,7 +69,8 @@ def render(recs: dict[str, dict], rows: list[dict]) -> str:
         q = rec["angle_quantiles"]
         lines.append(f"| {name} (`{json.dumps(rec['encode'])}`) | {q['q50']:.3f} / {q['q90']:.3f} / {q['max']:.3f} | "
                      f"{rec['train_seconds'] / 60:.1f} min | {rec['load_before'][0]:.1f} | {rec['seeds']} |")
-    lines += ["", "| variant: arm | task | metric | mean (arm − default) | 95 % CI | MDE | seeds | seeds for "
+    null = " / ".join(sorted({null_arm(rec) for rec in recs.values()}))
+    lines += ["", f"| variant: arm | task | metric | mean (arm − {null}) | 95 % CI | MDE | seeds | seeds for "
               "0.02 acc/F1, 0.03 ARI/NMI | reading |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
@@ -103,7 +111,8 @@ def main() -> None:
 
         from cape_pipeline.pl.forest import forest_plot
 
-        fig = forest_plot(rows, title="pbmc68k_reduced: angle variants against default (paired seeds)")
+        null = " / ".join(sorted({null_arm(rec) for rec in recs.values()}))
+        fig = forest_plot(rows, title=f"pbmc68k_reduced: angle variants against {null} (paired seeds)")
         fig.savefig(HERE / "forest.png", dpi=130, bbox_inches="tight")
         write_block(HERE / "RESULTS.md", "variants", text)
 

@@ -1,7 +1,8 @@
 """Downstream effect of the rule for isolated features (``embed.isolated``), paired by seed.
 
 Runs the main job's train stage twice on the same data, split and seeds, once per rule, and
-compares the ``cape`` arm per seed (``default`` is shared: it ignores the angles)::
+compares the ``cape`` arm per seed (``none`` is shared: it ignores the angles; ``default`` is its
+name in a results.json written before it was renamed, read the same way)::
 
     cape run pbmc68k_reduced --workdir W --out A --config workflows/pbmc68k_reduced.yaml --threads 1
     cape run pbmc68k_reduced --workdir W --out B --config workflows/pbmc68k_reduced.yaml --threads 1 \\
@@ -20,6 +21,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from cape_pipeline.report.power import arm_of
+
 METRICS = {"annotation": ("macro_f1", "accuracy"), "clustering": ("ari", "nmi")}
 
 
@@ -33,7 +36,9 @@ def sd(v: np.ndarray) -> str:
 def _runs(path: str) -> dict[tuple[str, str, int], dict[str, float]]:
     doc = json.loads(Path(path).read_text())
     runs = doc["runs"] if isinstance(doc, dict) else doc
-    return {(r["task"], r["params"].get("pe"), int(r["params"].get("seed", 0))): r["metrics"] for r in runs}
+    arms = {"default": "none"}  # the earlier name of the arm
+    return {(r["task"], arms.get(arm_of(r["params"]), arm_of(r["params"])), int(r["params"].get("seed", 0))): r["metrics"]
+            for r in runs}
 
 
 def main() -> None:
@@ -50,7 +55,7 @@ def main() -> None:
         f"- command: `python {' '.join(shlex.quote(x) for x in sys.argv)}`",
         args.note,
         "",
-        "| task | metric | cape, origin (mean ± sd) | cape, embed (mean ± sd) | default (mean ± sd) | origin − embed per seed | mean [95 % t-CI] |",
+        "| task | metric | cape, origin (mean ± sd) | cape, embed (mean ± sd) | none (mean ± sd) | origin − embed per seed | mean [95 % t-CI] |",
         "|---|---|---|---|---|---|---|",
     ]
     for task, metrics in METRICS.items():
@@ -60,7 +65,7 @@ def main() -> None:
         for m in metrics:
             x = np.array([a[(task, "cape", s)][m] for s in seeds])
             y = np.array([b[(task, "cape", s)][m] for s in seeds])
-            dflt = np.array([a[(task, "default", s)][m] for s in seeds if (task, "default", s) in a])
+            dflt = np.array([a[(task, "none", s)][m] for s in seeds if (task, "none", s) in a])
             diff = x - y
             if diff.size > 1:
                 half = stats.t.ppf(0.975, diff.size - 1) * diff.std(ddof=1) / np.sqrt(diff.size)

@@ -247,7 +247,7 @@ def summary(rows: list[dict], seeds_asked: list[int], seconds: float) -> dict[st
     from cape_pipeline.report.power import arm_differences, paired_differences
 
     base, arm = ARMS[0][0], f"{ARMS[1][0]} [{ARMS[1][1]}]"
-    results = [SimpleNamespace(task="perturbation", params={"pe": r["arm"], "seed": r["seed"]},
+    results = [SimpleNamespace(task="perturbation", params={"arm": r["arm"], "seed": r["seed"]},
                                metrics={k: v for k, v in r.items() if k.startswith(("mse_top", "pearson_delta"))
                                         and isinstance(v, float) and math.isfinite(v)}) for r in rows]
     try:

@@ -22,8 +22,8 @@ Sections, in the order they run:
 ``sim10k``      ``benchmarks/scale/scale.py --cells 10000 --genes 20000``: the cost-table
                 size (10,000 cells × 20,000 genes → 2,000 HVGs), per stage.
 ``counts20k``   Step I at M = 20,000 on UMI counts (``simulated_grn_counts(5000, 20000)``, all genes
-                through ``pp.preprocess``): the default (the regression support, CPU), then the
-                learned support on the GPU; seconds, edges, F1, peak GPU memory.
+                through ``pp.preprocess``): the default (the regression algorithm, CPU), then the
+                learned algorithm on the GPU; seconds, edges, F1, peak GPU memory.
 ``step1``       Step I, the current default (``cape_pipeline.causal.discover_scored``,
                 ``device="cuda"``) on SDCD's generator (``sdcd_sem(d, 10_000, 0)``) at d = 1,000:
                 F1, AUPRC, seconds, peak GPU memory (``step1_4000``: d = 4,000, if the budget allows).
@@ -301,7 +301,7 @@ def section_counts20k(out: Path, dry: bool) -> None:
     data = pp.preprocess(simulated_grn_counts(n_cells, n_genes, seed=0), n_top_genes=n_genes, min_cells=1,
                          copy=True)
     truth = data.varp["true_dag"]  # sparse, subset with the genes preprocess kept
-    for label, kw in (("default", {}), (f"learned, {_device()}", {"support": "learned", "device": _device()})):
+    for label, kw in (("default", {}), (f"learned, {_device()}", {"algorithm": "learned", "device": _device()})):
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
@@ -395,7 +395,7 @@ def section_sim50k(out: Path, dry: bool) -> None:
 
 # ------------------------------------------------- Step I on the GPU at atlas size, the wide perturbation model
 def section_cudatests(out: Path, dry: bool) -> None:
-    """The regression support's CPU-vs-CUDA tests (they skip without CUDA)."""
+    """The regression algorithm's CPU-vs-CUDA tests (they skip without CUDA)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/causal/regression/test_regression_device.py"]
     t0 = time.perf_counter()
     with (out / "pytest_device.txt").open("w") as fh:

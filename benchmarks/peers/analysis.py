@@ -1,8 +1,9 @@
 """How much of the DAG each per-feature table carries (paper 004's analysis tools).
 
 Trains the annotation task once (seed 0, the benchmark's recipe) with `learned-small-norm` and
-with `default`, then compares with a DAG over the same genes: the CAPE angles, the trained
-learned-small-norm table, and the trained scGPT gene tokens (the `default` identity). The DAG is
+with `none`, then compares with a DAG over the same genes: the CAPE angles, the trained
+learned-small-norm table, and the trained scGPT gene tokens (the `none` arm's identity; the arm
+was called `default` when analysis.txt was written). The DAG is
 the correlation graph (|r| > τ) that made the CAPE angles in benchmarks/tasks/cache; Step I's own
 graph on pbmc68k_reduced has too few edges for these statistics.
 
@@ -37,12 +38,12 @@ graph = discover(adata, method="correlation")
 print(f"DAG: correlation graph over {graph.n_features} genes, {graph.n_edges} edges ({time.perf_counter() - t0:.0f} s)")
 angles, kind = load_angles("pbmc68k_reduced", adata.var_names, ("correlation",), MODEL["d_model"])
 tables = {"cape angles (correlation graph)": angles}
-for pe in ("learned-small-norm", "default"):
+for pe in ("learned-small-norm", "none"):
     t0 = time.perf_counter()
     res = run_task("annotation", adata, pe=pe, angles=None, backbone="scgpt", config={**BUDGET, "model": {**MODEL}},
                    label_key="bulk_labels", seed=0)
     bb = res.model.backbone
-    tables[f"{pe} (trained)"] = pe_table(bb) if pe != "default" else bb.gene_embed.weight.detach().double().numpy()
+    tables[f"{pe} (trained)"] = pe_table(bb) if pe != "none" else bb.gene_embed.weight.detach().double().numpy()
     print(f"trained {pe}: macro-F1 {res.metrics['macro_f1']:.3f} ({time.perf_counter() - t0:.0f} s)")
 print()
 print("| table | shape | RSA ρ vs DAG hops | p (1000 perm.) | pairs | modularity vs DAG communities | Procrustes to CAPE |")

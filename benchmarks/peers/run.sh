@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.." || exit 1
 PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=1
 $PY benchmarks/tasks/run.py --tasks annotation --seeds 0 1 2 --out benchmarks/peers/results_pe \
-  --arms default cape learned-small-norm rank-value > benchmarks/peers/results_pe.log 2>&1 &
+  --arms none cape learned-small-norm rank-value > benchmarks/peers/results_pe.log 2>&1 &
 $PY benchmarks/tasks/run.py --tasks annotation --seeds 0 1 2 --out benchmarks/peers/results_attention \
   --arms cape@cone-umbral cape@cone-penumbral > benchmarks/peers/results_attention.log 2>&1 &
 wait

@@ -31,7 +31,7 @@ from cape_pipeline.models import build_backbone  # noqa: E402
 from cape_pipeline.models.backbones.heads import ValueDecoder  # noqa: E402
 from cape_pipeline.tasks.arms import Arm  # noqa: E402
 
-ARMS = ["cape", "default", "learned-small-norm", "rank-value", "ape-tree", "cape@riemann", "cape@cone-umbral",
+ARMS = ["cape", "none", "learned-small-norm", "rank-value", "ape-tree", "cape@riemann", "cape@cone-umbral",
         "cape@cone-penumbral"]
 
 

@@ -1,6 +1,8 @@
 """Summarize benchmarks/peers: one row per arm, mean ± sd over the seeds that ran,
 seconds per run and its ratio to the dot-product `cape` arm of the same seed (same process
-sequence, so the same load), and the paired difference to `default` over the seeds.
+sequence, so the same load), and the paired difference to `none` over the seeds (the arm was
+called `default` in the rows written before it was renamed: a table of those rows pairs with
+`default`, a table holding both reads `default` as `none`).
 
 Tables:
 1. pbmc68k_reduced annotation, the CAPE angles of the current Step I (125 edges, max |φ| 0.43):
@@ -57,12 +59,23 @@ def load(*subs: str, tag: dict[str, str] | None = None) -> list[dict]:
     return rows
 
 
+def null_arm(rows: list[dict]) -> str:
+    """The arm the table pairs every other with: ``none``, or ``default`` where the rows were all
+    written before it was renamed; with rows of both names, ``default`` rows become ``none``."""
+    if not any(r["pe"] == "none" for r in rows):
+        return "default" if any(r["pe"] == "default" for r in rows) else "none"
+    for r in rows:
+        if r["pe"] == "default":
+            r["pe"] = "none"
+    return "none"
+
+
 def ms(v: list[float], digits: int = 3) -> str:
     a = np.asarray(v, dtype=float)
     return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}" if a.size > 1 else f"{a.mean():.{digits}f}"
 
 
-def paired(rows: list[dict], arm: str, metric: str, base: str = "default") -> str:
+def paired(rows: list[dict], arm: str, metric: str, base: str = "none") -> str:
     """Mean paired difference arm − base over the shared seeds, with its 95 % t-interval."""
     a = {r["seed"]: r[metric] for r in rows if r["pe"] == arm}
     b = {r["seed"]: r[metric] for r in rows if r["pe"] == base}
@@ -85,7 +98,8 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3, n_p
     dot = {(src[id(r)], r["seed"]): r["seconds"] for r in rows if r["pe"] == "cape"}
     head = " | ".join(name for _, name in metrics)
     pm = metrics[:n_paired]
-    phead = " | ".join(f"{name} − default (95 % CI)" for _, name in pm)
+    base = null_arm(rows)
+    phead = " | ".join(f"{name} − {base} (95 % CI)" for _, name in pm)
     print(f"| arm | seeds | {head} | {phead} | s per run | × dot `cape` (same seed) | load1 |")
     print("|---|---|" + "---|" * (len(metrics) + n_paired) + "---|---|---|")
     for arm in dict.fromkeys(r["pe"] for r in rows):
@@ -93,7 +107,7 @@ def table(rows: list[dict], metrics: list[tuple[str, str]], digits: int = 3, n_p
         vals = " | ".join(ms([r[k] for r in rs], digits) for k, _ in metrics)
         ratio = [r["seconds"] / dot[src[id(r)], r["seed"]] for r in rs if (src[id(r)], r["seed"]) in dot]
         rtxt = f"{np.mean(ratio):.2f}" if ratio else ""
-        pvals = " | ".join(paired(rows, arm, k) for k, _ in pm)
+        pvals = " | ".join(paired(rows, arm, k, base) for k, _ in pm)
         print(f"| `{arm}` | {','.join(str(r['seed']) for r in rs)} | {vals} | {pvals} | "
               f"{np.mean([r['seconds'] for r in rs]):.0f} | {rtxt} | {np.mean([r['load1'] for r in rs]):.1f} |")
 
@@ -107,7 +121,7 @@ def main() -> None:
     if ap.parse_args().gather:
         gather()
     print("## 1. pbmc68k_reduced annotation, current Step I angles (b6d26f2, 2026-11-23)\n")
-    pbmc = [r for r in load("results_pe") if r["pe"] in ("default", "learned-small-norm", "rank-value")]
+    pbmc = [r for r in load("results_pe") if r["pe"] in ("none", "default", "learned-small-norm", "rank-value")]
     pbmc += load("results_peers_pbmc", "results_peers_pbmc_penumbral", "results_peers_pbmc_umbral", "results_peers_pbmc_apectrl",
                  tag={"results_peers_pbmc_apectrl": "[control: empty forest, every gene a root]"})
     table(pbmc, ANNOT, n_paired=2)

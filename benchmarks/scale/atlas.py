@@ -4,7 +4,7 @@ One run: ``simulated_grn_counts(N, 2000, seed)`` (the generator with a known reg
 written once to ``_cache/atlas_N_2000_sSEED.h5ad`` by a separate process (so that the
 simulator's own memory is not counted), read back, ``pp.preprocess`` (every gene kept: 2,000
 HVGs of 2,000), then Step I's default for single-cell
-data (``cape_pipeline.causal.discover``: the regression support, library size as covariate, the
+data (``cape_pipeline.causal.discover``: the regression algorithm, library size as covariate, the
 counting-noise correction, 8 random splits) on ``--device``. It records the seconds of each part,
 the process's peak resident memory, the peak GPU memory (CUDA), the DAG's edges and its F1
 against the truth, the plan's CPU estimate (``discover_estimate``) beside the measured time, and
@@ -80,7 +80,7 @@ def run(cells: int, genes: int, seed: int, device: str, n_splits: int | None, ed
     rec["peak_rss_mb"] = round(_rss_mb())
     rec["dense_matrix_mb"] = round(cells * a.n_vars * 8 / 2**20)
     p = g.params
-    rec["estimate_s"] = round(discover_estimate(cells, a.n_vars, p.get("support", "regression"),
+    rec["estimate_s"] = round(discover_estimate(cells, a.n_vars, p.get("algorithm", p.get("support", "regression")),
                                                 n_splits=int(p.get("n_splits_used", p.get("n_splits", 1)))))
     rec.update({k: p.get(k) for k in ("algorithm", "support", "device", "n_splits_used", "covariates_used", "measurement_error")})
     adj = g.adjacency.tocoo()

@@ -87,6 +87,7 @@ def main() -> None:
 
     from cape_pipeline.pipeline.config import merge
     from cape_pipeline.pipeline.runner import run_pipeline
+    from cape_pipeline.report.power import arm_of
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -111,7 +112,7 @@ def main() -> None:
         metrics: dict = {}
         for r in out.results:
             for k, v in r.metrics.items():
-                metrics.setdefault(r.task, {}).setdefault(k, {}).setdefault(r.params["pe"], []).append(round(float(v), 5))
+                metrics.setdefault(r.task, {}).setdefault(k, {}).setdefault(arm_of(r.params), []).append(round(float(v), 5))
         rec = {
             "data": a.data, "setting": setting or "default", "reference": a.setting[0] or "default", "seeds": a.seeds,
             "train_seconds": round(seconds, 1), "cached": rec_train.cached, "wall_seconds": round(wall, 1),

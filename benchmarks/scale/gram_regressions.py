@@ -1,7 +1,7 @@
-"""The regression support's edge test and pruning with their moments read from one Gram matrix per
+"""The regression algorithm's edge test and pruning with their moments read from one Gram matrix per
 half, against the same regressions on gathered columns, side by side on the same data.
 
-Step I's default for single-cell data (``cape_pipeline.causal.discover``: the regression support,
+Step I's default for single-cell data (``cape_pipeline.causal.discover``: the regression algorithm,
 library size as covariate, the counting-noise correction from 3,000 cells) on
 ``simulated_grn_counts(N, 2000, seed)`` after ``pp.preprocess`` (every gene kept), run twice in
 one process: ``gram`` (the default: ``GRAM_MAX_FEATURES`` = 5,000) and ``gathered``

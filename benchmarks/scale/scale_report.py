@@ -93,7 +93,7 @@ def load_step1() -> list[dict]:
 
 
 STEP1_HEADER = (
-    "| data | cells × genes | Step I | peak memory | edges kept | support, covariates, splits | load before |\n"
+    "| data | cells × genes | Step I | peak memory | edges kept | algorithm, covariates, splits | load before |\n"
     "|---|---|---|---|---|---|---|"
 )
 

@@ -5,7 +5,7 @@ Usage: python benchmarks/tasks/angles.py OUT_DIR D DATASET GRAPH [DISCOVER_EPOCH
 GRAPH is ``discover`` (Step I, ``cape_pipeline.causal.api.discover``), ``true`` (the simulator's
 known DAG; simulated data only), ``correlation`` (the w/o-CSL ablation graph), ``discover005``
 (Step I with ``threshold=0.05``, defaults otherwise; the pbmc68k_reduced workflow's setting) or
-``interventional`` (perturbation data: Step I, regression support, on the AnnData, so it reads ``obs["condition"]`` as
+``interventional`` (perturbation data: Step I, regression algorithm, on the AnnData, so it reads ``obs["condition"]`` as
 interventions, without the cells of every condition that ``run.py``'s perturbation split — GEARS's,
 :data:`INTERVENTIONAL_SEEDS` — holds out; what ``cape run`` does, ``pipeline/stages/discover.py``). The graph is
 then embedded (``cape_pipeline.hyperbolic.embed``, d = D/2) and encoded

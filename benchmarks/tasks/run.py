@@ -3,7 +3,7 @@
 Usage (from the repository root):
 
     python benchmarks/tasks/run.py [--seeds 0 1 2] [--tasks annotation annotation-louvain clustering perturbation age]
-                                   [--arms default cape none/no-id ...] [--graph KIND] [--d-model D] [--out DIR] [--cache DIR]
+                                   [--arms none cape none/no-id ...] [--graph KIND] [--d-model D] [--out DIR] [--cache DIR]
 
 An arm is a PE name applied on top of the backbone's feature identity (the default reading), or
 ``NAME/no-id`` with the identity removed (the literal reading of paper 000 Eq. F.109: the PE
@@ -53,8 +53,10 @@ LABEL = {"annotation": "bulk_labels", "annotation-louvain": "louvain", "clusteri
 TASK_CONFIG = {"perturbation-norman": {"split": "gears"}}  # on top of BUDGET
 SHARED = ("annotation", "annotation-louvain", "clustering")  # pretrain on all pbmc cells, once per (arm, seed)
 GRAPH_PREFERENCE = ("discover", "true", "correlation")
-ARMS = ["default", "cape", "none/no-id", "cape/no-id", "static-absolute", "trainable-absolute",
-        "learned-small-norm", "cape-additive", "cape-input", "trainable-relative", "none"]
+ARMS = ["none", "cape", "none/no-id", "cape/no-id", "static-absolute", "trainable-absolute",
+        "learned-small-norm", "cape-additive", "cape-input", "trainable-relative"]
+#: the earlier name of an arm → its name now (rows written before the rename say ``default``)
+EARLIER_ARMS = {"default": "none"}
 
 
 def load_angles(dataset: str, var_names: pd.Index, graphs: tuple[str, ...], d_model: int, cache: Path = CACHE) -> tuple[FeaturePositions, str]:
@@ -101,7 +103,8 @@ def main() -> None:
     if done.empty:
         done = pd.DataFrame(columns=["task", "pe", "seed", "graph"])
     gcol = done["graph"].fillna("") if "graph" in done else pd.Series([""] * len(done))
-    key = set(zip(done["task"], done["pe"], done["seed"].astype(int), gcol, strict=True))
+    arms_done = done["pe"].map(lambda a: EARLIER_ARMS.get(a, a))  # a "default" row is the "none" arm's
+    key = set(zip(done["task"], arms_done, done["seed"].astype(int), gcol, strict=True))
     graphs = GRAPH_PREFERENCE if args.graph is None else (args.graph,)
     data: dict[str, object] = {}
     t_all = time.perf_counter()
@@ -117,7 +120,7 @@ def main() -> None:
                 parsed = Arm.parse(arm)
                 pe = parsed.pe
                 g = graph if parsed.uses_graph else ""
-                todo = [t for t in tasks if (t, arm, seed, g) not in key]
+                todo = [t for t in tasks if (t, EARLIER_ARMS.get(arm, arm), seed, g) not in key]
                 if not todo:
                     continue
                 cfg = {**BUDGET, "model": {**model, "identity": parsed.identity}, "attention": parsed.attention}

@@ -14,7 +14,7 @@ forming an ``M × M`` matrix:
   :func:`h_spectral` realises by a differentiable Rayleigh-type quotient with detached vectors.
 
 For a sparse A supported on candidate parents (``A[P[c, j], c] = W[c, j]``, the screened and
-learned supports), :func:`h_spectral_sparse` is the same spectral radius by power iteration of
+learned algorithms), :func:`h_spectral_sparse` is the same spectral radius by power iteration of
 sparse products, O(M·k) per iteration. Dense reference versions (:func:`h_dense`,
 :func:`spectral_radius_dense`) exist for tests only.
 """

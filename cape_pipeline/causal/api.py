@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cape_pipeline.causal._input import prepare_matrix
+from cape_pipeline.causal.algorithms import AlgorithmInputs, fit_algorithm
 from cape_pipeline.causal.baselines import (
     DAGMA_METHODS,
     correlation_graph,
@@ -31,7 +32,6 @@ from cape_pipeline.causal.config import (
     DEFAULT_EPOCHS,
     DEFAULT_MIN_STEPS,
     METHODS,
-    SUPPORTS,
     TRUE_DAG,
     DiscoverConfig,
     LowRankConfig,
@@ -47,14 +47,12 @@ from cape_pipeline.causal.covariates import (
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.postprocess import break_cycles, threshold_matrix
-from cape_pipeline.causal.supports import SupportInputs, fit_support
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_ACYCLICITY",
     "METHODS",
-    "SUPPORTS",
     "DiscoverConfig",
     "check_options",
     "discover",
@@ -226,7 +224,7 @@ def discover_scored(
             label_targets = None if iv.n_label_targets is None else iv.n_label_targets[rows]
         params.update(iv.summary())
     if method == "cape":
-        fit = fit_support(algorithm, x_std, acfg, SupportInputs(
+        fit = fit_algorithm(algorithm, x_std, acfg, AlgorithmInputs(
             names=names, device=device, seed=int(seed), rank=eff_rank, epochs=eff_epochs, max_per_row=max_per_row,
             dense_scores=m <= SPARSE_ABOVE, progress=progress, reliability=reliability, intervened=intervened,
             label_targets=label_targets, regulators=regulators, unused=unused,
@@ -268,7 +266,7 @@ def discover_scored(
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
     params.update(
-        isolation_report(adj, m, threshold=threshold, method=method, support=algorithm, scores=scores, n_obs=n,
+        isolation_report(adj, m, threshold=threshold, method=method, algorithm=algorithm, scores=scores, n_obs=n,
                          min_effect=float(reg.min_effect))
     )
     graph = CausalGraph(
@@ -293,9 +291,9 @@ def discover(
     """Learn a weighted causal DAG over the features of ``data`` (CAPE Step I).
 
     With ``method="cape"`` the default ``algorithm="auto"`` chooses from the data
-    (:func:`~cape_pipeline.causal.supports.resolve_algorithm`). Data with at most 20 features
-    (:data:`~cape_pipeline.causal.supports.AUTO_LOW_RANK_MAX`) or fewer than 50 rows
-    (:data:`~cape_pipeline.causal.supports.LEARNED_MIN_OBS`) get the paper's low rank. Above
+    (:func:`~cape_pipeline.causal.algorithms.resolve_algorithm`). Data with at most 20 features
+    (:data:`~cape_pipeline.causal.algorithms.AUTO_LOW_RANK_MAX`) or fewer than 50 rows
+    (:data:`~cape_pipeline.causal.algorithms.LEARNED_MIN_OBS`) get the paper's low rank. Above
     that, single-cell data (an AnnData whose ingest or preprocess recorded modality ``scrna``,
     or that carries ``obs["cape_library_size"]``;
     :func:`~cape_pipeline.causal.covariates.cell_context`) get the

@@ -28,6 +28,13 @@ from cape_pipeline._config import did_you_mean
 from cape_pipeline._config import is_int as _is_int
 from cape_pipeline._config import is_num as _is_num
 from cape_pipeline._utils import check_device
+from cape_pipeline.causal.algorithms import (
+    ALGORITHMS,
+    AUTO_LOW_RANK_MAX,
+    COVARIATES,
+    LEARNED_MIN_OBS,
+    resolve_algorithm,
+)
 from cape_pipeline.causal.baselines import DAGMA_METHODS, GCASTLE_METHODS
 from cape_pipeline.causal.fitting import DEFAULT_EPOCHS, DEFAULT_MIN_STEPS
 from cape_pipeline.causal.learned.config import LearnedConfig
@@ -45,15 +52,6 @@ from cape_pipeline.causal.options import (
 )
 from cape_pipeline.causal.regression.config import RegressionConfig
 from cape_pipeline.causal.screened.config import ScreenedConfig
-from cape_pipeline.causal.supports import (
-    ALGORITHMS,
-    AUTO_LOW_RANK_MAX,
-    COVARIATES,
-    LEARNED_MIN_OBS,
-    SUPPORTS,
-    resolve_algorithm,
-    resolve_support,
-)
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -68,7 +66,6 @@ __all__ = [
     "L1_MODES",
     "LEARNED_MIN_OBS",
     "METHODS",
-    "SUPPORTS",
     "DiscoverConfig",
     "LearnedConfig",
     "LowRankConfig",
@@ -78,7 +75,6 @@ __all__ = [
     "nest_options",
     "resolve_algorithm",
     "resolve_config",
-    "resolve_support",
 ]
 
 #: the methods :func:`~cape_pipeline.causal.api.discover` runs
@@ -153,7 +149,7 @@ class DiscoverConfig:
         recorded it, ``obs["cape_library_size"]``; otherwise none), ``"none"``, ``"states"``,
         ``"library"`` or ``"states+library"``. Cell states guard against hidden programs shared
         by many genes and cost recall where regulators drive the states
-        (:data:`~cape_pipeline.causal.supports.COVARIATES`). Recorded as ``params["covariates_used"]``.
+        (:data:`~cape_pipeline.causal.algorithms.COVARIATES`). Recorded as ``params["covariates_used"]``.
     n_states
         ``"cape"``: number of cell states (k-means on 30 principal components) used as
         covariates; None (default): ``min(30, max(2, N // 100))``.
@@ -303,7 +299,7 @@ class DiscoverConfig:
 
     def algorithm_for(self, n_features: int, n_obs: int | None = None, *, single_cell: bool = False) -> str:
         """The algorithm a fit on ``n_features`` features (and ``n_obs`` rows) uses (``"auto"``
-        resolved by :func:`~cape_pipeline.causal.supports.resolve_algorithm`)."""
+        resolved by :func:`~cape_pipeline.causal.algorithms.resolve_algorithm`)."""
         return resolve_algorithm(self.algorithm, n_features, n_obs, single_cell=single_cell)
 
     def config_of(self, algorithm: str) -> Any:

@@ -9,7 +9,7 @@ genes but also removes a regulator's variation between states, the strongest evi
 edges where regulators drive the states. Measured in ``benchmarks/discover/counts/RESULTS.md``.
 
 On counts, :func:`count_reliability` also measures how much of each gene's within-state
-variance is counting noise, for the errors-in-variables regressions of the regression support.
+variance is counting noise, for the errors-in-variables regressions of the regression algorithm.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
 from cape_pipeline._utils import BLOCK_ENTRIES, column_mean_sd
-from cape_pipeline.causal.supports import THINNING_MIN_OBS
+from cape_pipeline.causal.algorithms import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 __all__ = [
@@ -137,7 +137,7 @@ def _row_blocks(z: np.ndarray, entries: int = BLOCK_ENTRIES) -> list[slice]:
 
 def unit_sd(z: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """``(N, M)`` float64 centred columns divided by their sd; a column with sd ≤ 1e-12 becomes 0
-    (the scaling of :func:`residualize` and of the regression support's cross-fitting halves).
+    (the scaling of :func:`residualize` and of the regression algorithm's cross-fitting halves).
     With ``overwrite``, in ``z`` itself (the same values, no second ``(N, M)`` array kept)."""
     sd = column_mean_sd(z)[1]
     ok = sd > 1e-12
@@ -159,7 +159,7 @@ def unit_sd_rows(z: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def unit_sd_torch(h: Any) -> Any:
     """:func:`unit_sd` of ``h − mean(h)`` in torch, on ``h``'s device: ``(N, M)`` float tensor in,
     a new ``(N, M)`` tensor of the same dtype out (a column with sd ≤ 1e-12 becomes 0). The
-    regression support's cross-fitting halves on a GPU."""
+    regression algorithm's cross-fitting halves on a GPU."""
     import torch
 
     h = h - h.mean(0)
@@ -220,7 +220,7 @@ def apply_covariates(
 
 
     ``"auto"``: the log library size for single-cell data where preprocess recorded it, none
-    otherwise (cell states only when asked for: :data:`~cape_pipeline.causal.supports.COVARIATES`).
+    otherwise (cell states only when asked for: :data:`~cape_pipeline.causal.algorithms.COVARIATES`).
     Returns the adjusted matrix (written into ``x_std``, which the caller hands over; the input
     itself when there are none), the params to record
     (``covariates_used``, ``n_states``) and the ``(N,)`` state labels (None without states).
@@ -249,10 +249,10 @@ def apply_covariates(
 
 
 def wants_thinning(measurement_error: str, n_obs: int) -> bool:
-    """Whether the regression support corrects for counting noise (``measurement_error``).
+    """Whether the regression algorithm corrects for counting noise (``measurement_error``).
 
     ``"thinning"``: yes; ``"none"``: no; ``"auto"``: from
-    :data:`~cape_pipeline.causal.supports.THINNING_MIN_OBS` (3,000) cells on. Either way the
+    :data:`~cape_pipeline.causal.algorithms.THINNING_MIN_OBS` (3,000) cells on. Either way the
     correction needs counts (:func:`count_reliability` returns None on other data).
     """
     if measurement_error == "auto":

@@ -16,11 +16,11 @@ ISOLATED_WARN_SHARE = 0.5
 
 
 FEW_ROWS_RATIO = 1.0
-"""The learned support warns when rows / features is below this (see :func:`isolation_report`)."""
+"""The learned algorithm warns when rows / features is below this (see :func:`isolation_report`)."""
 
 
 def isolation_report(
-    adj: sp.csr_array, m: int, *, threshold: float, method: str, support: str | None, scores: np.ndarray | None,
+    adj: sp.csr_array, m: int, *, threshold: float, method: str, algorithm: str | None, scores: np.ndarray | None,
     n_obs: int | None = None, min_effect: float | None = None,
 ) -> dict[str, Any]:
     """Edge count, isolated features and, when most features have no edge, a warning with the fix;
@@ -46,7 +46,7 @@ def isolation_report(
             top = float(np.abs(scores).max())
             lower = max(min(lower, top / 3), 1e-3)
         what = "no edge at all" if a.nnz == 0 else f"only {a.nnz} edge(s)"
-        if method == "cape" and support == "regression" and min_effect is not None:
+        if method == "cape" and algorithm == "regression" and min_effect is not None:
             half = min_effect / 2
             msgs.append(
                 f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed the edge test: "
@@ -56,22 +56,22 @@ def isolation_report(
                 "false edges"
             )
         else:
-            own = {"low-rank": "low_rank"}.get(support or "", support) if method == "cape" else None
+            own = {"low-rank": "low_rank"}.get(algorithm or "", algorithm) if method == "cape" else None
             python = f"{own}={{'threshold': {lower:.3g}}}" if own else f"threshold={lower:.3g}"
             cli = f"discover.{own}.threshold" if own else "discover.threshold"
             fix = f"lower the threshold (Python: {python}; CLI: --set {cli}={lower:.3g})"
-            if method == "cape" and support in ("low-rank", "screened"):
+            if method == "cape" and algorithm in ("low-rank", "screened"):
                 fix += "; or use the learned algorithm (algorithm='learned'; CLI: --set discover.algorithm=learned)"
             msgs.append(
                 f"discover: {n_iso} of {m} features ({share:.0%}) have no edge ({what} passed threshold "
                 f"{threshold:g}), so they get angle 0 and CAPE leaves them unrotated; to keep more edges, {fix}"
             )
-    if method == "cape" and support == "learned" and n_obs is not None and n_obs < FEW_ROWS_RATIO * m and a.nnz:
+    if method == "cape" and algorithm == "learned" and n_obs is not None and n_obs < FEW_ROWS_RATIO * m and a.nnz:
         msgs.append(
-            f"discover: {n_obs} rows for {m} features: with fewer rows than features the learned support "
+            f"discover: {n_obs} rows for {m} features: with fewer rows than features the learned algorithm "
             "over-calls edges (simulated counts with a known graph, 1,000 cells × 2,000 genes: 5 % of its "
             "6,150 edges were true, against 51 % at 3,000 cells; benchmarks/discover/counts/RESULTS.md); "
-            "treat this graph as exploratory, give more cells, or use the regression support "
+            "treat this graph as exploratory, give more cells, or use the regression algorithm "
             "(algorithm='regression'; CLI: --set discover.algorithm=regression)"
         )
     for msg in msgs:

@@ -5,7 +5,7 @@ convention (GEARS, scPerturb) is a ``condition`` column: ``"ctrl"`` for control 
 ``"g3+ctrl"`` for a single perturbation of ``g3``, ``"g3+g7"`` for a double; other screens write
 ``"control"`` or ``"non-targeting"``. :func:`intervention_targets` reads such a column into an
 ``(N, M)`` boolean matrix of (cell, perturbed feature) and a mask of the cells Step I may use;
-Step I's regression support leaves a perturbed feature's own conditional out of the likelihood
+Step I's regression algorithm leaves a perturbed feature's own conditional out of the likelihood
 in the cells where it was perturbed (a perfect intervention, as DCDI / DCD-FG / SDCD define the
 interventional likelihood), and :func:`~cape_pipeline.causal.metrics.interventional_score`
 checks a graph against held-out perturbations (CausalBench's statistical evaluation).

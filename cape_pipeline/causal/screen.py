@@ -1,10 +1,10 @@
-"""Candidate parents for the screened sparse support of Step I (:func:`screen_parents`).
+"""Candidate parents for the screened sparse algorithm of Step I (:func:`screen_parents`).
 
 Two correlation rounds, the second on the residuals of a ridge fit on the first round's
 candidates; no ``M × M`` matrix is formed (``X_bᵀ X`` in row blocks of size b × M) unless the
 caller gives the Gram matrix ``XᵀX`` (``gram=``, for M in the thousands: every round's products
 are then read from it). Used by :func:`~cape_pipeline.causal.screened.fit_screened` and the
-regression and learned supports.
+regression and learned algorithms.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def candidate_parents(
 
 
 def parent_table(parent: np.ndarray, child: np.ndarray, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``(M, W)`` parent table of an edge list, the layout every sparse support works on.
+    """The ``(M, W)`` parent table of an edge list, the layout every sparse algorithm works on.
 
     Row c lists c's parents in the order they appear in the list (stable), padded to
     ``W = max(1, largest in-degree)`` with another node's index (``(c + 1) mod M``) that the

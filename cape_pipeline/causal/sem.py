@@ -1,6 +1,6 @@
-"""The SEM-VAE of CAPE Step I (paper 000, Eqs. 5–8) that the low-rank and screened supports share.
+"""The SEM-VAE of CAPE Step I (paper 000, Eqs. 5–8) that the low-rank and screened algorithms share.
 
-Both supports fit the generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) as a VAE and differ only in
+Both algorithms fit the generalized SEM ``f(X) = f(X) A + Z`` (Eq. 5) as a VAE and differ only in
 how A is parameterised (:class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`: ``A = U Vᵀ``;
 :class:`~cape_pipeline.causal.screened.ScreenedSEMVAE`: A on screened candidate parents).
 This module holds what they share, torch modules and functions on tensors only:

@@ -8,7 +8,7 @@ pandas/pyarrow alone)::
     dag.parquet         the causal DAG, one row per edge: source, target, weight, and score,
                         qvalue where Step I scored pairs (CausalGraph.write_parquet; absent
                         when no graph was given)
-    edge_scores.parquet every pair Step I scored: source, target, score, the support's
+    edge_scores.parquet every pair Step I scored: source, target, score, the algorithm's
                         statistics, in_dag (CausalGraph.write_parquet; only when it scored pairs)
     manifest.json       format, package version, d, scale, frequencies, parameters, data fingerprint
                         (manifest_extra), BLAKE2b checksum and size of each file

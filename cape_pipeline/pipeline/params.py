@@ -30,7 +30,8 @@ USER_OPTIONS: dict[str, tuple[str, ...]] = {
     "ingest": ("label_columns", "modality", "index_column"),
     "preprocess": ("n_top_genes", "min_genes", "min_cells", "target_sum", "counts_layer", "transform"),
     "discover": ("method", "algorithm", "regression.regulators", "regression.min_effect", "regression.fdr",
-                 "regression.n_splits", "covariates", "regression.interventions", "device", "seed"),
+                 "regression.n_splits", "covariates", "regression.interventions", "hold_out_test_conditions",
+                 "device", "seed"),
     "embed": ("dim", "max_epochs", "device", "seed"),
     "encode": ("scale",),
     "train": ("tasks", "label_key", "backbone", "arm", "n_seeds", "encodings", "device", "seed"),
@@ -38,9 +39,11 @@ USER_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 """The options a user sets first, per stage, in the order ``cape params`` lists them; every other
 field is a research setting, listed after them under "advanced". A field that holds a config
-(``discover.regression``) is listed by its fields, ``regression.fdr``.
-:func:`cape_pipeline.tl.discover` and :func:`cape_pipeline.tl.embed` take these as keywords, by
-their last name (``fdr``; a test keeps them in step)."""
+(``discover.regression``) is listed by its fields, ``regression.fdr``; a field the pipeline
+derives from other stages (``metadata={"derived": True}``, discover's ``held_out_split``) is not
+listed and cannot be set. :func:`cape_pipeline.tl.discover` and :func:`cape_pipeline.tl.embed`
+take these as keywords, by their last name (``fdr``; a test keeps them in step), all but the
+pipeline's own (discover's ``hold_out_test_conditions``: the blind split needs the train stage)."""
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,13 @@ def _plain(text: str) -> str:
 
 def param_docs(*objects: Any) -> dict[str, str]:
     """``{name: description}`` from the numpydoc ``Attributes``/``Parameters`` of ``objects``
-    (classes or functions); the first object that documents a name wins. Grouped entries
+    (classes or functions; a class with its base classes after it, so a field is documented once,
+    where it is declared); the first object that documents a name wins. Grouped entries
     (``epochs, batch_size, lr``) give the same text to each name."""
     out: dict[str, str] = {}
-    for obj in objects:
-        doc = inspect.getdoc(obj) or ""
+    sources = [o for obj in objects for o in (obj.__mro__[:-1] if isinstance(obj, type) else (obj,))]
+    for src in sources:
+        doc = inspect.getdoc(src) or ""
         for p in docstring_parser.parse(doc, style=docstring_parser.DocstringStyle.NUMPYDOC).params:
             for name in re.split(r"\s*[,/]\s*", p.arg_name.strip().lstrip("*")):
                 if name and name not in out and p.description:
@@ -175,7 +180,8 @@ def plain_meaning(text: str) -> str:
 
 
 def stage_params(stage: str) -> list[ParamDoc]:
-    """The parameters of ``stage`` in field order, with default, type and meaning.
+    """The parameters of ``stage`` in field order, with default, type and meaning; the fields the
+    pipeline derives (``metadata={"derived": True}``) are not parameters.
 
     Raises
     ------
@@ -194,6 +200,8 @@ def stage_params(stage: str) -> list[ParamDoc]:
     docs = param_docs(st.config_cls, *sources)
     out = []
     for f in dataclasses.fields(st.config_cls):
+        if f.metadata.get("derived"):
+            continue
         if f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:

@@ -228,8 +228,8 @@ def estimate(plan: TrainPlan, step_seconds: float) -> TrainPlan:
     return plan
 
 
-def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_splits: int = 1) -> float:
-    """A rough estimate of Step I's seconds with the ``"learned"`` or ``"regression"`` support
+def discover_estimate(n_obs: int, n_vars: int, algorithm: str = "learned", n_splits: int = 1) -> float:
+    """A rough estimate of Step I's seconds with the ``"learned"`` or ``"regression"`` algorithm
     (NaN for the others) on this kind of 2-core CPU.
 
     ``"regression"`` (the default for single-cell data): ``n_splits · (REGRESSION_FIXED_S +
@@ -249,14 +249,14 @@ def discover_estimate(n_obs: int, n_vars: int, support: str = "learned", n_split
     ``benchmarks/scale``). An order of magnitude, not a promise: other data stop early at
     other epochs."""
     nm = float(n_obs) * float(n_vars)
-    if support == "regression":
+    if algorithm == "regression":
         return max(int(n_splits), 1) * (REGRESSION_FIXED_S + REGRESSION_PER_ENTRY * nm)
-    if support != "learned":
+    if algorithm != "learned":
         return float("nan")
     return max(210.0 + 2.5e-6 * nm, 1.0e-5 * nm)
 
 
-#: the regression support's estimate per split of the cells (:func:`discover_estimate`): seconds,
+#: the regression algorithm's estimate per split of the cells (:func:`discover_estimate`): seconds,
 #: and seconds per N·M, fitted to the newest benchmarks/scale/step1.jsonl row of each simulated
 #: set and the newest atlas.jsonl CPU row (library size as covariate, counting-noise correction
 #: from 3,000 cells, 8 splits; the rows and the estimate's error: benchmarks/scale/RESULTS.md)

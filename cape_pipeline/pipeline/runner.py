@@ -349,10 +349,10 @@ def plan_pipeline(
         from cape_pipeline.causal.covariates import cell_context
 
         single_cell, _ = cell_context(adata)
-        support = configs["discover"].algorithm_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
-        est = discover_estimate(adata.n_obs, adata.n_vars, support, n_splits=configs["discover"].regression.n_splits)
-        on_gpu = support in ("regression", "learned") and resolve_device(configs["discover"].device).type == "cuda"
-        lines.append(f"Step I (discover, algorithm={support}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale "
+        algorithm = configs["discover"].algorithm_for(adata.n_vars, adata.n_obs, single_cell=single_cell)
+        est = discover_estimate(adata.n_obs, adata.n_vars, algorithm, n_splits=configs["discover"].regression.n_splits)
+        on_gpu = algorithm in ("regression", "learned") and resolve_device(configs["discover"].device).type == "cuda"
+        lines.append(f"Step I (discover, algorithm={algorithm}): roughly {format_clock(est)} (a formula fitted to benchmarks/scale "
                      "on a 2-core CPU, not measured here" + ("; this run fits on the GPU, which takes less" if on_gpu else "")
                      + ")")
     if cfg.checkpoint:

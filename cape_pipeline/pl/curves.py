@@ -105,8 +105,8 @@ def plot_training_curves(
     ``training`` is given, the transformers.
 
     Step I shows what its method records: −ELBO and h(A) at the end of each augmented-Lagrangian
-    outer step (Eqs. 8 and 10, log scale); the validation NLL per epoch and ρ(A) (support
-    ``"learned"``); or, for the regression support, which fits closed-form regressions and has no
+    outer step (Eqs. 8 and 10, log scale); the validation NLL per epoch and ρ(A) (algorithm
+    ``"learned"``); or, for the regression algorithm, which fits closed-form regressions and has no
     loss, the pairs and edges left after each of its stages, one line per random split of the
     cells (log scale). A Step I that records nothing says why (a given graph, or a method without
     a history). Step II is the embedding loss per epoch (Eq. 15) on a log y axis.
@@ -118,12 +118,13 @@ def plot_training_curves(
     discover_history
         ``CausalGraph.history`` of Step I: one mapping per outer step with ``h`` (and
         ``neg_elbo`` for method ``cape``), per epoch with ``stage``, ``val_nll`` and ``h``
-        (support ``"learned"``), or per stage with ``stage`` and counts such as ``n_accepted``
-        and ``n_edges`` (support ``"regression"``; ``split`` numbers the random split).
+        (algorithm ``"learned"``), or per stage with ``stage`` and counts such as ``n_accepted``
+        and ``n_edges`` (algorithm ``"regression"``; ``split`` numbers the random split).
     graph
         The returned DAG: when the acyclicity measure ends above 0 but this thresholded graph
         is acyclic, the Step I panel says so (h measures the continuous weights, not the
-        returned graph); its ``params`` (``method``, ``support``) name what made it.
+        returned graph); its ``params`` (``method``, ``algorithm``, or ``support`` in files
+        written before) name what made it.
     training
         ``{label: loss per epoch}`` of the transformers (e.g. one arm's masked-value
         pretraining each); drawn as a third panel titled ``training_title``.
@@ -171,7 +172,7 @@ def plot_training_curves(
     return fig
 
 
-#: Step I's per-stage records (support "regression") as (stage, count field, label on the axis)
+#: Step I's per-stage records (algorithm "regression") as (stage, count field, label on the axis)
 STEP1_COUNTS = (
     ("screen", "n_candidate_pairs", "screened pairs"),
     ("edge test", "n_accepted", "accepted by the\nedge test"),
@@ -197,7 +198,8 @@ def _count_label(rec: Mapping[str, Any]) -> tuple[str, int] | None:
 def _step1_panel(ax: Axes, history: Sequence[Mapping[str, Any]], graph: CausalGraph | None) -> None:
     """Step I's panel of :func:`plot_training_curves` (see there)."""
     gp = dict(graph.params) if graph is not None else {}
-    what = f"{gp['support']} support" if gp.get("support") else str(gp.get("method") or "")
+    algorithm = gp.get("algorithm") or gp.get("support")  # "support": its name in earlier files
+    what = f"{algorithm} algorithm" if algorithm else str(gp.get("method") or "")
     steps = [h for h in history if "h" in h]
     counts = [h for h in history if "h" not in h and _count_label(h) is not None]
     title = f"Step I: causal discovery ({what})" if what else "Step I: causal discovery"

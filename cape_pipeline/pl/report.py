@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline.report.power import arm_of
+
 
 def report_figures(
     train: Any, adata: Any, comparison: dict[str, Any], primary: list[dict[str, Any]], *, umap: bool = True,
@@ -13,7 +15,7 @@ def report_figures(
 ) -> dict[str, Any]:
     """The report's figures by file name: ``loss.png`` (with ``encode``: Step I, Step II and the
     transformers' masked-value pretraining, first seed of each arm, in pipeline order;
-    :func:`cape_pipeline.pl.curves.plot_training_curves`), ``cape_vs_default.png`` (:func:`plot_differences`),
+    :func:`cape_pipeline.pl.curves.plot_training_curves`), ``cape_vs_none.png`` (:func:`plot_differences`),
     ``forest.png`` (every arm against the baseline, :func:`cape_pipeline.pl.forest.forest_plot`,
     when more than one arm was compared with it),
     ``curves_<task>.png`` (training and validation loss per epoch, first seed of each arm),
@@ -29,7 +31,7 @@ def report_figures(
     comparison
         The report's comparison (``arm``, ``baseline``, ``differences``).
     primary
-        The rows of ``comparison["differences"]`` to draw in ``cape_vs_default.png``.
+        The rows of ``comparison["differences"]`` to draw in ``cape_vs_none.png``.
     encode
         The encode stage's output (``embed_loss``, ``discover_history``, ``encodings.graph``), or
         None: no ``loss.png``.
@@ -44,7 +46,7 @@ def report_figures(
     figs: dict[str, Any] = {}
     first: dict[tuple[str, str], Any] = {}
     for r in train.results:
-        first.setdefault((r.task, r.params.get("pe", "?")), r)
+        first.setdefault((r.task, arm_of(r.params)), r)
     if encode is not None:
         from cape_pipeline.pl.curves import plot_training_curves
 
@@ -58,7 +60,7 @@ def report_figures(
             training_title=f"Transformers: masked-value pretraining\n({task}, seed {seed}; MSE of hidden values)")
     fig = plot_differences(train, comparison, primary)
     if fig is not None:
-        figs["cape_vs_default.png"] = fig
+        figs["cape_vs_none.png"] = fig
     if len({r["arm"] for r in comparison.get("arms") or []}) > 1:  # more than the lead arm: a forest plot
         from cape_pipeline.pl.forest import forest_plot
 
@@ -129,7 +131,7 @@ def plot_differences(train: Any, comp: dict[str, Any], rows: list[dict[str, Any]
 
     if not rows:
         return None
-    runs = {(r.task, r.params.get("pe"), r.params.get("seed")): r.metrics for r in train.results}
+    runs = {(r.task, arm_of(r.params), r.params.get("seed")): r.metrics for r in train.results}
     fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(rows)))
     for i, row in enumerate(rows):
         seeds = sorted(s for t, a, s in runs if t == row["task"] and a == comp["arm"])

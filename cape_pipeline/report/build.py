@@ -32,6 +32,7 @@ from cape_pipeline.report.power import (  # noqa: F401  (re-exported: the report
     _mean_sd,
     adjust_family,
     arm_differences,
+    arm_of,
     fmt_difference,
     higher_is_better,
     is_primary,
@@ -68,7 +69,7 @@ class Report:
         """A few numbers for the CLI line: the first metric of each task for the first PE."""
         out: dict[str, Any] = {}
         for row in self.doc.get("metrics", [])[:4]:
-            out[f"{row['task']}.{row['pe']}.{row['metric']}"] = round(row["mean"], 4)
+            out[f"{row['task']}.{arm_of(row)}.{row['metric']}"] = round(row["mean"], 4)
         verdict = self.doc.get("comparison", {}).get("verdict")
         if verdict:
             out["verdict"] = verdict
@@ -172,29 +173,31 @@ def angle_quantiles(angles: Any, rows: Any = None) -> dict[str, float | None]:
 
 
 def aggregate_metrics(results: list[Any]) -> list[dict[str, Any]]:
-    """Rows ``{task, pe, metric, mean, sd, n}`` over seeds, in first-seen order.
+    """Rows ``{task, arm, metric, mean, sd, n}`` over seeds, in first-seen order.
 
     Metrics named ``reference_*`` (the non-transformer baseline each task computes on the same
-    split: logistic regression, k-means on PCA, ...) are the same for every PE, so they are
-    taken from the first PE's runs and reported once under pe = ``reference (no transformer)``.
+    split: logistic regression, k-means on PCA, ...) are the same for every arm, so they are
+    taken from the first arm's runs and reported once under arm = ``reference (no transformer)``.
+    A result's arm is :func:`~cape_pipeline.report.power.arm_of` its ``params`` (``pe`` in
+    ``results.json`` files written before the key was called ``arm``).
     """
     groups: dict[tuple[str, str, str], list[float]] = {}
-    first_pe: dict[str, str] = {}
+    first_arm: dict[str, str] = {}
     for r in results:
-        pe = r.params.get("pe", "?")
-        first_pe.setdefault(r.task, pe)
+        arm = arm_of(r.params)
+        first_arm.setdefault(r.task, arm)
         for metric, value in r.metrics.items():
             if metric.startswith("reference_"):
-                if pe != first_pe[r.task]:
+                if arm != first_arm[r.task]:
                     continue
                 key = (r.task, REFERENCE_PE, metric.removeprefix("reference_"))
             else:
-                key = (r.task, pe, metric)
+                key = (r.task, arm, metric)
             groups.setdefault(key, []).append(float(value))
     rows = []
-    for (task, pe, metric), vals in groups.items():
+    for (task, arm, metric), vals in groups.items():
         mean, sd = _mean_sd(vals)
-        rows.append({"task": task, "pe": pe, "metric": metric, "mean": mean, "sd": sd, "n": len(vals)})
+        rows.append({"task": task, "arm": arm, "metric": metric, "mean": mean, "sd": sd, "n": len(vals)})
     return rows
 
 
@@ -232,7 +235,7 @@ def build_report(
     throughput: dict[str, list[float]] = {}
     for r in train.results:
         if np.isfinite(r.cells_per_second):
-            throughput.setdefault(r.params.get("pe", "?"), []).append(float(r.cells_per_second))
+            throughput.setdefault(arm_of(r.params), []).append(float(r.cells_per_second))
     doc: dict[str, Any] = {
         "cape_pipeline": __version__,
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "processor": platform.processor()},
@@ -354,7 +357,7 @@ def _comparison(train: Any) -> dict[str, Any]:
     prim = [r for r in diffs if _is_primary(r)]
     refs: dict[str, dict[str, list[float]]] = {}
     for r in train.results:
-        if r.params.get("pe") != train.arms[0]:
+        if arm_of(r.params, "") != train.arms[0]:
             continue
         for k, v in r.metrics.items():
             if k.startswith("reference_"):
@@ -364,7 +367,7 @@ def _comparison(train: Any) -> dict[str, Any]:
         "baseline": base,
         "differences": diffs,
         "arms": adjust_family(arm_differences(train.results, base)),
-        "angle_use": {str(r.params.get("pe")): r.params["angle_ablation"] for r in train.results
+        "angle_use": {arm_of(r.params): r.params["angle_ablation"] for r in train.results
                       if r.task == "annotation" and r.params.get("angle_ablation")},
         "verdict": verdict_sentence(prim, arm, base),
         "references": {t: {m: _mean_sd(v)[0] for m, v in ms.items()} for t, ms in refs.items()},
@@ -467,9 +470,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "",
         ]
         lines += _md_table(
-            ("task", "pe", "metric", "mean", "sd", "seeds"),
+            ("task", "arm", "metric", "mean", "sd", "seeds"),
             [
-                (r["task"], r["pe"], r["metric"], f"{r['mean']:.4f}", "–" if r["sd"] is None else f"{r['sd']:.4f}", r["n"])
+                (r["task"], arm_of(r), r["metric"], f"{r['mean']:.4f}", "–" if r["sd"] is None else f"{r['sd']:.4f}", r["n"])
                 for r in doc["metrics"]
             ],
         )

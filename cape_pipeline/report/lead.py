@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cape_pipeline.report.power import fmt_difference, higher_is_better, is_primary
+from cape_pipeline.report.power import arm_of, fmt_difference, higher_is_better, is_primary
 
 __all__ = ["HEADLINE_METRICS", "REFERENCE_NAMES", "baseline_sentence", "difference_lines", "figure_lines",
            "figure_link", "lead_lines", "load_lines", "verdict_word"]
@@ -50,8 +50,8 @@ def baseline_sentence(doc: dict[str, Any]) -> str | None:
     refs = (doc.get("comparison") or {}).get("references") or {}
     means: dict[tuple[str, str], dict[str, float]] = {}
     for r in doc.get("metrics", []):
-        if r["pe"] != REFERENCE_PE:
-            means.setdefault((r["task"], r["metric"]), {})[r["pe"]] = r["mean"]
+        if arm_of(r) != REFERENCE_PE:
+            means.setdefault((r["task"], r["metric"]), {})[arm_of(r)] = r["mean"]
     parts = []
     for task, values in refs.items():
         metric = HEADLINE_METRICS.get(task)
@@ -143,7 +143,9 @@ def difference_lines(doc: dict[str, Any]) -> list[str]:
            "in the table), as in the verdict at the top; on the other metrics it is an unadjusted 95 % interval"
            if ks else "each a 95 % interval")
     figs = []
-    if link := figure_link(doc, "figures/cape_vs_default.png", "cape_vs_default.png"):
+    # cape_vs_default.png: the figure's name in reports of earlier versions
+    links = (figure_link(doc, f"figures/{f}", f) for f in ("cape_vs_none.png", "cape_vs_default.png"))
+    if link := next((k for k in links if k), ""):
         figs.append(f"{link} (the main metrics of `{comp['arm']}`, per seed)")
     if link := figure_link(doc, "figures/forest.png", "forest.png"):
         figs.append(f"{link} (every row)")

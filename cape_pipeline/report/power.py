@@ -15,6 +15,7 @@ seeds it is rough: report n beside them).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
     "adjust_family",
+    "arm_of",
     "fmt_difference",
     "is_primary",
     "minimum_detectable_effect",
@@ -40,6 +42,17 @@ __all__ = [
 POWER = 0.8
 """Default power of :func:`minimum_detectable_effect` and :func:`seeds_needed`."""
 
+
+
+def arm_of(entry: Mapping[str, Any], default: str = "?") -> str:
+    """The arm a train-stage result's ``params`` or a row of the report's ``metrics`` names.
+
+    The key is ``arm``; ``results.json`` and ``report.json`` written before it was called so
+    name it ``pe``, read here the same way (a result of :func:`~cape_pipeline.tasks.run_task`
+    alone has only ``pe``, its positional encoding, which is its arm). ``default`` when neither
+    key is there.
+    """
+    return str(entry.get("arm", entry.get("pe", default)))
 
 def _check(level: float, power: float) -> None:
     if not (0 < level < 1 and 0 < power < 1):
@@ -162,7 +175,7 @@ def paired_differences(results: list[Any], arm: str = "cape", baseline: str = "n
     """
     runs: dict[tuple[str, str, int], dict[str, float]] = {}
     for r in results:
-        runs[(r.task, r.params.get("pe", "?"), int(r.params.get("seed", 0)))] = r.metrics
+        runs[(r.task, arm_of(r.params), int(r.params.get("seed", 0)))] = r.metrics
     rows = []
     tasks = list(dict.fromkeys(t for t, _, _ in runs))
     for task in tasks:
@@ -213,9 +226,9 @@ def arm_differences(results: list[Any], baseline: str = "none", level: float = 0
     Parameters
     ----------
     results
-        Task results (``.task``, ``.params["pe"]``, ``.params["seed"]``, ``.metrics``) of the
-        train stage; an arm is the ``pe`` value (``cape``, ``cape-learned-scale``,
-        ``none/no-id`` …).
+        Task results (``.task``, ``.params["arm"]``, ``.params["seed"]``, ``.metrics``) of the
+        train stage; an arm is the ``arm`` value (``cape``, ``cape-learned-scale``,
+        ``none/no-id`` …; read by :func:`arm_of`).
     baseline
         The arm every other arm is compared with.
     level, power
@@ -229,7 +242,7 @@ def arm_differences(results: list[Any], baseline: str = "none", level: float = 0
         and ``mde`` (``None`` below 2 seeds). Arms in first-seen order; empty when the
         baseline was not trained.
     """
-    arms = list(dict.fromkeys(str(r.params.get("pe", "?")) for r in results))
+    arms = list(dict.fromkeys(arm_of(r.params) for r in results))
     if baseline not in arms:
         return []
     return [{"arm": arm, "baseline": baseline, **row,

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from cape_pipeline.report.power import arm_of
+
 __all__ = ["angle_use_lines", "dag_lines", "embedding_lines", "fmt", "run_lines", "ZERO_ANGLE_WARN", "hub_rows", "hub_lines"]
 
 ZERO_ANGLE_WARN = 0.9
@@ -127,12 +129,12 @@ def _hms(seconds: float) -> str:
 
 
 #: the report's and the train stage's line when Step I saw cells of the perturbation task's test
-#: conditions (a ready ``train.encodings`` made elsewhere, or ``discover.held_out_split`` set to let
-#: Step I see every cell; ``pipeline/stages/discover.py``)
+#: conditions (a ready ``train.encodings`` made elsewhere, or ``discover.hold_out_test_conditions``
+#: set to false to let Step I see every cell; ``pipeline/stages/discover.py``)
 HELD_OUT_LABELS_WARNING = (
     "Step I saw the cells of the perturbation task's held-out conditions (and their labels, where it read them), "
     "so the DAG behind `cape` is not blind to the perturbations it is scored on. By default the pipeline leaves "
-    "them out (`discover.held_out_split`, derived from the train stage); this run's encodings came from a ready "
+    "them out (`discover.hold_out_test_conditions`); this run's encodings came from a ready "
     "directory (`train.encodings`) or from a Step I told to see every cell."
 )
 
@@ -188,9 +190,9 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- time: {_hms(total)} over all stages (per stage at the end of this report)")
     comp = doc.get("comparison") or {}
     arm, base = comp.get("arm", "cape"), comp.get("baseline", "none")
-    means = {(r["task"], r["pe"], r["metric"]): r["mean"] for r in doc.get("metrics", [])}
-    at_ceiling = sorted({f"{task} {metric}" for (task, pe, metric), v in means.items()
-                         if pe == arm and metric in CEILING_METRICS and v >= CEILING
+    means = {(r["task"], arm_of(r), r["metric"]): r["mean"] for r in doc.get("metrics", [])}
+    at_ceiling = sorted({f"{task} {metric}" for (task, a, metric), v in means.items()
+                         if a == arm and metric in CEILING_METRICS and v >= CEILING
                          and means.get((task, base, metric), 0.0) >= CEILING})
     if at_ceiling:
         lines.append(

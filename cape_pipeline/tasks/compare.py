@@ -59,7 +59,7 @@ class TrainConfig:
         Seeds ``seed, seed+1, …``; metrics are reported as mean ± sd over them (sd is null for
         one seed) and the paired differences against ``none`` get a 95 % t-interval. With the
         perturbation task each seed draws its own test split, and Step I leaves out the cells of
-        all of them (``discover.held_out_split``): more seeds leave it fewer perturbations, and a
+        all of them (``discover.hold_out_test_conditions``): more seeds leave it fewer perturbations, and a
         change of ``seed`` or ``n_seeds`` reruns Steps I–III.
     d_model
         Model width D; ``None`` = 2·d of the encodings, so rotary gets one angle per pair.
@@ -350,8 +350,9 @@ def compare_arms(
     Returns
     -------
     list of TaskResult
-        One per (seed, arm, task), with ``params`` ``task``, ``pe`` (the arm), ``identity``
-        and ``seed``; ``model`` None unless ``cfg.save_models``.
+        One per (seed, arm, task), with ``params`` ``task``, ``arm`` (as written in
+        ``cfg.arms``; ``pe`` stays the arm's positional encoding), ``identity`` and ``seed``;
+        ``model`` None unless ``cfg.save_models``.
 
     Raises
     ------
@@ -387,7 +388,7 @@ def compare_arms(
                 seed=seed, device=device, progress=progress,
                 pretrained=shared if labelled else None,
             )
-            res.params.update({"task": task, "pe": text, "identity": arm.identity, "seed": seed})
+            res.params.update({"task": task, "arm": text, "identity": arm.identity, "seed": seed})
             if seed == cfg.seed and task == "annotation" and res.model is not None:
                 res.params["angle_ablation"] = angle_use(res.model, adata)  # the report's line
             if not cfg.save_models:

@@ -82,7 +82,8 @@ class TrainOutput:
                 with atomic_path(d / f"confusion_{i}.csv") as tmp:
                     r.confusion.to_csv(tmp)
             if r.model is not None and r.model.head is not None:
-                name = f"{r.task}_{r.params.get('pe', '?')}_seed{r.params.get('seed', 0)}".replace("/", "-")
+                arm = r.params.get("arm", r.params.get("pe", "?"))  # "pe": a run_task result alone
+                name = f"{r.task}_{arm}_seed{r.params.get('seed', 0)}".replace("/", "-")
                 r.model.save(d / "models" / name, overwrite=True)
                 runs[-1]["model_dir"] = f"models/{name}"
         if arrays:

@@ -188,9 +188,9 @@ def test_pipeline_discovers_on_methylation_with_missing_values(tmp_path):
     assert r.output("discover").n_edges > 0
 
 
-def test_learned_support_on_fewer_rows_than_features_warns():
+def test_learned_algorithm_on_fewer_rows_than_features_warns():
     """Measured on simulated counts with a known graph (benchmarks/discover/counts/counts.jsonl):
-    at 1,000 cells × 2,000 genes 95 % of the learned support's 6,150 edges were false, so the
+    at 1,000 cells × 2,000 genes 95 % of the learned algorithm's 6,150 edges were false, so the
     library warns."""
     import warnings as w
 
@@ -202,10 +202,10 @@ def test_learned_support_on_fewer_rows_than_features_warns():
     adj = sp.csr_array(sp.random(40, 40, density=0.1, format="csr", random_state=0))
     with w.catch_warnings(record=True) as rec:
         w.simplefilter("always")
-        out = isolation_report(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=30)
+        out = isolation_report(adj, 40, threshold=0.2, method="cape", algorithm="learned", scores=None, n_obs=30)
     assert any("fewer rows than features" in str(r.message) and issubclass(r.category, CapeWarning) for r in rec)
     assert any("exploratory" in m for m in out["warnings"])
     with w.catch_warnings(record=True) as rec:
         w.simplefilter("always")
-        out = isolation_report(adj, 40, threshold=0.2, method="cape", support="learned", scores=None, n_obs=400)
+        out = isolation_report(adj, 40, threshold=0.2, method="cape", algorithm="learned", scores=None, n_obs=400)
     assert not any("fewer rows" in m for m in out["warnings"])

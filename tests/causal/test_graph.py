@@ -67,7 +67,7 @@ def test_save_load_directory_roundtrip(tmp_path):
 # ---------------------------------------------------------------------------- dag.parquet / edge_scores.parquet
 @pytest.fixture(scope="module")
 def fitted():
-    """Step I's default (regression) support on 800 simulated cells × 80 genes: a DAG of a few
+    """Step I's default (regression) algorithm on 800 simulated cells × 80 genes: a DAG of a few
     dozen edges and a few thousand scored pairs."""
     import warnings
 

@@ -1,5 +1,5 @@
 """Regulators as prior knowledge of Step I (``DiscoverConfig.regulators``): with a list, every
-candidate, tested pair and edge of the regression support has a listed parent; without one the
+candidate, tested pair and edge of the regression algorithm has a listed parent; without one the
 fit is unchanged; the list is read from a file, a bundled name, a var column or a Python list."""
 
 from __future__ import annotations

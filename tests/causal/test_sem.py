@@ -1,4 +1,4 @@
-"""The SEM-VAE pieces the low-rank and screened supports share (cape_pipeline.causal.sem)."""
+"""The SEM-VAE pieces the low-rank and screened algorithms share (cape_pipeline.causal.sem)."""
 
 from __future__ import annotations
 

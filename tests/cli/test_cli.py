@@ -117,17 +117,21 @@ def test_workdir_at_a_file_is_one_line_exit_2(tmp_path, capsys):
 
 def test_every_stage_parameter_has_its_own_help_text():
     """``cape params`` takes each field's own docstring entry (not a
-    neighbour's: discover's batch_size and lr must not show the text of epochs)."""
-    from collections import Counter
-
+    neighbour's: discover's batch_size and lr must not show the text of epochs). One field that two
+    algorithm configs inherit from a shared base (``low_rank.lr``, ``screened.lr``) has one text."""
     from cape_pipeline.pipeline.params import stage_params
     from cape_pipeline.pipeline.stages import STAGE_ORDER
 
     for stage in STAGE_ORDER:
         params = stage_params(stage)
         assert all(p.help for p in params), [p.name for p in params if not p.help]
-        shared = [h for h, n in Counter(p.help for p in params).items() if n > 1]
+        fields: dict[str, set[str]] = {}
+        for p in params:
+            fields.setdefault(p.help, set()).add(p.name.rsplit(".", 1)[-1])
+        shared = {h: names for h, names in fields.items() if len(names) > 1}
         assert not shared, (stage, [p.name for p in params if p.help in shared])
+    low_rank = {p.name: p.help for p in stage_params("discover")}
+    assert low_rank["low_rank.lr"] == low_rank["screened.lr"] and low_rank["low_rank.lr"] != low_rank["learned.lr"]
 
 
 def _commands():
@@ -180,8 +184,14 @@ def test_params_lists_user_options_first_then_advanced(capsys):
     assert advanced, "no advanced heading"
     for name in USER_OPTIONS["discover"]:
         assert f"│ {name} " in head, name
-    for name in ("low_rank.rank", "low_rank.h_tol", "learned.epochs", "held_out_split"):
+    for name in ("low_rank.rank", "low_rank.h_tol", "learned.epochs"):
         assert f"│ {name} " in advanced and f"│ {name} " not in head, name
+    assert "│ hold_out_test_conditions " in head and "held_out_split" not in out  # derived: not a parameter
+    from cape_pipeline.cli.run import complete_set
+
+    assert complete_set("discover.hold") == ["discover.hold_out_test_conditions="]
+    assert not complete_set("discover.held")
+    assert sum(len(names) for names in USER_OPTIONS.values()) <= 40  # the options a user sets first stay few
 
 
 def test_params_meanings_name_no_constant_or_file():

@@ -41,30 +41,52 @@ def test_the_split_step_i_is_blind_to_follows_the_train_stage() -> None:
     assert _split({"train": {"tasks": ["annotation"]}}) == {}
     assert _split({"train": {"encodings": "/nowhere"}}) == {}
     assert _split({"discover": {"method": "true-dag"}}) == {}
-    assert _split({"discover": {"held_out_split": {"seeds": []}}}) == {"seeds": []}
+    assert _split({"discover": {"hold_out_test_conditions": False}}) == {}
+    from cape_pipeline.pipeline.config import parse_assignments
+
+    assert _split(parse_assignments(["discover.hold_out_test_conditions=false"]), until="discover") == {}
+
+
+def test_the_derived_split_cannot_be_set() -> None:
+    """``held_out_split`` follows from the train stage: ``--set`` refuses it, naming the option
+    that is the user's choice; its one earlier setting, ``{"seeds": []}``, maps onto that option."""
+    with pytest.raises(CapeConfigError, match=r"discover.held_out_split is derived from the train stage .* "
+                                              r"discover.hold_out_test_conditions=false"):
+        _split({"discover": {"held_out_split": {**SPLIT, "seeds": [0]}}})
+    with pytest.warns(FutureWarning, match=r"discover.held_out_split=\{'seeds': \[\]\} is now "
+                                           r"discover.hold_out_test_conditions=false"):
+        cfgs = build_stage_configs(resolve_stages(None), {"discover": {"held_out_split": {"seeds": []}}}, seed=0,
+                                   device=None, source="perturb-sim")
+    assert cfgs["discover"].hold_out_test_conditions is False and cfgs["discover"].held_out_split == {}
+    with pytest.raises(CapeConfigError, match="give only discover.hold_out_test_conditions"):
+        _split({"discover": {"held_out_split": {"seeds": []}, "hold_out_test_conditions": True}})
+    with pytest.raises(CapeConfigError, match=r"discover.hold_out_test_conditions: expected true or false, got 'no'"):
+        _split({"discover": {"hold_out_test_conditions": "no"}})
 
 
 @pytest.mark.parametrize(("split", "match"), [
-    ({**SPLIT}, r"discover.held_out_split.seeds: expected a list of integers >= 0, got None"),
+    ({**SPLIT}, r"held_out_split.seeds: expected a list of integers >= 0, got None"),
     ({**SPLIT, "seeds": 3}, r"held_out_split.seeds: expected a list of integers >= 0, got 3"),
     ({**SPLIT, "seeds": [-1]}, r"held_out_split.seeds: expected a list"),
     ({**SPLIT, "seeds": "01"}, r"held_out_split.seeds: expected a list"),
     ({**SPLIT, "seeds": [0], "test_fraktion": 0.5}, r"held_out_split: expected the keys .*'test_fraction'.*got .*'test_fraktion'"),
-    ({"seeds": [], "label_key": "condition"}, r"held_out_split: expected the keys \['seeds'\]"),
+    ({"seeds": [], "label_key": "condition"}, r"held_out_split: expected the keys .*'combo_seen2_test_fraction'"),
     ({**SPLIT, "seeds": [0], "label_key": 5}, r"held_out_split.label_key: expected an obs column name, got 5"),
-    ({**SPLIT, "seeds": [0], "split": "bogus"}, r"discover.held_out_split.split: expected one of"),
-    ({**SPLIT, "seeds": [0], "test_fraction": 2.0}, r"discover.held_out_split.test_fraction"),
+    ({**SPLIT, "seeds": [0], "split": "bogus"}, r"held_out_split.split: expected one of"),
+    ({**SPLIT, "seeds": [0], "test_fraction": 2.0}, r"held_out_split.test_fraction"),
 ])
-def test_a_bad_held_out_split_is_refused_before_any_stage_runs(split, match) -> None:
+def test_a_malformed_derived_split_is_refused(split, match) -> None:
+    from cape_pipeline.pipeline.stages.discover import DiscoverStageConfig
+
     with pytest.raises(CapeConfigError, match=match):
-        _split({"discover": {"held_out_split": split}})
+        DiscoverStageConfig(held_out_split=split)
 
 
 def test_a_split_that_cannot_be_drawn_says_how_to_go_on(tmp_path) -> None:
     from cape_pipeline.pipeline.runner import run_pipeline
 
     with pytest.raises(CapeDataError, match=r"discover: Step I is kept blind .* obs has no 'condition' column\. .*"
-                                            r"discover.held_out_split=\{\"seeds\": \[\]\}"):
+                                            r"--set discover.hold_out_test_conditions=false"):
         run_pipeline("sachs", until="discover", workdir=tmp_path / "w", seed=0,
                      overrides={"train": {"tasks": ["perturbation"]}, "discover": {"learned.epochs": 1, "low_rank.epochs": 1}})
 
@@ -91,7 +113,7 @@ def test_step_i_leaves_out_exactly_the_conditions_the_train_stage_tests_on(tmp_p
     assert train.plan["step1_blind"] is True and "held-out conditions" not in caplog.text
     # the user's opt-out: Step I sees every cell, and the run says it was not blind
     caplog.clear()
-    overrides["discover"] = {"held_out_split": {"seeds": []}}
+    overrides["discover"] = {"hold_out_test_conditions": False}
     with caplog.at_level(logging.WARNING):
         res = run_pipeline("perturb-sim", until="train", workdir=tmp_path / "w", overrides=overrides, seed=0)
     graph, train = _resolve(res.outputs, "discover"), _resolve(res.outputs, "train")

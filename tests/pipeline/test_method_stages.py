@@ -97,16 +97,16 @@ def test_train_and_evaluate_report(tmp_path):
     assert train.tasks == ["annotation", "clustering"] and train.arms == ["cape", "none", "none/no-id"]
     assert train.d_model == 8  # 2 * d of the encodings
     assert len(train.results) == 2 * 3 * 2  # tasks × arms × seeds
-    nid = [res for res in train.results if res.params["pe"] == "none/no-id"]
+    nid = [res for res in train.results if res.params["arm"] == "none/no-id"]
     assert nid and all(res.params["identity"] is False for res in nid)
     rep = json.loads((out / "report.json").read_text())
-    pes = {row["pe"] for row in rep["metrics"]}
-    assert {"cape", "none", "none/no-id", "reference (no transformer)"} <= pes
+    arms = {row["arm"] for row in rep["metrics"]}
+    assert {"cape", "none", "none/no-id", "reference (no transformer)"} <= arms
     comp = rep["comparison"]
     assert comp["arm"] == "cape" and comp["baseline"] == "none" and comp["verdict"]
     assert {d["task"] for d in comp["differences"]} == {"annotation", "clustering"}
     assert all(d["n"] == 2 and d["ci_low"] is not None for d in comp["differences"])
-    assert (out / "figures" / "cape_vs_default.png").is_file()
+    assert (out / "figures" / "cape_vs_none.png").is_file()
     # every arm against default with its MDE, as a table and a forest plot; how much the cape
     # model uses its angles
     assert {a["arm"] for a in comp["arms"]} == {"cape", "none/no-id"} and all("mde" in a for a in comp["arms"])
@@ -119,7 +119,7 @@ def test_train_and_evaluate_report(tmp_path):
     m = load(out / "models" / "annotation_cape_seed0")
     assert m.predict(r.output("preprocess")).shape == (r.output("preprocess").n_obs,)
     assert (out / "models" / "annotation_none-no-id_seed1" / "weights.pt").is_file()
-    acc = [row for row in rep["metrics"] if row["metric"] == "accuracy" and row["pe"] == "cape"][0]
+    acc = [row for row in rep["metrics"] if row["metric"] == "accuracy" and row["arm"] == "cape"][0]
     assert 0.0 <= acc["mean"] <= 1.0
     assert set(rep["timings_s"]) >= {"ingest", "preprocess", "discover", "embed", "encode", "train"}
     md = (out / "report.md").read_text()
@@ -228,7 +228,7 @@ def test_peer_arms_get_the_graph_and_the_points(tmp_path):
     r = run_pipeline("krumsiek11", workdir=tmp_path / "w", overrides=over)
     train = r.output("train")
     assert train.arms == ["cape", "ape-tree", "cape@riemann"]
-    models = {res.params["pe"]: res.model for res in train.results}
+    models = {res.params["arm"]: res.model for res in train.results}
     enc = r.output("encode").encodings
     parent, _ = spanning_forest(enc.graph.adjacency)
     assert enc.graph.n_edges > 0 and (parent >= 0).any()

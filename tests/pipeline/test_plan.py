@@ -134,8 +134,8 @@ def test_report_warns_when_both_arms_are_at_the_ceiling() -> None:
         "data": {"n_obs": 100, "n_vars": 50}, "dag": {"n_edges": 30}, "embedding": {"zero_angle_share": 0.3},
         "training": {"runs": 6}, "timings_s": {},
         "comparison": {"arm": "cape", "baseline": "none"},
-        "metrics": [{"task": "annotation", "pe": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
-        + [{"task": "clustering", "pe": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
+        "metrics": [{"task": "annotation", "arm": pe, "metric": "accuracy", "mean": 1.0} for pe in ("cape", "none")]
+        + [{"task": "clustering", "arm": pe, "metric": "ari", "mean": v} for pe, v in (("cape", 0.6), ("none", 0.7))],
     }
     text = "\n".join(run_lines(doc))
     assert "both score ≥ 0.995 on annotation accuracy" in text and "clustering ari" not in text
@@ -150,11 +150,11 @@ def test_discover_estimate_fixed_part_then_linear_in_cells():
 
 
 def test_regression_discover_estimate_follows_the_step1_measurements():
-    """The regression support's estimate (the default for single-cell data) stays within a
+    """The regression algorithm's estimate (the default for single-cell data) stays within a
     factor of 2 of the newest Step I-alone run of each simulated set in
     benchmarks/scale/step1.jsonl from 1,000 cells on (2,000 HVGs; the runs shared the 2 cores
     with other jobs, so they are upper figures), at the run's number of random splits of the
-    cells (rows without one: 1), and the other supports have none."""
+    cells (rows without one: 1), and the other algorithms have none."""
     import json
     from pathlib import Path
 

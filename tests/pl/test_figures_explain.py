@@ -51,7 +51,7 @@ def _train_output():
 
     conf = pd.DataFrame([[8, 2], [1, 9]], index=["a", "b"], columns=["a", "b"])
     curves = {"pretrain_loss": [1.0, 0.8], "finetune_loss": [0.7, 0.5, 0.4], "val_score": [-0.6, -0.5, -0.45]}
-    res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"pe": pe, "seed": 0})
+    res = [TaskResult("annotation", {"accuracy": 0.8}, curves=curves, confusion=conf, params={"arm": pe, "seed": 0})
            for pe in ("cape", "none")]
     return TrainOutput(results=res, tasks=["annotation"], arms=["cape", "none"], d_model=8)
 
@@ -100,7 +100,7 @@ def test_step1_panel_says_the_thresholded_graph_is_acyclic():
     assert not plot_training_curves([1.0], [{"h": 0.0, "neg_elbo": 1.0}], graph=g).axes[0].texts
 
 
-#: Step I's records with the regression support: counts per stage and split, then the vote
+#: Step I's records with the regression algorithm: counts per stage and split, then the vote
 _REGRESSION_HISTORY = [
     *({"stage": "screen", "n_candidate_pairs": 5000, "split": k} for k in range(2)),
     {"stage": "edge test", "n_pairs": 4800, "n_accepted": 40, "split": 0},
@@ -111,7 +111,7 @@ _REGRESSION_HISTORY = [
 
 
 def test_loss_panels_in_pipeline_order_step2_on_a_log_axis():
-    """loss.png: Step I, then Step II (log y), then the transformers; the regression support's
+    """loss.png: Step I, then Step II (log y), then the transformers; the regression algorithm's
     panel shows its counts per stage instead of claiming that the graph was given."""
     from cape_pipeline.pl.curves import plot_training_curves
 
@@ -124,7 +124,7 @@ def test_loss_panels_in_pipeline_order_step2_on_a_log_axis():
     assert fig.axes[1].get_yscale() == "log" and fig.axes[0].get_yscale() == "log"
     words = " ".join([titles[0], *(t.get_text() for t in fig.axes[0].texts)])
     assert "graph was given" not in words and "no Step I history" not in words
-    assert "regression support" in titles[0] and "no loss curve" in titles[0]
+    assert "regression algorithm" in titles[0] and "no loss curve" in titles[0]
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks[0] == "screened pairs" and any(t.startswith("kept by the") for t in ticks)
     two = plot_training_curves([1.0, 0.5], [], graph=CausalGraph(

@@ -54,7 +54,7 @@ def _results() -> list[TaskResult]:
         base = 0.7 + 0.05 * rng.normal()
         for pe, shift in (("none", 0.0), ("cape", 0.01), ("cape-learned-scale", 0.05), ("none/no-id", -0.1)):
             out.append(TaskResult("annotation", {"accuracy": base + shift + 0.005 * rng.normal(),
-                                                 "reference_accuracy": 0.8}, params={"pe": pe, "seed": seed}))
+                                                 "reference_accuracy": 0.8}, params={"arm": pe, "seed": seed}))
     return out
 
 
@@ -92,7 +92,7 @@ def test_report_lists_every_arm_and_draws_the_forest():
         "".join(t.get_text() for t in ax.get_yticklabels())
     plt.close(fig)
     assert forest_plot([]) is None
-    one = SimpleNamespace(results=[r for r in res if r.params["pe"] in ("cape", "none")], arms=["cape", "none"])
+    one = SimpleNamespace(results=[r for r in res if r.params["arm"] in ("cape", "none")], arms=["cape", "none"])
     rows = [ln for ln in difference_lines({"comparison": _comparison(one)}) if ln.startswith("| cape |")]
     assert len(rows) == 1 and "| **accuracy** |" in rows[0]  # one arm: its row alone
 

@@ -13,8 +13,8 @@ def _runs(deltas: list[float], task: str = "annotation", metric: str = "macro_f1
     out = []
     for seed, d in enumerate(deltas):
         base = 0.5 + 0.1 * seed  # the split moves both arms together
-        out.append(TaskResult(task, {metric: base + d, f"reference_{metric}": 0.6}, params={"pe": "cape", "seed": seed}))
-        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"pe": "none", "seed": seed}))
+        out.append(TaskResult(task, {metric: base + d, f"reference_{metric}": 0.6}, params={"arm": "cape", "seed": seed}))
+        out.append(TaskResult(task, {metric: base, f"reference_{metric}": 0.6}, params={"arm": "none", "seed": seed}))
     return out
 
 
@@ -45,7 +45,7 @@ def test_sd_is_null_for_one_seed_and_references_once():
     rows = aggregate_metrics(_runs([0.05]))
     assert all(r["sd"] is None for r in rows)
     rows = aggregate_metrics(_runs([0.05, 0.02]))
-    ref = [r for r in rows if r["pe"].startswith("reference")]
+    ref = [r for r in rows if r["arm"].startswith("reference")]
     assert len(ref) == 1 and ref[0]["n"] == 2 and ref[0]["sd"] == 0.0
 
 
@@ -55,8 +55,8 @@ def test_verdict_adjusts_for_several_main_metrics():
     runs = []
     for seed, (d_f1, d_acc) in enumerate([(0.030, 0.0), (0.050, 0.01), (0.045, -0.01)]):
         base = 0.5 + 0.1 * seed
-        runs.append(TaskResult("annotation", {"macro_f1": base + d_f1, "accuracy": base + d_acc}, params={"pe": "cape", "seed": seed}))
-        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"pe": "none", "seed": seed}))
+        runs.append(TaskResult("annotation", {"macro_f1": base + d_f1, "accuracy": base + d_acc}, params={"arm": "cape", "seed": seed}))
+        runs.append(TaskResult("annotation", {"macro_f1": base, "accuracy": base}, params={"arm": "none", "seed": seed}))
     alone = {r["metric"]: r for r in paired_differences(runs)}
     assert alone["macro_f1"]["verdict"] == "better"  # its own 95 % interval excludes 0
     adj = {r["metric"]: r for r in primary_differences(runs)}
@@ -103,10 +103,10 @@ def _arm_runs() -> list[TaskResult]:
             out.append(TaskResult("annotation", {"accuracy": 0.88 + split + shift + noise[0],
                                                  "macro_f1": 0.7 + split + shift + noise[1],
                                                  "reference_accuracy": 0.93, "reference_macro_f1": 0.8},
-                                  params={"pe": pe, "seed": seed}))
+                                  params={"arm": pe, "seed": seed}))
             out.append(TaskResult("clustering", {"ari": 0.5 + split + shift + noise[2], "asw": 0.3 + noise[3],
                                                  "reference_ari": 0.45, "reference_asw": 0.2},
-                                  params={"pe": pe, "seed": seed}))
+                                  params={"arm": pe, "seed": seed}))
     return out
 
 
@@ -136,7 +136,7 @@ def test_report_opens_with_the_verdict_and_the_strongest_baseline():
     lines = [ln for ln in render_markdown(_doc(_arm_runs())).splitlines() if ln.strip()]
     assert lines[0] == "# CAPE report: toy"
     assert lines[1].startswith("**CAPE vs `default`: cannot tell.**") and "annotation accuracy" in lines[1]
-    acc = {pe: np.mean([r.metrics["accuracy"] for r in _arm_runs() if r.task == "annotation" and r.params["pe"] == pe])
+    acc = {pe: np.mean([r.metrics["accuracy"] for r in _arm_runs() if r.task == "annotation" and r.params["arm"] == pe])
            for pe in ("cape", "default", "none")}
     arm = max(acc, key=acc.get)
     assert lines[2].startswith("**Classical baseline:** logistic regression beats every transformer on annotation "
@@ -214,14 +214,47 @@ def test_report_gives_one_interval_per_quantity():
 def test_report_links_each_figure_where_it_is_discussed():
     from cape_pipeline.report.build import render_markdown
 
-    figures = ["dag.png", "poincare.png", "figures/loss.png", "figures/cape_vs_default.png", "figures/forest.png",
+    figures = ["dag.png", "poincare.png", "figures/loss.png", "figures/cape_vs_none.png", "figures/forest.png",
                "figures/curves_annotation.png", "figures/confusion_annotation_cape.png"]
     md = render_markdown(_doc(_arm_runs(), figures=figures))
     sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")}
     dag, emb, tasks = sections["Causal DAG (Step I)"], sections["Embedding (Steps II–III)"], sections["Tasks"]
     assert "[dag.png](dag.png)" in dag and "(figures/loss.png)" in dag
     assert "[poincare.png](poincare.png)" in emb and "(figures/loss.png)" in emb
-    for f in ("figures/cape_vs_default.png", "figures/forest.png", "figures/curves_annotation.png",
+    for f in ("figures/cape_vs_none.png", "figures/forest.png", "figures/curves_annotation.png",
               "figures/confusion_annotation_cape.png", "figures/loss.png"):
         assert f"]({f})" in tasks
     assert "[dag.png]" not in tasks and "[poincare.png]" not in dag
+    # a report of an earlier version lists the paired-difference figure as cape_vs_default.png
+    older = render_markdown(_doc(_arm_runs(), figures=[f.replace("cape_vs_none", "cape_vs_default") for f in figures]))
+    assert "[cape_vs_default.png](figures/cape_vs_default.png)" in older
+
+
+def test_files_that_name_the_arm_pe_still_report(tmp_path):
+    """``results.json`` and ``report.json`` written before the arm's key was called ``arm`` name it
+    ``pe``: read back, they give the same metric rows, differences, summary and report.md."""
+    import json
+
+    from cape_pipeline.report.build import Report, arm_differences, render_markdown
+    from cape_pipeline.tasks.results import TrainOutput
+
+    runs = _arm_runs()
+    TrainOutput(results=runs, tasks=["annotation", "clustering"], arms=["cape", "default", "none"],
+                d_model=8).save(tmp_path)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    for run in doc["runs"]:
+        run["params"]["pe"] = run["params"].pop("arm")  # the layout of an earlier version
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    old = TrainOutput.load(tmp_path)
+    assert all("arm" not in r.params for r in old.results)
+    assert aggregate_metrics(old.results) == aggregate_metrics(runs)
+    assert arm_differences(old.results, "none") == arm_differences(runs, "none")
+
+    new = _doc(runs)
+    report = json.loads(json.dumps(new))
+    for row in report["metrics"]:
+        row["pe"] = row.pop("arm")
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    read = Report.read(tmp_path)
+    assert read.summary() == Report(doc=new).summary() and "cape" in " ".join(read.summary())
+    assert render_markdown(read.doc) == render_markdown(new)

@@ -42,7 +42,7 @@ def test_set_train_pe_warns_and_sets_train_arm() -> None:
 
 
 def _output() -> TrainOutput:
-    runs = [TaskResult("annotation", {"accuracy": 0.5 + i / 10}, params={"pe": arm, "seed": 0})
+    runs = [TaskResult("annotation", {"accuracy": 0.5 + i / 10}, params={"arm": arm, "seed": 0})
             for i, arm in enumerate(("cape", "none"))]
     return TrainOutput(results=runs, tasks=["annotation"], arms=["cape", "none"], d_model=8)
 

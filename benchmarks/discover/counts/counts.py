@@ -14,7 +14,7 @@ from its E. coli reference network (about 355 in the graph), 9 cell types, its s
 simulation and technical noise at the authors' notebook settings, N ∈ {3,000, 10,000}.
 
 Methods, side by side on the same files:
-- ``cape``: ``cape run FILE --until discover`` with every default (support "regression" for
+- ``cape``: ``cape run FILE --until discover`` with every default (algorithm "regression" for
   single-cell data: library size as covariate, counting-noise correction from 3,000 cells,
   minimum-effect likelihood-ratio edge test, greedy likelihood DAG, repeated on 8 random splits
   of the cells with a majority vote on the edges);
@@ -267,7 +267,7 @@ def cape_graph(sets: list[str] | tuple, path: Path, names: np.ndarray) -> tuple:
         si = np.array([index[v] for v in es["source"].astype(str)])
         ti = np.array([index[v] for v in es["target"].astype(str)])
         np.maximum.at(score, (si, ti), es["score"].to_numpy(dtype=float))
-    else:  # the learned support exports its kept DAG's strengths only
+    else:  # the learned algorithm exports its kept DAG's strengths only
         score[pos[coo.row], pos[coo.col]] = np.abs(coo.data)
     return adj, score, g.params, sec, rss
 

@@ -1,4 +1,4 @@
-"""Ablations of the learned support: ``fit_learned`` with some options changed, on SDCD's generator.
+"""Ablations of the learned algorithm: ``fit_learned`` with some options changed, on SDCD's generator.
 
 Each call fits once and appends one JSON line to ``learned_ablation.jsonl``: the options, the
 data (``cape_pipeline.datasets.sdcd_sem(d, n, seed)``), F1 / precision / recall / SHD / AUPRC,

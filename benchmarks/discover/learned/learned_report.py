@@ -1,9 +1,9 @@
-"""Tables of ``RESULTS.md``: the learned support against every other Step I option, per suite row.
+"""Tables of ``RESULTS.md``: the learned algorithm against every other Step I option, per suite row.
 
 Reads what the other scripts measured (nothing is run here):
 
 - the ``seeds-*__{dataset}__{seed}`` cases of ``../cases.jsonl`` from ``../lowrank/seeds.py`` (synth10/20/50, Sachs; 3 seeds) for
-  ``--support low-rank`` (tag ``seeds``), ``screened`` and ``learned``;
+  ``--algorithm low-rank`` (tag ``seeds``), ``screened`` and ``learned``;
 - ``../suite/suite.jsonl`` from ``../suite/suite.py`` (M = 200–5000; cape = low rank, cape-screened,
   cape-learned, dagma, correlation and its oracle-best threshold);
 - ``learned_ablation.jsonl`` from ``learned_ablation.py``, ``user_counts.jsonl`` from
@@ -11,7 +11,7 @@ Reads what the other scripts measured (nothing is run here):
   own virtual environment) when present.
 
 For every row it prints the mean over the seeds each method has there, and whether the
-learned support is at least as good as the best other option on F1 (the rule behind
+learned algorithm is at least as good as the best other option on F1 (the rule behind
 ``algorithm="auto"``).
 
 Usage::
@@ -45,7 +45,7 @@ def small_sets() -> list[str]:
         "| dataset | M | low-rank F1 | screened F1 | learned F1 | learned SHD (low-rank) | learned AUPRC (low-rank) | learned s (low-rank s) | auto uses | auto vs best |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    from cape_pipeline.causal.config import resolve_support
+    from cape_pipeline.causal.config import resolve_algorithm
 
     for ds in SMALL:
         recs = {}
@@ -59,7 +59,7 @@ def small_sets() -> list[str]:
         auprc = {k: _mean([r["metrics"]["auprc"] for r in v]) for k, v in recs.items()}
         sec = {k: _mean([r["seconds"] for r in v]) for k, v in recs.items()}
         m = recs["learned"][0]["params"]["n_vars"]
-        auto = resolve_support("auto", m, recs["learned"][0]["params"]["n_obs"])
+        auto = resolve_algorithm("auto", m, recs["learned"][0]["params"]["n_obs"])
         best = max(f1.values())
         verdict = "best" if f1[auto] >= best - 1e-9 else f"−{best - f1[auto]:.3f} F1"
         out.append(
@@ -127,7 +127,7 @@ def extra(name: str, title: str) -> list[str]:
 def main() -> None:
     print("<!-- made by: " + common.command() + " -->")
     print()
-    for block in (small_sets(), suite_rows(), extra("learned_ablation.jsonl", "Single learned-support fits"),
+    for block in (small_sets(), suite_rows(), extra("learned_ablation.jsonl", "Single learned-algorithm fits"),
                   extra("user_counts.jsonl", "User-sized counts, `cape run` defaults"),
                   extra("../sdcd/results.jsonl", "SDCD itself (its own virtual environment, `../sdcd/`)")):
         if block:

@@ -32,9 +32,9 @@ from cape_pipeline.causal.learned.config import LearnedConfig
 from cape_pipeline.causal.learned.fit import (
     CandidateMLP,
     LearnedFit,
+    fit_algorithm,
     fit_learned,
-    fit_support,
     learned_options,
 )
 
-__all__ = ["CandidateMLP", "LearnedConfig", "LearnedFit", "fit_learned", "fit_support", "learned_options"]
+__all__ = ["CandidateMLP", "LearnedConfig", "LearnedFit", "fit_learned", "fit_algorithm", "learned_options"]

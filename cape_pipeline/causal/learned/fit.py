@@ -1,6 +1,6 @@
-"""The learned support's fit: the per-feature MLPs over screened candidates
+"""The learned algorithm's fit: the per-feature MLPs over screened candidates
 (:class:`CandidateMLP`), their two stages and the greedy DAG (:func:`fit_learned`), and the
-support behind Step I's common signature (:func:`fit_support`).
+algorithm behind Step I's common signature (:func:`fit_algorithm`).
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def fit_learned(
         If the NLL or the weights become NaN/inf (names ``lr``).
     """
     from cape_pipeline._progress import progress_task
-    from cape_pipeline.causal.supports import LEARNED_MIN_OBS
+    from cape_pipeline.causal.algorithms import LEARNED_MIN_OBS
     from cape_pipeline.errors import CapeDataError, CapeFitError
 
     dev = torch.device(device)
@@ -394,14 +394,14 @@ def fit_learned(
     )
 
 
-def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
-    """Support ``"learned"`` behind Step I's common signature
-    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_learned` on the
+def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Algorithm ``"learned"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.algorithms.fit_algorithm`): :func:`fit_learned` on the
     standardized ``(N, M)`` ``x`` (as float32) with :func:`learned_options` of ``cfg``, a
     :class:`~cape_pipeline.causal.learned.config.LearnedConfig`."""
     from cape_pipeline._utils import resolve_device
+    from cape_pipeline.causal.algorithms import AlgorithmFit
     from cape_pipeline.causal.postprocess import cap_rows
-    from cape_pipeline.causal.supports import SupportFit
 
     device = resolve_device(inputs.device)
     fit = fit_learned(torch.from_numpy(x.astype(np.float32)), **learned_options(cfg, inputs.seed), device=device,
@@ -417,5 +417,5 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         "epochs_stage1": sum(1 for h in history if h["stage"] == 1),
         "epochs_stage2": sum(1 for h in history if h["stage"] == 2),
     }
-    return SupportFit(adjacency=adj, history=history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
+    return AlgorithmFit(adjacency=adj, history=history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
                       n_cycle_edges_dropped=fit.n_cycle_edges_dropped, params=params)

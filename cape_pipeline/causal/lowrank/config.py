@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cape_pipeline._config import check_fields, is_int
-from cape_pipeline.causal.fitting import DEFAULT_EPOCHS, DEFAULT_MIN_STEPS, gradient_checks
+from cape_pipeline.causal.fitting import DEFAULT_EPOCHS, AugmentedLagrangianConfig, gradient_checks
 from cape_pipeline.causal.sem import POSTERIORS
 
 __all__ = ["ACYCLICITY", "DEFAULT_ACYCLICITY", "L1_MODES", "LowRankConfig", "SolverConfig"]
@@ -20,52 +20,27 @@ L1_MODES = ("auto", "exact", "sampled", "surrogate")
 
 
 @dataclass(frozen=True)
-class LowRankConfig:
+class LowRankConfig(AugmentedLagrangianConfig):
     """Options of the low-rank algorithm, the paper's NOTEARS-VAE with ``A = U Vᵀ``
     (:func:`~cape_pipeline.causal.lowrank.solver.fit_low_rank_vae`); validated on creation.
     Defaults: paper 000, Supp. F.4 and G.4, and the measurements in
-    ``benchmarks/discover/lowrank/RESULTS.md``.
+    ``benchmarks/discover/lowrank/RESULTS.md``. The options it shares with the screened
+    algorithm (``threshold``, ``lambda_sparse``, ``epochs``, ``min_steps``, ``batch_size``,
+    ``lr``, ``max_outer``, ``rho_max``, ``rho_init``, ``hidden``, ``power_iters``,
+    ``weight_decay``) are :class:`~cape_pipeline.causal.fitting.AugmentedLagrangianConfig`'s,
+    documented there.
 
     Attributes
     ----------
     rank
         r of ``A = U Vᵀ`` (40). ``rank >= M`` is capped to ``M − 1`` (logged at INFO; the value
         used is ``params["effective_rank"]``).
-    threshold
-        τ on ``|A|`` (0.2): the output keeps ``|A| > τ``, cycles broken.
-    lambda_sparse
-        λs (Eq. 9), weight of ``‖A‖₁`` per batch of ``batch_size`` rows (see ``l1``).
-    epochs
-        AdamW epochs over all outer steps. ``None`` (default) means the paper's 100 (Supp. F.4),
-        raised for small N to at least ``min_steps`` AdamW steps:
-        ``max(100, ⌈min_steps / ⌈N / batch_size⌉⌉)`` (see
-        :func:`~cape_pipeline.causal.api.resolve_epochs`; e.g. N = 600 → 1000 epochs,
-        N = 2000 → 313, N ≥ 6,400 → 100); the value used is ``params["effective_epochs"]``.
-    min_steps
-        With ``epochs=None``: the epochs are raised to at least this many AdamW steps (5000);
-        0 gives exactly 100 epochs.
-    batch_size
-        Rows per AdamW step (128, Supp. F.4).
-    lr
-        AdamW learning rate (3e-3, Supp. F.4).
     acyclicity
         ``"spectral"`` (default: ρ(A∘A) by power iteration, NO-BEARS; chosen on the benchmarks
         in ``benchmarks/discover/lowrank/RESULTS.md``) or ``"majorant"``
         (``tr exp(|V|ᵀ|U|) − r``).
-    max_outer
-        Augmented-Lagrangian outer steps (20); each runs ``ceil(epochs / max_outer)`` epochs.
     h_tol
         The augmented Lagrangian stops once the acyclicity h < ``h_tol`` (1e-8).
-    rho_max
-        The augmented Lagrangian stops once its penalty ρ > ``rho_max`` (1e16).
-    rho_init
-        Initial penalty ρ (1).
-    hidden
-        Width of the entrywise MLPs f, f⁻¹ (64, Supp. F.4).
-    power_iters
-        Power-iteration steps per evaluation of the spectral h (10, warm-started).
-    weight_decay
-        AdamW decoupled weight decay (1e-2).
     init_scale
         Spectral radius of ``|U||V|ᵀ`` at initialisation (0.1; see
         :class:`~cape_pipeline.causal.lowrank.model.LowRankSEMVAE`).
@@ -95,20 +70,8 @@ class LowRankConfig:
     """
 
     rank: int = 40
-    threshold: float = 0.2
-    lambda_sparse: float = 1.0
-    epochs: int | None = None
-    min_steps: int = DEFAULT_MIN_STEPS
-    batch_size: int = 128
-    lr: float = 3e-3
     acyclicity: str = DEFAULT_ACYCLICITY
-    max_outer: int = 20
     h_tol: float = 1e-8
-    rho_max: float = 1e16
-    rho_init: float = 1.0
-    hidden: int = 64
-    power_iters: int = 10
-    weight_decay: float = 1e-2
     init_scale: float = 0.1
     l1: str = L1_MODES[0]
     l1_exact_max: int = 500

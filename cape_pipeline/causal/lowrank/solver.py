@@ -244,13 +244,13 @@ def fit_low_rank_vae(
     return FitResult(u=u, v=v, history=history, model=model)
 
 
-def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
-    """Support ``"low-rank"`` (the paper's model) behind Step I's common signature
-    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_low_rank_vae`, then
+def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Algorithm ``"low-rank"`` (the paper's model) behind Step I's common signature
+    (:func:`~cape_pipeline.causal.algorithms.fit_algorithm`): :func:`fit_low_rank_vae`, then
     ``|A| > τ`` formed from the factors in row blocks and cycles broken. The augmented-Lagrangian
     penalty is held once the τ-thresholded output (with its per-row cap) is a DAG."""
+    from cape_pipeline.causal.algorithms import AlgorithmFit
     from cape_pipeline.causal.postprocess import break_cycles, threshold_low_rank
-    from cape_pipeline.causal.supports import SupportFit
 
     solver = SolverConfig.from_config(cfg, seed=inputs.seed, rank=inputs.rank, epochs=inputs.epochs,
                                       dag_max_edges_per_row=inputs.max_per_row)
@@ -264,4 +264,4 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         scores = res.u @ res.v.T
         np.fill_diagonal(scores, 0.0)
     params = {"device": str(res.model.u.device) if res.model is not None else str(inputs.device)}
-    return SupportFit(adjacency=adj, history=res.history, scores=scores, n_cycle_edges_dropped=n_dropped, params=params)
+    return AlgorithmFit(adjacency=adj, history=res.history, scores=scores, n_cycle_edges_dropped=n_dropped, params=params)

@@ -1,14 +1,14 @@
 """Step I for single-cell counts: covariate-adjusted neighbourhood regressions, a minimum-effect
 likelihood-ratio test per edge, and a greedy likelihood DAG (``algorithm="regression"``).
 
-On UMI counts the learned support's rule — a fixed threshold on the first-layer norm of
+On UMI counts the learned algorithm's rule — a fixed threshold on the first-layer norm of
 per-feature MLPs — keeps fewer edges as cells are added (the output layer trades the norm
 away while the fit still uses the edge) and ranks pairs worse than a correlation does
-(``benchmarks/discover/counts/RESULTS.md``). This support replaces the rule by a statistical
+(``benchmarks/discover/counts/RESULTS.md``). This algorithm replaces the rule by a statistical
 one on quantities the model cannot trade away:
 
 0. **Covariates** (:mod:`cape_pipeline.causal.covariates`; applied by
-   :func:`~cape_pipeline.causal.api.discover` before any support). The log library size
+   :func:`~cape_pipeline.causal.api.discover` before any algorithm). The log library size
    (when known) and, on request, cell states (k-means on the leading principal components,
    scikit-learn) are exogenous inputs of every feature's model; with a linear model that is the
    same as regressing them out of every feature first (Frisch–Waugh–Lovell).
@@ -84,23 +84,23 @@ What each step gains, measured on the count generators and the perturbation scre
 No ``M × M`` matrix is formed: every product is over the ``(M, K)`` candidate table.
 
 The modules: :mod:`~cape_pipeline.causal.regression.fit` (:func:`fit_regression`, steps 1–8 over
-the splits; :func:`fit_support`), :mod:`~cape_pipeline.causal.regression.neighbourhood` (step 2),
+the splits; :func:`fit_algorithm`), :mod:`~cape_pipeline.causal.regression.neighbourhood` (step 2),
 :mod:`~cape_pipeline.causal.regression.edge_test` (steps 3 and 5),
 :mod:`~cape_pipeline.causal.regression.orientation` (step 4),
 :mod:`~cape_pipeline.causal.regression.ordering` (step 6),
 :mod:`~cape_pipeline.causal.regression.split_vote` (step 7) and
 :mod:`~cape_pipeline.causal.regression.jackknife` (step 8). The screen of step 1
-(:mod:`cape_pipeline.causal.screen`) and the covariates of step 0 are shared with other supports.
+(:mod:`cape_pipeline.causal.screen`) and the covariates of step 0 are shared with other algorithms.
 """
 
 from __future__ import annotations
 
 from cape_pipeline.causal.regression.config import REGRESSION_N_CANDIDATES, RegressionConfig
-from cape_pipeline.causal.regression.fit import RegressionFit, fit_regression, fit_support
+from cape_pipeline.causal.regression.fit import RegressionFit, fit_algorithm, fit_regression
 from cape_pipeline.causal.regression.neighbourhood import partial_f
 from cape_pipeline.causal.regression.split_vote import workers_ok
 
 __all__ = [
-    "REGRESSION_N_CANDIDATES", "RegressionConfig", "RegressionFit", "fit_regression", "fit_support", "partial_f",
+    "REGRESSION_N_CANDIDATES", "RegressionConfig", "RegressionFit", "fit_regression", "fit_algorithm", "partial_f",
     "workers_ok",
 ]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cape_pipeline._config import check_fields, is_int, is_num
+from cape_pipeline.causal.algorithms import MEASUREMENT_ERROR, N_SPLITS
 from cape_pipeline.causal.regression.split_vote import workers_ok
 from cape_pipeline.causal.regulators import check_regulators
-from cape_pipeline.causal.supports import MEASUREMENT_ERROR, N_SPLITS
 
 __all__ = ["REGRESSION_N_CANDIDATES", "RegressionConfig"]
 
@@ -39,7 +39,7 @@ class RegressionConfig:
         Benjamini–Hochberg level of the edge test (0.05).
     measurement_error
         ``"auto"`` (default: from 3,000 cells on,
-        :data:`~cape_pipeline.causal.supports.THINNING_MIN_OBS`), ``"thinning"`` or ``"none"``:
+        :data:`~cape_pipeline.causal.algorithms.THINNING_MIN_OBS`), ``"thinning"`` or ``"none"``:
         on counts preprocess normalized, correct the regressions for each gene's counting noise,
         measured by binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`;
         ``benchmarks/discover/counts/RESULTS.md``). Recorded as ``params["measurement_error_used"]``.
@@ -54,7 +54,7 @@ class RegressionConfig:
         precede it in the order the perturbations' shifts and the DAG give; an edge whose parent's
         perturbation leaves the child unshifted, p >
         :data:`~cape_pipeline.causal.regression.ordering.SHIFT_CONSISTENCY_P`, dropped).
-        ``"auto"``: :data:`~cape_pipeline.causal.supports.ORDER_ROUNDS` (with or without the
+        ``"auto"``: :data:`~cape_pipeline.causal.algorithms.ORDER_ROUNDS` (with or without the
         counting-noise correction), or an int ≥ 0. Recorded as ``params["order_rounds_used"]``.
     n_splits
         Random splits of the cells the whole fit (screen on one half, test on the other, both
@@ -62,7 +62,7 @@ class RegressionConfig:
         (:func:`~cape_pipeline.causal.regression.split_vote.vote`); with perturbation labels,
         then tested again with a jackknife variance
         (:func:`~cape_pipeline.causal.regression.jackknife.jackknife_retest`). Default
-        :data:`~cape_pipeline.causal.supports.N_SPLITS` (8); 1 gives one fit without the re-test,
+        :data:`~cape_pipeline.causal.algorithms.N_SPLITS` (8); 1 gives one fit without the re-test,
         in 1/8 of the time. Recorded as ``params["n_splits_used"]`` (1 below 20 cells).
     regulators
         The only features that may be parents (None: all), as GRNBoost2's ``tf_names``:

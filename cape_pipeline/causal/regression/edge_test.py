@@ -1,4 +1,4 @@
-"""The regression support's edge test (:mod:`cape_pipeline.causal.regression`, step 3): the
+"""The regression algorithm's edge test (:mod:`cape_pipeline.causal.regression`, step 3): the
 minimum-effect F test of a partial R², Benjamini–Hochberg over the pairs (statsmodels), and the
 Stouffer combination of the two cross-fitting halves (scipy); the regressions and tests of a
 candidate table (:func:`candidate_pvalues`) and of a DAG's edges given their DAG parents
@@ -162,7 +162,7 @@ def prune_given_parents(
     z: torch.Tensor, dag_p: np.ndarray, dag_c: np.ndarray, m: int, *, ridge: float, min_effect: float, fdr: float,
     noise: torch.Tensor | None, keep: np.ndarray | None, gram: torch.Tensor | None = None,
 ) -> tuple[sp.csr_array, int]:
-    """Step 5 of the regression support: every DAG edge tested again given its child's DAG
+    """Step 5 of the regression algorithm: every DAG edge tested again given its child's DAG
     parents (CAM's pruning, Bühlmann, Peters & Ernst 2014; the minimum-effect test, BH at
     ``fdr`` over the DAG's edges), the regressions on ``z``'s device.
 

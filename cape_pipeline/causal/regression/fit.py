@@ -1,6 +1,6 @@
-"""The regression support's fit: the steps of :mod:`cape_pipeline.causal.regression` on one or
-several random splits of the cells (:func:`fit_regression`), and the support behind Step I's
-common signature (:func:`fit_support`).
+"""The regression algorithm's fit: the steps of :mod:`cape_pipeline.causal.regression` on one or
+several random splits of the cells (:func:`fit_regression`), and the algorithm behind Step I's
+common signature (:func:`fit_algorithm`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from cape_pipeline.causal.regression.split_vote import SPLIT_VOTE, check_workers
 from cape_pipeline.causal.regulators import parent_mask
 from cape_pipeline.causal.screen import candidate_parents, tanh_round_runs
 
-__all__ = ["RegressionFit", "fit_regression", "fit_support", "partial_f"]
+__all__ = ["RegressionFit", "fit_regression", "fit_algorithm", "partial_f"]
 
 logger = logging.getLogger(__name__)
 
@@ -385,17 +385,17 @@ def _halves(z: np.ndarray, zt: torch.Tensor, rows: np.ndarray) -> tuple[torch.Te
     return unit_sd_torch(zt[ia]), unit_sd_torch(zt[ib])
 
 
-def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
-    """Support ``"regression"`` behind Step I's common signature
-    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_regression` on the
+def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Algorithm ``"regression"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.algorithms.fit_algorithm`): :func:`fit_regression` on the
     covariate-adjusted ``(N, M)`` float64 ``x`` with the options of ``cfg``, a
     :class:`~cape_pipeline.causal.regression.config.RegressionConfig`, every screened pair as
     ``edge_scores``."""
     import pandas as pd
 
     from cape_pipeline._utils import resolve_device
+    from cape_pipeline.causal.algorithms import ORDER_ROUNDS, AlgorithmFit
     from cape_pipeline.causal.postprocess import cap_rows
-    from cape_pipeline.causal.supports import ORDER_ROUNDS, SupportFit
 
     device = resolve_device(inputs.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
@@ -438,5 +438,5 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     })
     if inputs.intervened is not None:
         params["order_rounds_used"] = rounds
-    return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
+    return AlgorithmFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
                       edge_scores=edge_scores, params=params)

@@ -1,4 +1,4 @@
-"""The regression support's last step (:mod:`cape_pipeline.causal.regression`, step 8): every
+"""The regression algorithm's last step (:mod:`cape_pipeline.causal.regression`, step 8): every
 edge of the voted DAG tested again given its DAG parents, its coefficient's variance measured
 by the delete-half jackknife instead of the least-squares formula.
 

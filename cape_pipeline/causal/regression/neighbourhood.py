@@ -1,4 +1,4 @@
-"""Step 2 of the regression support (:mod:`cape_pipeline.causal.regression`): every feature
+"""Step 2 of the regression algorithm (:mod:`cape_pipeline.causal.regression`): every feature
 regressed on its candidate parents, batched over features, and each candidate's partial F and
 partial R² — with the errors-in-variables correction for counting noise and, with
 interventions, each feature on its own rows."""

@@ -1,4 +1,4 @@
-"""A causal order from a perturbation screen, for the regression support's ordered re-test
+"""A causal order from a perturbation screen, for the regression algorithm's ordered re-test
 (:mod:`cape_pipeline.causal.regression`, step 6).
 
 A feature whose expression shifts when feature a is perturbed is a descendant of a

@@ -1,6 +1,6 @@
 """Orientation of an undirected skeleton by greedy likelihood insertion — CAM's IncEdge
 (Bühlmann, Peters & Ernst 2014, *Ann. Statist.* 42:2526, Sec. 4.2) on the skeleton accepted by
-the regression support's edge test (:mod:`cape_pipeline.causal.regression`, step 4)."""
+the regression algorithm's edge test (:mod:`cape_pipeline.causal.regression`, step 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Step I on several random splits of the cells, and one graph from them (the regression
-support's ``n_splits``, :func:`~cape_pipeline.causal.regression.fit_regression`).
+algorithm's ``n_splits``, :func:`~cape_pipeline.causal.regression.fit_regression`).
 
 One split's screen on one half of the cells and test on the other (Wasserman & Roeder 2009)
 keeps edges that rode on that split's noise, and which those are changes from split to split;
@@ -108,7 +108,7 @@ def vote(fits: list[Any], m: int, fdr: float) -> Any:
 
 
 def check_workers(workers: str | None) -> str | None:
-    """Validate the ``workers`` option of the regression support (see :func:`fit_on_workers`).
+    """Validate the ``workers`` option of the regression algorithm (see :func:`fit_on_workers`).
 
     Raises
     ------

@@ -1,8 +1,8 @@
-"""Screened sparse support for Step I: the SEM of Eq. 5 with A restricted to candidate parents.
+"""Screened sparse algorithm for Step I: the SEM of Eq. 5 with A restricted to candidate parents.
 
 The paper's ``A = U Vᵀ`` (Supp. G.4) caps what a fit can express: at M = 1000 even the best
 rank-40 matrix ranks only part of the true edges on top, fewer on graphs without hubs than on
-scale-free ones (``benchmarks/discover/lowrank/RESULTS.md`` §3c). This support
+scale-free ones (``benchmarks/discover/lowrank/RESULTS.md`` §3c). This algorithm
 keeps the model of Eqs. 5–8 and changes only the parameterisation of A, after SDCD
 (Nazaret et al. 2024): a first pass *screens* each feature's candidate parents, and A is a sparse
 matrix supported on them,
@@ -30,10 +30,10 @@ from cape_pipeline.causal.screened.config import ScreenedConfig
 from cape_pipeline.causal.screened.fit import (
     ScreenedFit,
     ScreenedSEMVAE,
+    fit_algorithm,
     fit_screened,
-    fit_support,
     h_spectral_sparse,
     screen_parents,
 )
 
-__all__ = ["ScreenedConfig", "ScreenedFit", "ScreenedSEMVAE", "fit_screened", "fit_support", "h_spectral_sparse", "screen_parents"]
+__all__ = ["ScreenedConfig", "ScreenedFit", "ScreenedSEMVAE", "fit_screened", "fit_algorithm", "h_spectral_sparse", "screen_parents"]

@@ -1,6 +1,6 @@
-"""The screened support's fit: the SEM-VAE with A on screened candidate parents
-(:class:`ScreenedSEMVAE`), its two phases (:func:`fit_screened`), and the support behind Step I's
-common signature (:func:`fit_support`).
+"""The screened algorithm's fit: the SEM-VAE with A on screened candidate parents
+(:class:`ScreenedSEMVAE`), its two phases (:func:`fit_screened`), and the algorithm behind Step I's
+common signature (:func:`fit_algorithm`).
 """
 
 from __future__ import annotations
@@ -362,13 +362,13 @@ def fit_screened(
     )
 
 
-def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
-    """Support ``"screened"`` behind Step I's common signature
-    (:func:`~cape_pipeline.causal.supports.fit_support`): :func:`fit_screened` with the
+def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
+    """Algorithm ``"screened"`` behind Step I's common signature
+    (:func:`~cape_pipeline.causal.algorithms.fit_algorithm`): :func:`fit_screened` with the
     options of ``cfg`` (a :class:`~cape_pipeline.causal.screened.config.ScreenedConfig`), thresholded
     at τ, cycles broken."""
+    from cape_pipeline.causal.algorithms import AlgorithmFit
     from cape_pipeline.causal.postprocess import break_cycles, cap_rows
-    from cape_pipeline.causal.supports import SupportFit
 
     fit = fit_screened(torch.from_numpy(x.astype(np.float32)), cfg, epochs=int(inputs.epochs), seed=int(inputs.seed),
                        device=inputs.device, progress=inputs.progress)
@@ -376,5 +376,5 @@ def fit_support(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     adj, n_dropped = break_cycles(adj)
     params = {"device": str(fit.model.w.device) if fit.model is not None else str(inputs.device),
               "n_candidate_columns": int(fit.parents.shape[1]), "screen_seconds": float(fit.screen_seconds)}
-    return SupportFit(adjacency=adj, history=fit.history, scores=fit.scores() if inputs.dense_scores else None,
+    return AlgorithmFit(adjacency=adj, history=fit.history, scores=fit.scores() if inputs.dense_scores else None,
                       n_cycle_edges_dropped=n_dropped, params=params)

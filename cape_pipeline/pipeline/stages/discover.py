@@ -1,7 +1,7 @@
 """Stage discover: Step I, the causal DAG among the features (paper 000, Sec. 3.3).
 
 The stage's parameters are :class:`cape_pipeline.causal.DiscoverConfig`, the options of
-:func:`cape_pipeline.causal.discover`, and ``held_out_split`` (:class:`DiscoverStageConfig`);
+:func:`cape_pipeline.causal.discover`, and ``hold_out_test_conditions`` (:class:`DiscoverStageConfig`);
 ``method="true-dag"`` takes the data's known graph (``varp["true_dag"]``) instead of learning
 one, so later stages can run on ground truth.
 
@@ -10,13 +10,15 @@ perturbation task, the cells of every condition that task holds out (for any of 
 left out of Step I, so the graph behind ``cape`` has not seen the perturbations it is scored on —
 by their labels or by their expression. The split is the task's own
 (:func:`cape_pipeline.tasks.perturbation.split_perturbations`); the price is data: each seed
-draws its own split, so Step I loses the union (``DiscoverStageConfig.held_out_split``).
+draws its own split, so Step I loses the union (``DiscoverStageConfig.held_out_split``, derived
+from the train stage's config). ``hold_out_test_conditions=False`` lets Step I see every cell.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,44 +36,53 @@ log = logging.getLogger(__name__)
 _SPLIT_FIELDS = ("split", "test_fraction", "unseen_gene_fraction", "combo_seen2_test_fraction")
 #: share of the perturbation conditions left out of Step I above which the stage warns
 HELD_OUT_WARN_SHARE = 0.5
-_OPT_OUT = "--set 'discover.held_out_split={\"seeds\": []}'"
+_OPT_OUT = "--set discover.hold_out_test_conditions=false"
 
 
 @dataclass(frozen=True)
 class DiscoverStageConfig(DiscoverConfig):
-    """The discover stage's parameters: :class:`~cape_pipeline.causal.DiscoverConfig`'s and one more.
+    """The discover stage's parameters: :class:`~cape_pipeline.causal.DiscoverConfig`'s, the
+    user's choice ``hold_out_test_conditions`` and the split it derives, ``held_out_split``.
 
     Attributes
     ----------
+    hold_out_test_conditions
+        Leave the cells of the perturbation task's test conditions out of Step I (True, the
+        default), so the graph behind ``cape`` has not seen the perturbations it is scored on, by
+        their labels or by their expression; only where the run's train stage scores the
+        perturbation task. Each seed draws its own test split, so Step I loses the union: with 3
+        seeds about 64 % of a Norman-size screen's conditions, and above half of them the stage
+        warns. False: Step I sees every cell, and the run's report says it was not blind.
     held_out_split
-        The perturbation task's test split that Step I is kept blind to: ``label_key`` (str, the
-        task's condition column, :func:`~cape_pipeline.tasks.compare.perturbation_label_key`),
-        ``seeds`` (list of ints ≥ 0, the train stage's seeds) and
-        :class:`~cape_pipeline.tasks.PerturbationConfig`'s ``split``, ``test_fraction``,
-        ``unseen_gene_fraction`` and ``combo_seen2_test_fraction``. The cells of every condition
-        that split holds out for any of the seeds are left out of Step I (recorded in the graph's
-        ``params["held_out_conditions"]``, ``["held_out_cells"]`` and ``["held_out_share"]``, the
-        share of the perturbation conditions; above :data:`HELD_OUT_WARN_SHARE` it warns: each
-        seed draws its own split, so 3 seeds leave out about 64 % of a Norman-size screen's
-        conditions). Filled in by the pipeline whenever the train stage runs the perturbation
-        task (``train.tasks`` or the dataset's catalog entry), whether or not Step I reads the
-        labels (the held-out cells' expression shows the perturbations too), also when the run
-        stops before the train stage (``--until discover`` keys Step I as the whole run does);
-        empty where the task does not run, with ``train.encodings`` or ``method="true-dag"``.
-        ``{"seeds": []}`` (CLI: ``--set 'discover.held_out_split={"seeds": []}'``): Step I sees
-        every cell, and the run's report says it was not blind.
+        Derived, not set: the perturbation task's test split that Step I is kept blind to, filled
+        in by the pipeline from the train stage's config (:func:`blind_split`) whenever
+        ``hold_out_test_conditions`` is True and the train stage runs the perturbation task
+        (``train.tasks`` or the dataset's catalog entry), also when the run stops before the
+        train stage (``--until discover`` keys Step I as the whole run does); empty where the task
+        does not run, with ``train.encodings`` or ``method="true-dag"``. Its keys: ``label_key``
+        (str, the task's condition column,
+        :func:`~cape_pipeline.tasks.compare.perturbation_label_key`), ``seeds`` (list of ints ≥ 0,
+        the train stage's seeds) and :class:`~cape_pipeline.tasks.PerturbationConfig`'s ``split``,
+        ``test_fraction``, ``unseen_gene_fraction`` and ``combo_seen2_test_fraction``. The cells
+        of every condition that split holds out for any of the seeds are left out of Step I
+        (recorded in the graph's ``params["held_out_conditions"]``, ``["held_out_cells"]``,
+        ``["held_out_share"]``, the share of the perturbation conditions, and
+        ``["held_out_split"]``).
 
     Raises
     ------
     CapeConfigError
-        ``held_out_split`` with a key it does not know, a missing key, or a value of the wrong type
-        or range (``held_out_split.FIELD: ...``).
+        ``hold_out_test_conditions`` not a bool; ``held_out_split`` with a key it does not know, a
+        missing key, or a value of the wrong type or range (``held_out_split.FIELD: ...``).
     """
 
-    held_out_split: Mapping[str, Any] = field(default_factory=dict)
+    hold_out_test_conditions: bool = True
+    held_out_split: Mapping[str, Any] = field(default_factory=dict, metadata={"derived": True})
 
     def __post_init__(self, support: str | None = None) -> None:
         super().__post_init__(support)
+        if not isinstance(self.hold_out_test_conditions, bool):
+            raise CapeConfigError(f"hold_out_test_conditions: expected true or false, got {self.hold_out_test_conditions!r}")
         split = self.held_out_split
         if not isinstance(split, Mapping):
             raise CapeConfigError(f"held_out_split: expected a dict, got {split!r}")
@@ -80,14 +91,9 @@ class DiscoverStageConfig(DiscoverConfig):
         seeds = split.get("seeds")
         if not isinstance(seeds, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in seeds):
             raise CapeConfigError(f"held_out_split.seeds: expected a list of integers >= 0, got {seeds!r}")
-        known = {"seeds"} if not seeds else {"label_key", "seeds", *_SPLIT_FIELDS}
+        known = {"label_key", "seeds", *_SPLIT_FIELDS}
         if set(split) != known:
-            raise CapeConfigError(
-                f"held_out_split: expected the keys {sorted(known)}, got {sorted(split)} "
-                f"({{'seeds': []}}: Step I sees every cell)"
-            )
-        if not seeds:
-            return
+            raise CapeConfigError(f"held_out_split: expected the keys {sorted(known)}, got {sorted(split)}")
         if not isinstance(split["label_key"], str) or not split["label_key"]:
             raise CapeConfigError(f"held_out_split.label_key: expected an obs column name, got {split['label_key']!r}")
         from cape_pipeline.tasks import PerturbationConfig
@@ -96,6 +102,35 @@ class DiscoverStageConfig(DiscoverConfig):
             PerturbationConfig(**{k: split[k] for k in _SPLIT_FIELDS})
         except CapeConfigError as exc:
             raise CapeConfigError(f"held_out_split.{str(exc).removeprefix('perturbation.')}") from exc
+
+    @classmethod
+    def stage_params(cls, params: Mapping[str, Any], *, where: str = "discover.") -> dict[str, Any]:
+        """:meth:`DiscoverConfig.stage_params`, after the derived ``held_out_split``: the one
+        setting it took before, ``{"seeds": []}`` (Step I sees every cell), becomes
+        ``hold_out_test_conditions=False`` with a :class:`FutureWarning`; any other value is refused.
+
+        Raises
+        ------
+        CapeConfigError
+            ``held_out_split`` set to anything but ``{"seeds": []}``, or that beside
+            ``hold_out_test_conditions=True``; as :meth:`DiscoverConfig.stage_params`.
+        """
+        out = dict(params)
+        if "held_out_split" in out:
+            split = out.pop("held_out_split")
+            new = f"{where}hold_out_test_conditions"
+            if not (isinstance(split, Mapping) and dict(split) == {"seeds": []}):
+                raise CapeConfigError(
+                    f"{where}held_out_split is derived from the train stage (the perturbation task's test split) "
+                    f"and cannot be set; to let Step I see every cell, set {new}=false"
+                )
+            if out.get("hold_out_test_conditions", False) is not False:
+                raise CapeConfigError(f"{where}held_out_split={{'seeds': []}} is the earlier spelling of {new}=false; "
+                                      f"give only {new}")
+            warnings.warn(f"{where}held_out_split={{'seeds': []}} is now {new}=false; the earlier spelling will be "
+                          "removed", FutureWarning, stacklevel=3)
+            out["hold_out_test_conditions"] = False
+        return super().stage_params(out, where=where)
 
 
 def blind_split(train: Any, source: str | None) -> dict[str, Any]:
@@ -194,11 +229,11 @@ def record_counts(params: dict[str, Any], adata: Any) -> None:
 
 
 def _discover_derive(configs: Mapping[str, Any], source: str | None) -> DiscoverStageConfig:
-    """``held_out_split`` from the train stage's config (:func:`blind_split`), unless set."""
+    """``held_out_split`` from the train stage's config (:func:`blind_split`); empty where the user
+    lets Step I see every cell (``hold_out_test_conditions=False``) or the graph is the true one."""
     cfg = configs["discover"]
-    if cfg.held_out_split or cfg.method == "true-dag":
-        return cfg
-    return dataclasses.replace(cfg, held_out_split=blind_split(configs.get("train"), source))
+    blind = cfg.hold_out_test_conditions and cfg.method != "true-dag"
+    return dataclasses.replace(cfg, held_out_split=blind_split(configs.get("train"), source) if blind else {})
 
 
 # ---------------------------------------------------------------------------- discover
@@ -236,7 +271,6 @@ def _discover_run(inputs: Mapping[str, Any], cfg: DiscoverConfig, ctx: StageCont
             # ingest lets NaN through only where the modality marks missing values with it
             # (methylation, proteomics): structure learning imputes feature means (logged there)
             cfg = dataclasses.replace(cfg, missing="mean")
-        import warnings
 
         from cape_pipeline.errors import CapeWarning
 
@@ -280,8 +314,11 @@ def _discover_fingerprint(cfg: DiscoverConfig, ctx: StageContext) -> str:
 
 def _discover_summary(graph: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"n_edges": graph.n_edges, "cycle_edges_dropped": graph.n_cycle_edges_dropped}
-    for key in ("algorithm", "support", "n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule",
-                "intervention_column", "n_perturbed_features"):
+    algorithm = graph.params.get("algorithm", graph.params.get("support"))  # "support": its name in earlier graphs
+    if algorithm is not None:
+        out["algorithm"] = algorithm
+    for key in ("n_isolated", "isolated_share", "covariates_used", "counts", "edge_rule", "intervention_column",
+                "n_perturbed_features"):
         if key in graph.params:
             out[key] = graph.params[key]
     m = graph.params.get("metrics_vs_truth")

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from cape_pipeline.causal.api import discover, discover_scored
-from cape_pipeline.causal.config import AUTO_LOW_RANK_MAX, DiscoverConfig, resolve_support
+from cape_pipeline.causal.config import AUTO_LOW_RANK_MAX, DiscoverConfig, resolve_algorithm
 from cape_pipeline.causal.learned import CandidateMLP, fit_learned
 from cape_pipeline.causal.metrics import dag_metrics
 from cape_pipeline.causal.postprocess import greedy_dag, is_acyclic
@@ -127,16 +127,16 @@ def test_fit_learned_recovers_most_of_a_small_sdcd_graph_as_a_dag() -> None:
 
 def test_algorithm_auto_resolves_by_size_and_learned_refuses_low_rank_options() -> None:
     assert DiscoverConfig().algorithm == "auto"
-    assert resolve_support("auto", AUTO_LOW_RANK_MAX) == "low-rank"
-    assert resolve_support("auto", AUTO_LOW_RANK_MAX + 1) == "learned"
-    assert resolve_support("screened", 5000) == "screened"
+    assert resolve_algorithm("auto", AUTO_LOW_RANK_MAX) == "low-rank"
+    assert resolve_algorithm("auto", AUTO_LOW_RANK_MAX + 1) == "learned"
+    assert resolve_algorithm("screened", 5000) == "screened"
     with pytest.raises(CapeConfigError, match=r"low_rank\.rank: not used by algorithm='learned'"):
         DiscoverConfig(algorithm="learned", low_rank={"rank": 10})
     with pytest.raises(CapeConfigError, match="posterior"):
         DiscoverConfig(algorithm="learned", low_rank={"posterior": "mean"})
 
 
-def test_discover_default_on_30_features_uses_the_learned_support_and_records_it() -> None:
+def test_discover_default_on_30_features_uses_the_learned_algorithm_and_records_it() -> None:
     a = sdcd_sem(30, 1500, seed=1)
     g, scores = discover_scored(a, learned={"epochs": 15}, device="cpu")
     assert g.params["algorithm"] == g.params["support"] == "learned" and g.params["support_requested"] == "auto"

@@ -1,4 +1,4 @@
-"""The low-rank support's augmented Lagrangian (cape_pipeline.causal.lowrank.solver)."""
+"""The low-rank algorithm's augmented Lagrangian (cape_pipeline.causal.lowrank.solver)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The regression support's jackknife re-test (step 8): the delete-half jackknife
+"""The regression algorithm's jackknife re-test (step 8): the delete-half jackknife
 variance against the least-squares formula where that formula is right and where it is not, the
 re-test's decisions, and its place in ``fit_regression``."""
 

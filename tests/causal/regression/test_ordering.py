@@ -1,4 +1,4 @@
-"""The ordered re-test of the regression support on perturbation screens."""
+"""The ordered re-test of the regression algorithm on perturbation screens."""
 
 from __future__ import annotations
 

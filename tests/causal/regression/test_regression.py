@@ -1,4 +1,4 @@
-"""Step I's regression support: the statistics against statsmodels/scipy, the
+"""Step I's regression algorithm: the statistics against statsmodels/scipy, the
 orientation on a hub, the covariates, and the property the issue asks for — on counts with a
 known graph, more cells keep more true edges and the kept graph stays mostly right."""
 
@@ -11,6 +11,7 @@ import torch
 
 import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
+from cape_pipeline.causal.algorithms import THINNING_MIN_OBS
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.covariates import cell_state_labels, count_reliability, residualize
 from cape_pipeline.causal.metrics import dag_metrics
@@ -20,7 +21,6 @@ from cape_pipeline.causal.regression.fit import _fit_split
 from cape_pipeline.causal.regression.neighbourhood import gram_matrix
 from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
 from cape_pipeline.causal.regression.split_vote import vote
-from cape_pipeline.causal.supports import THINNING_MIN_OBS
 from cape_pipeline.datasets import simulated_hill_counts
 from cape_pipeline.errors import CapeConfigError
 
@@ -119,7 +119,7 @@ def test_more_cells_keep_more_true_edges_and_the_graph_stays_mostly_right():
 
 @pytest.mark.filterwarnings("ignore")
 def test_fewer_cells_than_genes_give_a_small_graph_that_is_mostly_right():
-    """Below one cell per gene the learned support kept mostly false edges (95 % at 1,000 cells
+    """Below one cell per gene the learned algorithm kept mostly false edges (95 % at 1,000 cells
     × 2,000 genes); the cross-fitted test keeps fewer, mostly true ones."""
     a, truth = _hill(400, seed=1, genes=600)
     assert a.n_obs < a.n_vars

@@ -1,4 +1,4 @@
-"""The regression support on a device: the CPU path keeps its DAG, CUDA gives the CPU's DAG."""
+"""The regression algorithm on a device: the CPU path keeps its DAG, CUDA gives the CPU's DAG."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _counts_and_screen():
 
 
 def test_cpu_dag_equals_the_one_recorded_before_the_device_option():
-    """The DAGs of b3beea7 (before ``device`` reached the regression support), edge for edge.
+    """The DAGs of b3beea7 (before ``device`` reached the regression algorithm), edge for edge.
 
     The weights agree to 1e-9 relative: both runs do the same float64 arithmetic; another CPU's
     BLAS may sum in another order, which moves a sum of N ≤ 3,000 terms by ≲ N·2⁻⁵³ ≈ 3e-13,

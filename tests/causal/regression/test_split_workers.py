@@ -1,4 +1,4 @@
-"""The regression support's random splits on dask.distributed workers: the same DAG as the serial run."""
+"""The regression algorithm's random splits on dask.distributed workers: the same DAG as the serial run."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_workers_option_is_checked(bad):
         fit_regression(_sem(60, 5), n_splits=2, workers=bad)
 
 
-def test_discover_config_takes_workers_for_the_regression_support_only():
+def test_discover_config_takes_workers_for_the_regression_algorithm_only():
     from cape_pipeline.causal.config import DiscoverConfig
 
     assert DiscoverConfig(regression={"workers": "local:2"}).regression.workers == "local:2"

@@ -129,7 +129,7 @@ def test_screened_options_validated(kwargs: dict, match: str) -> None:
         discover(x, device="cpu", **kwargs)
 
 
-def test_support_is_cape_only() -> None:
+def test_algorithm_is_cape_only() -> None:
     x, _ = _chain(n=50)
     with pytest.raises(CapeConfigError, match="only for method 'cape'"):
         discover(x, method="correlation", algorithm="screened")
