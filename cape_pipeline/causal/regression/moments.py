@@ -47,14 +47,15 @@ class HalfMoments:
 
 
 def _standardized_gram(g: torch.Tensor, s: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """From a half's raw ``ZᵀZ`` and column sums: the Gram matrix of its standardized columns,
-    their means and sds (0 where sd ≤ 1e-12, as :func:`~cape_pipeline.causal.covariates.unit_sd`)."""
+    """From a half's raw ``ZᵀZ`` and column sums: the Gram matrix of its standardized columns
+    (made in ``g``'s own memory, no other ``(M, M)`` matrix), their means and the inverses of their
+    sds (0 where sd ≤ 1e-12, as :func:`~cape_pipeline.causal.covariates.unit_sd`)."""
     mean = s / n
-    cov = g / n - torch.outer(mean, mean)
+    cov = g.div_(n).addr_(mean, mean, alpha=-1.0)  # ZᵀZ/n − μμᵀ
     sd = torch.diagonal(cov).clamp_min(0.0).sqrt()
     ok = sd > 1e-12
     inv = torch.where(ok, 1.0 / sd.clamp_min(1e-300), torch.zeros((), dtype=sd.dtype, device=sd.device))
-    return n * cov * torch.outer(inv, inv), mean, inv
+    return cov.mul_(inv[:, None]).mul_(inv[None, :]).mul_(n), mean, inv
 
 
 def split_moments(
