@@ -21,11 +21,13 @@ _BLOCK_ENTRIES = 1 << 22
 
 def _top_k_blocks(
     products, ysd: torch.Tensor, n: int, m: int, r: int, k: int, *, exclude_self: bool,
-    pool: torch.Tensor | None, device: torch.device, bytes_per_entry: int,
+    pool: torch.Tensor | None, device: torch.device, bytes_per_entry: int, copies: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k ``|products(c) / (n · ysd_c)|`` over the R pool features for every feature c, in
-    blocks of features: ``products(start, stop)`` gives the ``(b, R)`` sums ``Σ_rows y_c x_p``."""
-    block = max(1, batch_entries(device, _BLOCK_ENTRIES, bytes_per_entry=bytes_per_entry) // max(r, 1))
+    blocks of features: ``products(start, stop)`` gives the ``(b, R)`` sums ``Σ_rows y_c x_p``,
+    making ``copies`` ``(b, R)`` temporaries (the block holds 2²² entries over all of them on the CPU)."""
+    entries = max(1, _BLOCK_ENTRIES // max(int(copies), 1))
+    block = max(1, batch_entries(device, entries, bytes_per_entry=bytes_per_entry) // max(r, 1))
     where = None
     if pool is not None and exclude_self:
         where = torch.full((m,), -1, dtype=torch.int64, device=device)  # column of y → its place in pool
@@ -105,7 +107,7 @@ def _top_abs_corr_residuals(
 
     k_par = parents.shape[1]
     return _top_k_blocks(products, ysd, n, m, r, k, exclude_self=True, pool=pool, device=gram.device,
-                         bytes_per_entry=4 * gram.element_size() * (k_par + 1))[1]
+                         bytes_per_entry=4 * gram.element_size() * (k_par + 1), copies=k_par + 1)[1]
 
 
 def _ridge_residuals(x: torch.Tensor, parents: torch.Tensor, ridge: float) -> torch.Tensor:

@@ -235,7 +235,7 @@ def discover_estimate(n_obs: int, n_vars: int, algorithm: str = "learned", n_spl
     ``"regression"`` (the default for single-cell data): ``n_splits · (REGRESSION_FIXED_S +
     REGRESSION_PER_ENTRY · N · M)``, fitted to ``benchmarks/scale/step1.jsonl`` and
     ``benchmarks/scale/atlas.jsonl`` (Step I alone on simulated counts, M = 2,000 HVGs, 1,000 to
-    100,000 cells). Per random split of the cells (``discover.regression.n_splits``) the cost is
+    500,000 cells). Per random split of the cells (``discover.regression.n_splits``) the cost is
     the Gram matrices of the halves, O(N·M²), then work in M alone (the screen's residual
     products, O(M²·k), the regressions and their p-values), which is most of the fixed part.
 
@@ -260,8 +260,8 @@ def discover_estimate(n_obs: int, n_vars: int, algorithm: str = "learned", n_spl
 #: and seconds per N·M, fitted to the newest benchmarks/scale/step1.jsonl row of each simulated
 #: set and the newest atlas.jsonl CPU row (library size as covariate, counting-noise correction
 #: from 3,000 cells, 8 splits; the rows and the estimate's error: benchmarks/scale/RESULTS.md)
-REGRESSION_FIXED_S = 3.0
-REGRESSION_PER_ENTRY = 1.6e-7
+REGRESSION_FIXED_S = 3.5
+REGRESSION_PER_ENTRY = 6e-8
 
 
 def format_clock(seconds: float) -> str:
