@@ -318,10 +318,10 @@ def preprocess(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if min_genes > 0:
-                sc.pp.filter_cells(work, min_genes=min_genes)
+                _filter(work, "cells", min_genes)
                 steps.append(f"filter_cells(min_genes={min_genes})")
             if cfg.min_cells > 0:
-                sc.pp.filter_genes(work, min_cells=cfg.min_cells)
+                _filter(work, "genes", cfg.min_cells)
                 steps.append(f"filter_genes(min_cells={cfg.min_cells})")
             if work.n_obs < 2 or work.n_vars < 1:
                 raise CapeDataError(
@@ -392,6 +392,26 @@ def preprocess(
         varp=out.varp, layers=out.layers, raw=out.raw,
     )
     return None
+
+
+def _filter(work: ad.AnnData, axis: str, minimum: int) -> None:
+    """Scanpy's ``filter_cells(min_genes=minimum)`` (``axis="cells"``) or
+    ``filter_genes(min_cells=minimum)`` on ``work`` in place, with the same ``obs["n_genes"]`` /
+    ``var["n_cells"]`` column, except that the matrix is subset only where a cell or gene is
+    dropped: scanpy copies it either way, and a copy of a 500,000-cell matrix that drops nothing
+    costs its size again."""
+    import scanpy as sc
+
+    if axis == "cells":
+        keep, number = sc.pp.filter_cells(work, min_genes=minimum, inplace=False)
+        work.obs["n_genes"] = number
+        if not keep.all():
+            work._inplace_subset_obs(keep)
+    else:
+        keep, number = sc.pp.filter_genes(work, min_cells=minimum, inplace=False)
+        work.var["n_cells"] = number
+        if not keep.all():
+            work._inplace_subset_var(keep)
 
 
 def _counts_source(state: str, used_raw: bool, layer: str | None) -> str | None:
