@@ -293,6 +293,7 @@ def _fit_split(
             halves = [(za, zb, kb), (zb, za, ka)]
         else:
             halves = [(zt, zt, keep)]
+        n_test = [None] * len(halves)  # the rows are held: the test counts them
         cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs, _, _ in halves]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
