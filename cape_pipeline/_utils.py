@@ -354,6 +354,14 @@ def shuffled_batches(
             yield idx
 
 
+def row_blocks(n_rows: int, n_cols: int, entries: int | None = None) -> list[slice]:
+    """Slices of consecutive rows of an ``(n_rows, n_cols)`` matrix, each of about ``entries``
+    elements (:data:`BLOCK_ENTRIES` when None; at least one row): the blocks of a row-wise pass
+    whose temporaries stay small."""
+    step = max(1, (BLOCK_ENTRIES if entries is None else int(entries)) // max(1, int(n_cols)))
+    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+
+
 #: above this many entries (1 GiB of float64) :func:`column_mean_sd` works in row blocks
 LARGE_MATRIX_ENTRIES = 1 << 27
 
@@ -369,13 +377,13 @@ def column_mean_sd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, m = x.shape
     if n * m <= LARGE_MATRIX_ENTRIES:
         return x.mean(axis=0), x.std(axis=0)
-    step = max(1, BLOCK_ENTRIES // max(m, 1))
+    blocks = row_blocks(n, m)
     total = np.zeros(m)
-    for s in range(0, n, step):
-        total += x[s : s + step].sum(axis=0, dtype=np.float64)
+    for s in blocks:
+        total += x[s].sum(axis=0, dtype=np.float64)
     mean = total / n
     ss = np.zeros(m)
-    for s in range(0, n, step):
-        d = x[s : s + step] - mean
+    for s in blocks:
+        d = x[s] - mean
         ss += np.einsum("ij,ij->j", d, d)
     return mean, np.sqrt(ss / n)

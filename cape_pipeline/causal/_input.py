@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cape_pipeline._utils import BLOCK_ENTRIES, column_mean_sd
+from cape_pipeline._utils import column_mean_sd, row_blocks
 from cape_pipeline.errors import CapeDataError
 
 __all__ = ["prepare_matrix"]
@@ -23,19 +23,14 @@ def _names_list(names: Any, limit: int = 5) -> str:
     return ", ".join(repr(n) for n in names[:limit]) + more
 
 
-def _block_rows(m: int) -> int:
-    return max(1, BLOCK_ENTRIES // max(m, 1))
-
-
 def _dense_float64(x: sp.spmatrix | sp.sparray) -> np.ndarray:
     """A numeric sparse ``(N, M)`` matrix as a new dense float64 array, filled a row block at a
     time: the values are those of ``x.astype(float64).toarray()`` without its float64 sparse copy."""
     n, m = x.shape
     csr = x.tocsr() if x.format != "csr" else x
     out = np.empty((n, m), dtype=np.float64)
-    step = _block_rows(m)
-    for s in range(0, n, step):
-        out[s : s + step] = csr[s : s + step].toarray()
+    for s in row_blocks(n, m):
+        out[s] = csr[s].toarray()
     return out
 
 
@@ -101,8 +96,7 @@ def prepare_matrix(
         raise CapeDataError(f"data: expected at least 2 observations (rows), got {n}")
     if m < 2:
         raise CapeDataError(f"data: expected at least 2 features (columns), got {m}")
-    step = _block_rows(m)
-    all_finite = all(bool(np.isfinite(x[s : s + step]).all()) for s in range(0, n, step))
+    all_finite = all(bool(np.isfinite(x[s]).all()) for s in row_blocks(n, m))
     if not all_finite:
         finite = np.isfinite(x)
         all_missing = ~finite.any(axis=0) & np.isnan(x).all(axis=0)

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
-from cape_pipeline._utils import BLOCK_ENTRIES, column_mean_sd
+from cape_pipeline._utils import column_mean_sd, row_blocks
 from cape_pipeline.causal.algorithms import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
@@ -115,7 +115,7 @@ def residualize(
     counts = np.maximum(np.asarray(onehot.sum(0)).ravel(), 1.0)
     means = np.asarray(onehot.T @ x) / counts[:, None]  # (k, M)
     z = x if overwrite else x.copy()
-    rows = _row_blocks(z)
+    rows = row_blocks(*z.shape)
     for s in rows:  # z − means[labels], a block of rows at a time
         z[s] -= means[labels[s]]
     if log_library is not None:
@@ -127,12 +127,6 @@ def residualize(
             for s in rows:  # z − ℓ βᵀ
                 z[s] -= np.outer(ell[s], beta)
     return unit_sd(z, overwrite=True)
-
-
-def _row_blocks(z: np.ndarray, entries: int = BLOCK_ENTRIES) -> list[slice]:
-    """Slices of about ``entries`` elements of ``z``'s rows: the temporaries of a row-wise update."""
-    step = max(1, entries // max(1, z.shape[1]))
-    return [slice(i, min(i + step, z.shape[0])) for i in range(0, z.shape[0], step)]
 
 
 def unit_sd(z: np.ndarray, *, overwrite: bool = False) -> np.ndarray:

@@ -15,9 +15,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-__all__ = ["break_cycles", "cap_rows", "greedy_dag", "is_acyclic", "reaches", "threshold_low_rank", "threshold_matrix"]
+from cape_pipeline._utils import BLOCK_ENTRIES
 
-_BLOCK_ENTRIES = 1 << 22  # ~4M entries (32 MiB float64) per row block
+__all__ = ["break_cycles", "cap_rows", "greedy_dag", "is_acyclic", "reaches", "threshold_low_rank", "threshold_matrix"]
 
 
 def threshold_low_rank(
@@ -53,7 +53,7 @@ def threshold_low_rank(
         ut = torch.as_tensor(u).detach().to(torch.float64)
         vt = torch.as_tensor(v).detach().to(device=ut.device, dtype=torch.float64)
         m = ut.shape[0]
-        block = max(1, _BLOCK_ENTRIES // max(m, 1))
+        block = max(1, BLOCK_ENTRIES // max(m, 1))
         rows, cols, vals = [], [], []
         for start in range(0, m, block):
             stop = min(m, start + block)

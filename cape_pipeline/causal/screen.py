@@ -12,11 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cape_pipeline._utils import batch_entries
+from cape_pipeline._utils import BLOCK_ENTRIES, batch_entries
 
 __all__ = ["candidate_parents", "parent_table", "screen_parents", "tanh_round_runs"]
 
-_BLOCK_ENTRIES = 1 << 22
 
 
 def _top_k_blocks(
@@ -26,7 +25,7 @@ def _top_k_blocks(
     """Top-k ``|products(c) / (n · ysd_c)|`` over the R pool features for every feature c, in
     blocks of features: ``products(start, stop)`` gives the ``(b, R)`` sums ``Σ_rows y_c x_p``,
     making ``copies`` ``(b, R)`` temporaries (the block holds 2²² entries over all of them on the CPU)."""
-    entries = max(1, _BLOCK_ENTRIES // max(int(copies), 1))
+    entries = max(1, BLOCK_ENTRIES // max(int(copies), 1))
     block = max(1, batch_entries(device, entries, bytes_per_entry=bytes_per_entry) // max(r, 1))
     where = None
     if pool is not None and exclude_self:

@@ -62,7 +62,7 @@ def test_threshold_low_rank_torch_input_in_blocks(monkeypatch, device):
     rng = np.random.default_rng(2)
     u, v = rng.normal(size=(50, 5)), rng.normal(size=(50, 5))
     want = threshold_low_rank(u, v, 0.5, max_edges_per_row=4).toarray()
-    monkeypatch.setattr(postprocess, "_BLOCK_ENTRIES", 50 * 7)  # 7 rows per block
+    monkeypatch.setattr(postprocess, "BLOCK_ENTRIES", 50 * 7)  # 7 rows per block
     ut, vt = torch.tensor(u, device=device), torch.tensor(v, device=device)
     got = threshold_low_rank(ut, vt, 0.5, max_edges_per_row=4).toarray()
     assert np.array_equal(got != 0, want != 0) and np.allclose(got, want)

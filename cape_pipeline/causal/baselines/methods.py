@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from cape_pipeline._utils import seeded_global_rngs
+from cape_pipeline._utils import BLOCK_ENTRIES, seeded_global_rngs
 from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 GCASTLE_METHODS = ("notears", "dag-gnn", "notears-low-rank")
-_BLOCK_ENTRIES = 1 << 22
 
 
 def correlation_graph(
@@ -59,7 +58,7 @@ def correlation_graph(
     """
     n, m = x_std.shape
     xs = np.asarray(x_std, dtype=np.float64) / np.sqrt(n)
-    block = max(1, _BLOCK_ENTRIES // max(m, 1))
+    block = max(1, BLOCK_ENTRIES // max(m, 1))
     rows, cols, vals = [], [], []
     for start in range(0, m, block):
         stop = min(m, start + block)

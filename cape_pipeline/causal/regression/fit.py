@@ -271,46 +271,44 @@ def _fit_split(
     half = n // 2
     dev = zt.device
     reg = None if may_parent is None else torch.from_numpy(np.flatnonzero(may_parent)).to(dev)
-    grams: list[torch.Tensor | None] = []  # each test half's ZᵀZ, made at the first test
-    n_test: list[int | None] = [None, None]
+    # each test: (rows or None, their keep, ZᵀZ or None, row count where the rows are not held)
     if crossfit and half >= 10 and keep is None and full_gram is not None and half >= m:
         # every step reads moments: each half's Gram matrix, summed over row blocks of zt (no copy of a half)
         in_first = torch.zeros(n, dtype=torch.bool, device=dev)
         in_first[torch.from_numpy(rows[:half]).to(dev)] = True
-        mom = split_moments(zt, in_first, full_gram, pool=reg,
-                            tanh=tanh_round_runs(m, int(n_candidates), None if reg is None else reg.numel()))
+        ma, mb = split_moments(zt, in_first, full_gram, pool=reg,
+                               tanh=tanh_round_runs(m, int(n_candidates), None if reg is None else reg.numel()))
         cands = [candidate_parents(None, int(n_candidates), regulators=reg, gram=h.gram, n_rows=h.n,
-                                   tanh_cross=h.tanh_cross) for h in mom]
-        halves: list[tuple[Any, Any, Any]] = [(None, None, None), (None, None, None)]
-        grams.extend([mom[1].gram, mom[0].gram])
-        n_test = [mom[1].n, mom[0].n]
-        del mom
+                                   tanh_cross=h.tanh_cross) for h in (ma, mb)]
+        tests = [(None, None, mb.gram, mb.n), (None, None, ma.gram, ma.n)]
+        del ma, mb
     else:
         if crossfit and half >= 10:
             # cross-fitting: screen on one half, test on the other, then the other way round
             za, zb = _halves(z, zt, rows)
             ka, kb = (None, None) if keep is None else (keep[rows[:half]], keep[rows[half:]])
-            halves = [(za, zb, kb), (zb, za, ka)]
+            screens, tests = [za, zb], [(zb, kb), (za, ka)]
         else:
-            halves = [(zt, zt, keep)]
-        n_test = [None] * len(halves)  # the rows are held: the test counts them
-        cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs, _, _ in halves]
+            screens, tests = [zt], [(zt, keep)]
+        cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs in screens]
+        del screens
+        # each test half's ZᵀZ (None with per-feature rows or many features), made once; without
+        # cross-fitting the test's rows are all of zt, whose ZᵀZ is full_gram
+        tests = [(z_t, k_t, full_gram if z_t is zt else gram_matrix(z_t, k_t), None) for z_t, k_t in tests]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
         lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]
 
     def screen_test(rank: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Every half's live candidates (with ``rank``: only those preceding their child) tested."""
-        if not grams:  # None with per-feature rows (interventions) or many features
-            grams.extend(gram_matrix(z_test, k_test) for _, z_test, k_test in halves)
         parts = []
-        for cand, live, (_, z_test, k_test), g, n_t in zip(cands, lives, halves, grams, n_test, strict=True):
+        for cand, live, (z_test, k_test, g, n_t) in zip(cands, lives, tests, strict=True):
             if rank is not None:
                 live = live & torch.from_numpy(rank[cand.cpu().numpy()] < rank[:, None]).to(dev)
             parts.append(candidate_pvalues(z_test, cand, live, ridge, min_effect, noise, k_test, gram=g, n_rows=n_t))
         return combine_halves(parts, m)
 
-    history.append({"stage": "screen", "crossfit": len(halves) == 2,
+    history.append({"stage": "screen", "crossfit": len(tests) == 2,
                     "n_candidate_pairs": int(sum(lv.sum() for lv in lives)), "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()
     parent, child, f_e, r2_e, p_e, n_tests = screen_test()
@@ -324,7 +322,7 @@ def _fit_split(
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
     pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
     dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep, may_parent=may_parent,
-                                         gram=None if keep is not None else full_gram)
+                                         gram=full_gram)  # None with keep (gram_matrix)
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()

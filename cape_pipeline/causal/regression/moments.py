@@ -15,12 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from cape_pipeline._utils import batch_entries
+from cape_pipeline._utils import BLOCK_ENTRIES, batch_entries, row_blocks
 
 __all__ = ["HalfMoments", "split_moments"]
 
-#: rows × features of one row block of the passes over the matrix (2²² float64: 32 MiB)
-_BLOCK_ENTRIES = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -102,40 +100,49 @@ def split_moments(
     if min(n_a, n - n_a) < 2:
         raise ValueError(f"split_moments: each half needs at least 2 rows, got {n_a} and {n - n_a}")
     dev, f64 = z.device, torch.float64
-    step = max(1, batch_entries(dev, _BLOCK_ENTRIES, bytes_per_entry=24) // max(m, 1))
+    blocks = row_blocks(n, m, batch_entries(dev, BLOCK_ENTRIES, bytes_per_entry=24))
     g_a = torch.zeros(m, m, dtype=f64, device=dev)
     s_a = torch.zeros(m, dtype=f64, device=dev)
     s_b = torch.zeros(m, dtype=f64, device=dev)
-    for i in range(0, n, step):
-        blk, sel = z[i : i + step], in_first[i : i + step]
+    for b in blocks:
+        blk, sel = z[b], in_first[b]
         a = blk[sel]
         g_a.addmm_(a.T, a)
         s_a += a.sum(0)
         s_b += blk[~sel].sum(0)
     g_b = full_gram - g_a
-    halves = []
-    for g, s, rows in ((g_a, s_a, n_a), (g_b, s_b, n - n_a)):
-        halves.append(_standardized_gram(g, s, rows))
-    if not tanh:
-        return tuple(HalfMoments(r, h[0]) for r, h in zip((n_a, n - n_a), halves, strict=True))  # type: ignore[return-value]
+    sizes = (n_a, n - n_a)
+    halves = [_standardized_gram(g, s, k) for g, s, k in ((g_a, s_a, sizes[0]), (g_b, s_b, sizes[1]))]
+    crosses = _tanh_crosses(z, in_first, blocks, halves, sizes, pool) if tanh else (None, None)
+    return HalfMoments(sizes[0], halves[0][0], crosses[0]), HalfMoments(sizes[1], halves[1][0], crosses[1])
+
+
+def _tanh_crosses(
+    z: torch.Tensor, in_first: torch.Tensor, blocks: list[slice], halves: list[tuple[torch.Tensor, ...]],
+    sizes: tuple[int, int], pool: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Round 3's ``(R, M)`` products ``tᵀZₕ`` of both halves in one pass over ``blocks``: each
+    half's rows standardized with its means and inverse sds (``halves``, from
+    :func:`_standardized_gram`), ``t`` the pool columns' ``tanh`` standardized on the half; float32
+    blocks, float64 sums."""
+    m = z.shape[1]
+    dev, f64 = z.device, torch.float64
     r = m if pool is None else pool.numel()
-    f32 = torch.float32
     acc = [{"t": torch.zeros(r, dtype=f64, device=dev), "tt": torch.zeros(r, dtype=f64, device=dev),
             "x": torch.zeros(m, dtype=f64, device=dev), "tx": torch.zeros(r, m, dtype=f64, device=dev)}
            for _ in range(2)]
-    for i in range(0, n, step):
-        blk, sel = z[i : i + step], in_first[i : i + step]
+    for b in blocks:
+        blk, sel = z[b], in_first[b]
         for (_, mean, inv), a, rows in zip(halves, acc, (sel, ~sel), strict=True):
-            xs = ((blk[rows] - mean) * inv).to(f32)  # the half's standardized rows of this block
+            xs = ((blk[rows] - mean) * inv).to(torch.float32)  # the half's standardized rows of this block
             t = torch.tanh(xs if pool is None else xs[:, pool])
             a["t"] += t.sum(0, dtype=f64)
             a["tt"] += (t * t).sum(0, dtype=f64)
             a["x"] += xs.sum(0, dtype=f64)
             a["tx"] += (t.T @ xs).to(f64)
     out = []
-    for (gram, _, _), a, rows in zip(halves, acc, (n_a, n - n_a), strict=True):
-        mt = a["t"] / rows
-        st = (a["tt"] / rows - mt * mt).clamp_min(0.0).sqrt().clamp_min(1e-12)
-        cross = (a["tx"] - torch.outer(mt, a["x"])) / st[:, None]
-        out.append(HalfMoments(rows, gram, cross))
+    for a, k in zip(acc, sizes, strict=True):
+        mt = a["t"] / k
+        st = (a["tt"] / k - mt * mt).clamp_min(0.0).sqrt().clamp_min(1e-12)
+        out.append((a["tx"] - torch.outer(mt, a["x"])) / st[:, None])
     return out[0], out[1]

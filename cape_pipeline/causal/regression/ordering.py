@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from cape_pipeline._utils import BLOCK_ENTRIES
 from cape_pipeline.causal.postprocess import greedy_dag
 
 __all__ = ["CANDIDATE_SHIFT_ALPHA", "SHIFT_CONSISTENCY_P", "SHIFT_FDR", "ShiftTests", "causal_order", "shift_tests"]
@@ -50,9 +51,6 @@ SHIFT_CONSISTENCY_P = 0.5
 #: targets that occur in combinations (rows with two or more feature targets) the additive model
 #: solves for jointly (a dense (C, C) pseudo-inverse); beyond it, combination rows are left out
 MAX_COMBINATION_TARGETS = 2000
-
-#: entries (rows × features) of one block of the expression read at a time
-_BLOCK_ENTRIES = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ def shift_tests(
     asked = asked[np.argsort(pt[asked], kind="stable")]  # the asked pairs of tested sources, by target
     asked_t = pt[asked]
     src, tgt, pv = [], [], []
-    step = max(_BLOCK_ENTRIES // max(rows.size, 1), 1)
+    step = max(BLOCK_ENTRIES // max(rows.size, 1), 1)
     for s in range(0, m, step):
         y = z[rows, s : s + step]
         ybar = y.mean(axis=0)

@@ -96,7 +96,7 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
     assert len(want) >= 10 and not any(s in (1, 4, 15) for s, _ in want) and not any(g == 5 for _, g in want)
     pairs = np.array([(s, g) for s in range(m) for g in range(m)]).T
     for entries in (1, 1 << 22):  # one feature per block, and all of them in one
-        monkeypatch.setattr(ordering, "_BLOCK_ENTRIES", entries)
+        monkeypatch.setattr(ordering, "BLOCK_ENTRIES", entries)
         st = shift_tests(z, keep, 0.05, label_targets=named, pairs=(pairs[0], pairs[1]))
         got = dict(zip(zip(st.source.tolist(), st.target.tolist(), strict=True), st.pvalue.tolist(), strict=True))
         assert got.keys() == want.keys() and st.combinations_used and st.n_targets == 10
