@@ -62,7 +62,7 @@ def test_each_algorithm_has_its_real_defaults():
     assert (d.method, d.algorithm, d.covariates, d.max_edges_per_row) == ("cape", "auto", "auto", None)
     assert d.regression == RegressionConfig() and d.low_rank == LowRankConfig()
     assert (d.regression.n_candidates, d.regression.min_effect, d.regression.fdr, d.regression.n_splits) == (
-        10, 0.003, 0.05, 8)
+        "auto", 0.003, 0.05, 8)
     assert (d.learned.hidden, d.learned.lr, d.learned.batch_size, d.learned.epochs, d.learned.n_candidates) == (
         10, 1e-2, 256, 200, 20)
     assert (d.low_rank.rank, d.low_rank.threshold, d.low_rank.min_steps, d.low_rank.acyclicity) == (
@@ -277,7 +277,7 @@ def test_true_dag_accepted_by_config_refused_by_discover():
         ({"low_rank": {"posterior": "laplace"}}, "low_rank.posterior: expected one of sampled, mean, got 'laplace'"),
         ({"algorithm": "dense"}, "algorithm: expected one of auto, low-rank, screened, learned, regression, got 'dense'"),
         ({"screened": {"n_candidates": 0}}, "screened.n_candidates: expected an integer >= 1, got 0"),
-        ({"regression": {"n_candidates": 0}}, "regression.n_candidates: expected an integer >= 1, got 0"),
+        ({"regression": {"n_candidates": 0}}, "regression.n_candidates: expected 'auto' or an integer >= 1, got 0"),
         ({"low_rank": {"min_steps": -1}}, "low_rank.min_steps: expected an integer >= 0, got -1"),
         ({"low_rank": {"l1": "bogus"}}, "low_rank.l1: expected one of auto, exact, sampled, surrogate, got 'bogus'"),
         ({"max_edges_per_row": 0}, "max_edges_per_row: expected an integer >= 1 or None, got 0"),

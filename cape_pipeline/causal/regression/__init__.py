@@ -95,12 +95,17 @@ the splits; :func:`fit_algorithm`), :mod:`~cape_pipeline.causal.regression.neigh
 
 from __future__ import annotations
 
-from cape_pipeline.causal.regression.config import REGRESSION_N_CANDIDATES, RegressionConfig
+from cape_pipeline.causal.regression.config import (
+    REGRESSION_N_CANDIDATES,
+    ROWS_PER_CANDIDATE,
+    RegressionConfig,
+    resolve_candidates,
+)
 from cape_pipeline.causal.regression.fit import RegressionFit, fit_algorithm, fit_regression
 from cape_pipeline.causal.regression.neighbourhood import partial_f
 from cape_pipeline.causal.regression.split_vote import workers_ok
 
 __all__ = [
-    "REGRESSION_N_CANDIDATES", "RegressionConfig", "RegressionFit", "fit_regression", "fit_algorithm", "partial_f",
+    "REGRESSION_N_CANDIDATES", "ROWS_PER_CANDIDATE", "RegressionConfig", "resolve_candidates", "RegressionFit", "fit_regression", "fit_algorithm", "partial_f",
     "workers_ok",
 ]

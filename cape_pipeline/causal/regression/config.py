@@ -10,11 +10,45 @@ from cape_pipeline.causal.algorithms import MEASUREMENT_ERROR, N_SPLITS
 from cape_pipeline.causal.regression.split_vote import workers_ok
 from cape_pipeline.causal.regulators import check_regulators
 
-__all__ = ["REGRESSION_N_CANDIDATES", "RegressionConfig"]
+__all__ = ["REGRESSION_N_CANDIDATES", "ROWS_PER_CANDIDATE", "RegressionConfig", "resolve_candidates"]
 
-#: candidate parents per feature and screening round of the regression algorithm (a screen of 40
-#: candidates ranks true pairs better than one of 80 on counts, ``benchmarks/discover/counts``)
+#: the most candidate parents per feature and screening round of the regression algorithm (a
+#: screen of 40 candidates ranks true pairs better than one of 80 on counts,
+#: ``benchmarks/discover/counts``)
 REGRESSION_N_CANDIDATES = 10
+
+#: rows of a screening half per candidate parent that ``n_candidates="auto"`` keeps: the upper end
+#: of the 10–20 observations per candidate predictor of Harrell's rule of thumb (*Regression
+#: Modeling Strategies*, 2nd ed., 2015, §4.4); each feature's regression holds up to 4k candidates
+ROWS_PER_CANDIDATE = 20
+
+
+def resolve_candidates(n_candidates: int | str, n_rows: int) -> int:
+    """k, candidate parents per feature and screening round, for ``n_rows`` rows.
+
+    ``"auto"``: ``min(REGRESSION_N_CANDIDATES, max(1, ⌊N/2⌋ // (4·ROWS_PER_CANDIDATE)))``: each
+    feature is regressed on up to 4k screened candidates on one cross-fitting half of the rows
+    (⌊N/2⌋), so k is cut where a half has fewer than :data:`ROWS_PER_CANDIDATE` rows per
+    candidate (below 1,600 rows: k = 2 at 400 rows, 6 at 1,000). With more candidates than the
+    half's rows support, each partial F test loses its power among collinear candidates and the
+    kept graph shrinks (``benchmarks/discover/candidates/RESULTS.md``). An int is returned as
+    it is.
+
+    Parameters
+    ----------
+    n_candidates
+        ``"auto"`` or an int ≥ 1 (:attr:`RegressionConfig.n_candidates`).
+    n_rows
+        N, the rows Step I fits (after quality control), ≥ 0.
+
+    Returns
+    -------
+    int
+        k ≥ 1.
+    """
+    if n_candidates != "auto":
+        return int(n_candidates)
+    return int(min(REGRESSION_N_CANDIDATES, max(1, (int(n_rows) // 2) // (4 * ROWS_PER_CANDIDATE))))
 
 
 @dataclass(frozen=True)
@@ -30,7 +64,10 @@ class RegressionConfig:
     Attributes
     ----------
     n_candidates
-        k, candidate parents per feature and screening round (10, :data:`REGRESSION_N_CANDIDATES`).
+        k, candidate parents per feature and screening round: ``"auto"`` (default:
+        :data:`REGRESSION_N_CANDIDATES` = 10 from 1,600 rows on, fewer below, so that a
+        cross-fitting half keeps :data:`ROWS_PER_CANDIDATE` rows per candidate;
+        :func:`resolve_candidates`) or an int ≥ 1. Recorded as ``params["n_candidates_used"]``.
     min_effect
         The partial R² an edge must exceed (0.003: it explains ≥ 0.3 % of its child's
         covariate-adjusted variance beyond the other candidates; chosen on two count generators,
@@ -79,7 +116,7 @@ class RegressionConfig:
         A value out of range or of the wrong type, naming the option and what was expected.
     """
 
-    n_candidates: int = REGRESSION_N_CANDIDATES
+    n_candidates: int | str = "auto"
     min_effect: float = 0.003
     fdr: float = 0.05
     measurement_error: str = MEASUREMENT_ERROR[0]
@@ -92,7 +129,7 @@ class RegressionConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "regulators", check_regulators(self.regulators))
         check_fields(self, {
-            "n_candidates": (lambda v: is_int(v, 1), "an integer >= 1"),
+            "n_candidates": (lambda v: v == "auto" or is_int(v, 1), "'auto' or an integer >= 1"),
             "min_effect": (lambda v: is_num(v, lambda f: 0 <= f < 1), "a number in [0, 1)"),
             "fdr": (lambda v: is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
             "measurement_error": (lambda v: v in MEASUREMENT_ERROR, f"one of {', '.join(MEASUREMENT_ERROR)}"),

@@ -395,12 +395,14 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline._utils import resolve_device
     from cape_pipeline.causal.algorithms import ORDER_ROUNDS, AlgorithmFit
     from cape_pipeline.causal.postprocess import cap_rows
+    from cape_pipeline.causal.regression.config import resolve_candidates
 
     device = resolve_device(inputs.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
+    k = resolve_candidates(cfg.n_candidates, x.shape[0])
     fit = fit_regression(
-        x, n_candidates=int(cfg.n_candidates), min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
+        x, n_candidates=k, min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
         order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(inputs.seed),
         device=device, progress=inputs.progress,
@@ -434,6 +436,7 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         "n_oriented": int(fit.n_oriented),
         "n_pruned": int(fit.n_pruned),
         "n_splits_used": int(fit.n_splits),
+        "n_candidates_used": k,
     })
     if inputs.intervened is not None:
         params["order_rounds_used"] = rounds
