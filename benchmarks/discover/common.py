@@ -81,6 +81,32 @@ def command() -> str:
     return "python " + " ".join(shlex.quote(a) for a in sys.argv)
 
 
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a ``.jsonl`` results file (none where it does not exist)."""
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+
+
+def replace_rows(path: Path, drop, new: list[dict]) -> None:
+    """Rewrite ``path`` without the rows for which ``drop(row)`` is true, ``new`` appended;
+    atomically (a temporary file, then a rename)."""
+    rows = [r for r in read_rows(path) if not drop(r)] + new
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
+
+
+def row_provenance(cwd: Path):
+    """A function giving each new row's provenance: the checkout's short commit (read once), the
+    date, the machine, the load average before the row and the command."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=cwd).stdout.strip()
+
+    def base() -> dict:
+        return {"commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine(),
+                "load_before": round(os.getloadavg()[0], 2), "command": command()}
+    return base
+
+
 def measure(dataset: str, *, seed: int = SEED, **discover_kwargs):
     """Run ``discover_scored`` once on a benchmark dataset at one torch thread and score it.
 

@@ -41,12 +41,8 @@ set, seed and arm); each row holds the command, commit, date, machine and the lo
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -106,25 +102,17 @@ def _sim_row(gen: str, seed: int, cells: int, arm: str, base: dict) -> dict:
 
 
 def _rows() -> list[dict]:
-    return [json.loads(ln) for ln in OUT.read_text().splitlines() if ln.strip()] if OUT.exists() else []
+    return common.read_rows(OUT)
 
 
 def _replace(drop, new: list[dict]) -> None:
-    rows = [r for r in _rows() if not drop(r)] + new
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(OUT)
+    common.replace_rows(OUT, drop, new)
 
 
 def run(a: argparse.Namespace) -> None:
     print("command:", common.command())
     print("machine:", common.machine())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip()
-
-    def base() -> dict:
-        return {"commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": common.machine(),
-                "load_before": round(os.getloadavg()[0], 2), "command": common.command()}
+    base = common.row_provenance(HERE)
 
     for arm in a.arms:
         if a.real:
