@@ -210,7 +210,7 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
            "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
-           "cape-int-states-thinning-s23", "sdcd-int")
+           "cape-int-states-thinning-s23", "cape-int-noshift", "sdcd-int")
 
 
 #: method suffixes whose rows were made by code the package no longer has: what, and the commit to rerun them at
@@ -235,6 +235,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["covariates"] = "states+library" if "cape_library_size" in fit.obs else "states"
     if "-floor" in method:
         reg["min_effect"] = 0.0015  # half the default effect floor
+    if method.endswith("-noshift"):  # without the perturbations' direct shifts as edges (Step I before them)
+        reg["shift_edges"] = False
     if method.endswith("-order0"):  # without the ordered re-test (Step I before d8da2cb)
         reg["order_rounds"] = 0
     if method.endswith("-split1"):  # one random split of the cells (Step I before 802c626's split vote)
@@ -255,7 +257,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     sec = time.perf_counter() - t0
     return {**graph_metrics(g.adjacency, scores, truth), "seconds": sec,
             "n_perturbed_features": g.params.get("n_perturbed_features"),
-            "order_rounds_used": g.params.get("order_rounds_used"), "n_splits_used": g.params.get("n_splits_used")}, g.adjacency
+            "order_rounds_used": g.params.get("order_rounds_used"), "n_splits_used": g.params.get("n_splits_used"),
+            "n_shift_edges": g.params.get("n_shift_edges")}, g.adjacency
 
 
 def run_sdcd(fit, truth) -> tuple[dict, object]:
@@ -278,7 +281,8 @@ def run_sdcd(fit, truth) -> tuple[dict, object]:
 def run(a: argparse.Namespace) -> None:
     from cape_pipeline.causal.metrics import interventional_score
 
-    done = {(r["size"], r["seed"], r["method"]) for r in _records()}
+    done = set() if a.force else {(r["size"], r["seed"], r["method"]) for r in _records()}
+    provenance = common.row_provenance(HERE)
     print("command:", common.command())
     print("machine:", common.machine())
     for size in a.sizes:
@@ -290,7 +294,7 @@ def run(a: argparse.Namespace) -> None:
             fit, held, truth = make(size, seed)
             truth_score = interventional_score(held, truth)
             for method in todo:
-                load = os.getloadavg()[0]
+                base = provenance()
                 rec, adj = run_sdcd(fit, truth) if method == "sdcd-int" else run_cape(method, fit, truth)
                 score = interventional_score(held, adj)
                 rec = {"size": size, "seed": seed, "method": method, "cells_fit": fit.n_obs, "genes": fit.n_vars,
@@ -298,17 +302,16 @@ def run(a: argparse.Namespace) -> None:
                        "wasserstein": score["mean_wasserstein"], "n_testable": score["n_testable"],
                        "truth_shifted": truth_score["share_shifted"], "truth_wasserstein": truth_score["mean_wasserstein"],
                        "random_shifted": score["random_share_shifted"],
-                       "random_wasserstein": score["random_mean_wasserstein"], "load_before": round(load, 2),
-                       "machine": common.machine(), "command": common.command()}
-                with OUT.open("a") as fh:
-                    fh.write(json.dumps(rec) + "\n")
+                       "random_wasserstein": score["random_mean_wasserstein"], **base}
+                key = (size, seed, method)
+                common.replace_rows(OUT, lambda r, key=key: (r["size"], r["seed"], r["method"]) == key, [rec])
                 print(f"{size} s{seed} {method}: F1 {rec['f1']:.3f} P {rec['precision']:.3f} R {rec['recall']:.3f} "
                       f"orient {rec['orientation']:.3f} shifted {rec['shifted']:.3f} (truth {rec['truth_shifted']:.3f}, "
                       f"random {rec['random_shifted']:.3f}) {rec['seconds']:.0f}s", flush=True)
 
 
 def _records() -> list[dict]:
-    return [json.loads(line) for line in OUT.read_text().splitlines() if line.strip()] if OUT.exists() else []
+    return common.read_rows(OUT)
 
 
 def setup() -> None:
@@ -359,6 +362,7 @@ if __name__ == "__main__":
     r.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--methods", nargs="+", default=["cape-obs", "cape-int"], choices=METHODS)
+    r.add_argument("--force", action="store_true", help="rerun rows that are already in results.jsonl")
     sub.add_parser("report")
     sub.add_parser("setup")
     args = ap.parse_args()

@@ -72,6 +72,13 @@ one on quantities the model cannot trade away:
    a noisy parent) and where the errors are heteroscedastic. On counts without perturbation
    labels it trades recall for precision at a loss of F1, so it runs only where the labels are
    read.
+9. **Interventional edges** (with ``intervened`` and ``shift_edges``;
+   :mod:`~cape_pipeline.causal.regression.shift_edges`). A perturbation's cells are few, so the
+   variance it moves in its child is a small share of the child's, below ``min_effect`` where
+   the observational signal is weak; the child's shift under the perturbation is the direct
+   evidence. The shift pairs at the edge test's ``fdr`` that no two-step path through the DAG and
+   the other shift pairs explains are inserted as edges before the DAG's own (greedy, no
+   cycle): a DAG edge against a shift gives way.
 
 **Regulators** (``regulators``, :mod:`~cape_pipeline.causal.regulators`: transcription factors,
 as GRNBoost2's ``tf_names``). Step 1 picks candidates among the R listed features only, in

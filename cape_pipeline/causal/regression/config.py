@@ -93,6 +93,12 @@ class RegressionConfig:
         :data:`~cape_pipeline.causal.regression.ordering.SHIFT_CONSISTENCY_P`, dropped).
         ``"auto"``: :data:`~cape_pipeline.causal.algorithms.ORDER_ROUNDS` (with or without the
         counting-noise correction), or an int ≥ 0. Recorded as ``params["order_rounds_used"]``.
+    shift_edges
+        With interventions: add each perturbed gene's direct shifts (at the edge test's ``fdr``,
+        those no two-step path explains) as edges, where the regressions' ``min_effect`` floor
+        cannot see a perturbation that moves few cells
+        (:mod:`~cape_pipeline.causal.regression.shift_edges`; default True). How many were added
+        is recorded as ``params["n_shift_edges"]``.
     n_splits
         Random splits of the cells the whole fit (screen on one half, test on the other, both
         ways) is repeated on; an edge is kept where at least half of the splits keep it
@@ -122,6 +128,7 @@ class RegressionConfig:
     measurement_error: str = MEASUREMENT_ERROR[0]
     interventions: str = "auto"
     order_rounds: int | str = "auto"
+    shift_edges: bool = True
     n_splits: int = N_SPLITS
     regulators: str | tuple[str, ...] | None = None
     workers: str | None = None
@@ -135,6 +142,7 @@ class RegressionConfig:
             "measurement_error": (lambda v: v in MEASUREMENT_ERROR, f"one of {', '.join(MEASUREMENT_ERROR)}"),
             "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),
             "order_rounds": (lambda v: v == "auto" or is_int(v, 0), "'auto' or an integer >= 0"),
+            "shift_edges": (lambda v: isinstance(v, bool), "True or False"),
             "n_splits": (lambda v: is_int(v, 1), "an integer >= 1"),
             "workers": (workers_ok, "None, 'local', 'local:N' or a dask scheduler address"),
         })

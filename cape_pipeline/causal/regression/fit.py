@@ -33,6 +33,7 @@ from cape_pipeline.causal.regression.ordering import (
     shift_tests,
 )
 from cape_pipeline.causal.regression.orientation import greedy_likelihood_dag
+from cape_pipeline.causal.regression.shift_edges import add_shift_edges
 from cape_pipeline.causal.regression.split_vote import SPLIT_VOTE, check_workers, fit_splits, vote
 from cape_pipeline.causal.regulators import parent_mask
 from cape_pipeline.causal.screen import candidate_parents, tanh_round_runs
@@ -113,6 +114,7 @@ def fit_regression(
     intervened: sp.csr_array | np.ndarray | None = None,
     order_rounds: int = 0,
     label_targets: np.ndarray | None = None,
+    shift_edges: bool = False,
     regulators: np.ndarray | None = None,
     seed: int = 0,
     device: str | torch.device = "cpu",
@@ -173,6 +175,11 @@ def fit_regression(
         ``(N,)`` int, how many targets each row's label names, features or not (0: a control),
         for the shift tests of step 6
         (:func:`~cape_pipeline.causal.regression.ordering.shift_tests`), or None.
+    shift_edges
+        With ``intervened``: add the perturbations' direct shifts, at Benjamini–Hochberg level
+        ``fdr``, as edges (step 9,
+        :func:`~cape_pipeline.causal.regression.shift_edges.add_shift_edges`). Without it the
+        option does nothing.
     regulators
         ``(R,)`` int indices of the features that may be parents (prior knowledge: a list of
         transcription factors; :func:`~cape_pipeline.causal.regulators.resolve_regulators`), or
@@ -239,15 +246,22 @@ def fit_regression(
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
                        show=progress and splits > 1) as bar:
         fits = fit_splits(_fit_split, z, zt, row_sets, opts, workers, lambda: bar.update(advance=1))
-    if splits == 1:
-        return fits[0]
-    fit = vote(fits, m, fdr)
-    if keep is None:  # the jackknife re-test runs where perturbation labels are read (step 8)
+    fit = fits[0] if splits == 1 else vote(fits, m, fdr)
+    if keep is None:  # steps 8 and 9 run where perturbation labels are read
         return fit
-    adj, record = jackknife_retest(z, fit.adjacency, min_effect=min_effect, fdr=fdr, ridge=ridge, noise=noise,
-                                   keep=keep, seed=seed, device=dev)
-    fit.history.append(record)
-    return replace(fit, adjacency=adj, n_pruned=record["n_dropped"])
+    if splits > 1:
+        adj, record = jackknife_retest(z, fit.adjacency, min_effect=min_effect, fdr=fdr, ridge=ridge, noise=noise,
+                                       keep=keep, seed=seed, device=dev)
+        fit.history.append(record)
+        fit = replace(fit, adjacency=adj, n_pruned=record["n_dropped"])
+    if shift_edges:
+        adj, record = add_shift_edges(z, zt, fit.adjacency, keep, fdr=fdr, ridge=ridge, noise=noise,
+                                      label_targets=label_targets, may_parent=may_parent, gram=opts["full_gram"])
+        fit.history.append(record)
+        if progress:
+            logger.info("Step I regression: %d interventional edges added", record["n_added"])
+        fit = replace(fit, adjacency=adj)
+    return fit
 
 
 def _fit_split(
@@ -404,7 +418,8 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     fit = fit_regression(
         x, n_candidates=k, min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
-        order_rounds=rounds, label_targets=inputs.label_targets, regulators=inputs.regulators, seed=int(inputs.seed),
+        order_rounds=rounds, label_targets=inputs.label_targets, shift_edges=bool(cfg.shift_edges),
+        regulators=inputs.regulators, seed=int(inputs.seed),
         device=device, progress=inputs.progress,
     )
     adj = cap_rows(fit.adjacency, inputs.max_per_row)
@@ -429,6 +444,8 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
                if fit.n_splits > 1 else "")
             + ("; re-tested given the DAG parents with a delete-half jackknife variance"
                if any(r["stage"] == "jackknife re-test" for r in fit.history) else "")
+            + (f"; with the perturbations' direct shifts (FDR {float(cfg.fdr):g}) as edges"
+               if any(r["stage"] == "interventional edges" for r in fit.history) else "")
             + (f"; parents among {inputs.regulators.size:,} listed regulators" if inputs.regulators is not None else "")
         ),
         "n_candidate_pairs": int(fit.parent.size),
@@ -440,5 +457,7 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     })
     if inputs.intervened is not None:
         params["order_rounds_used"] = rounds
+        added = [r for r in fit.history if r["stage"] == "interventional edges"]
+        params["n_shift_edges"] = added[0]["n_added"] if added else 0
     return AlgorithmFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
                       edge_scores=edge_scores, params=params)

@@ -1,0 +1,136 @@
+"""Step 9 of the regression algorithm: the perturbations' direct shifts as edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from cape_pipeline.causal import discover
+from cape_pipeline.causal.regression import RegressionConfig
+from cape_pipeline.causal.regression.ordering import shift_tests
+from cape_pipeline.causal.regression.shift_edges import MIN_WEIGHT, add_shift_edges, direct_shifts
+from cape_pipeline.datasets import simulate_perturbation_data
+from cape_pipeline.errors import CapeConfigError
+
+
+def test_direct_shifts_drops_pairs_a_two_step_path_explains():
+    """a=0 shifts 1 and 2, 1 shifts 2: 0 → 2 runs through 1 (a shift pair), so it is indirect;
+    3 shifts 4 and the DAG has 5 → 4 only, so 3 → 4 stays direct; with the DAG edge 3 → 5 it
+    goes through 5."""
+    src = np.array([0, 0, 1, 3], dtype=np.int64)
+    tgt = np.array([1, 2, 2, 4], dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    assert direct_shifts(src, tgt, np.array([5]), np.array([4]), 6).tolist() == [True, False, True, True]
+    assert direct_shifts(src, tgt, np.array([5, 3]), np.array([4, 5]), 6).tolist() == [True, False, True, False]
+    assert direct_shifts(none, none, none, none, 6).size == 0
+
+
+def _screen(seed: int = 0, n_ctrl: int = 600, n_per: int = 40):
+    """Four features: 0's knockdown shifts 1 by 1.5 sd, 1 carries no observational signal from 0
+    (its control rows are independent noise); 2 and 3 independent, 3 knocked down too."""
+    rng = np.random.default_rng(seed)
+    n = n_ctrl + 2 * n_per
+    keep = np.ones((n, 4), dtype=bool)
+    keep[n_ctrl : n_ctrl + n_per, 0] = False
+    keep[n_ctrl + n_per :, 3] = False
+    z = rng.normal(size=(n, 4))
+    z[~keep[:, 0], 0] = -2.0
+    z[~keep[:, 0], 1] += 1.5
+    z[~keep[:, 3], 3] = -2.0
+    z = (z - z.mean(0)) / z.std(0)
+    return z, keep
+
+
+def _add(z, keep, adjacency, **kw):
+    zt = torch.from_numpy(z)
+    return add_shift_edges(z, zt, sp.csr_array(adjacency), keep, fdr=0.05, **kw)
+
+
+def test_a_knockdowns_child_becomes_an_edge_with_a_positive_weight():
+    z, keep = _screen()
+    out, rec = _add(z, keep, np.zeros((4, 4)))
+    assert rec["stage"] == "interventional edges"
+    # every shift pair at the level is direct here (no two-step path), so each is an edge
+    st = shift_tests(z, keep, 0.05)
+    assert (0, 1) in set(zip(st.source.tolist(), st.target.tolist(), strict=True))
+    assert rec["n_shift_pairs"] == rec["n_added"] == rec["n_edges"] == st.source.size
+    a = out.toarray()
+    assert set(zip(*np.nonzero(a), strict=True)) == set(zip(st.source.tolist(), st.target.tolist(), strict=True))
+    assert (a[a != 0] >= MIN_WEIGHT).all()
+    # the weight is step 5's: |partial correlation| of 1 on its only parent 0 over the rows where 1 was not perturbed
+    r = np.corrcoef(z[:, 0], z[:, 1])[0, 1]
+    assert a[0, 1] == pytest.approx(abs(r), rel=0.02)
+
+
+def test_a_dag_edge_against_the_shift_gives_way_and_the_others_keep_their_weights():
+    z, keep = _screen()
+    dag = np.zeros((4, 4))
+    dag[1, 0] = 0.3  # contradicts 0's knockdown shifting 1
+    dag[3, 2] = 0.25  # a child whose parents do not change keeps its weight
+    out, rec = _add(z, keep, dag)
+    a = out.toarray()
+    assert rec["n_dropped"] == 1
+    assert a[1, 0] == 0 and a[0, 1] > 0 and a[3, 2] == 0.25
+
+
+def test_without_shifts_or_with_regulators_that_exclude_the_source_nothing_changes():
+    z, keep = _screen()
+    dag = sp.csr_array(np.eye(4, k=1) * 0.5)
+    dag[0, 1] = 0  # 1 → 2 → 3 only
+    dag.eliminate_zeros()
+    out, rec = _add(z, keep, dag, may_parent=np.array([False, True, True, True]))
+    assert rec["n_added"] == 0 and (out != dag).nnz == 0
+    empty = np.ones_like(keep)
+    out, rec = _add(z, empty, dag)  # no perturbed rows: no shift pairs
+    assert rec["n_shift_pairs"] == 0 and (out != dag).nnz == 0
+
+
+def test_discover_on_a_screen_records_the_added_edges_and_the_option_turns_them_off():
+    a = simulate_perturbation_data(n_genes=30, n_single=15, n_double=0, n_ctrl=300, cells_per_condition=20, seed=1)
+    import networkx as nx
+
+    on = discover(a, algorithm="regression", regression={"n_splits": 1})
+    off = discover(a, algorithm="regression", regression={"n_splits": 1, "shift_edges": False})
+    rec = [h for h in on.history if h["stage"] == "interventional edges"]
+    assert len(rec) == 1 and not [h for h in off.history if h["stage"] == "interventional edges"]
+    assert on.params["n_shift_edges"] == rec[0]["n_added"] > 0 and off.params["n_shift_edges"] == 0
+    # the same fit up to step 9, which adds its edges and drops the DAG edges against them
+    assert on.adjacency.nnz == off.adjacency.nnz + rec[0]["n_added"] - rec[0]["n_dropped"]
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(on.adjacency.toarray() != 0))
+    assert "direct shifts" in on.params["edge_rule"] and "direct shifts" not in off.params["edge_rule"]
+
+
+def test_the_option_must_be_a_bool():
+    with pytest.raises(CapeConfigError, match="shift_edges: expected True or False"):
+        RegressionConfig(shift_edges="yes")
+
+
+def test_parent_residuals_are_each_features_least_squares_residual_on_its_dag_parents():
+    """0 → 2 ← 1, 2 → 3; 3 perturbed in the last 50 rows, so its coefficients come from the
+    other rows, while its residual is taken on every row; ridge 0 gives numpy's least squares."""
+    from cape_pipeline.causal.regression.shift_edges import parent_residuals
+
+    rng = np.random.default_rng(0)
+    n = 300
+    z = rng.normal(size=(n, 4))
+    z[:, 2] += 0.7 * z[:, 0] - 0.5 * z[:, 1]
+    z[:, 3] += 0.9 * z[:, 2]
+    keep = np.ones((n, 4), dtype=bool)
+    keep[-50:, 3] = False
+    z[-50:, 3] = -2.0
+    z = (z - z.mean(0)) / z.std(0)
+    dag = sp.csr_array(([0.5, 0.5, 0.5], ([0, 1, 2], [2, 2, 3])), shape=(4, 4))
+    r = parent_residuals(z, torch.from_numpy(z), dag, keep, ridge=0.0)
+    np.testing.assert_array_equal(r[:, :2], z[:, :2])
+    rows = keep[:, 3]
+
+    def ols(y, x, on):  # centred on the fitting rows, as the regressions are
+        xc, yc = x[on] - x[on].mean(0), y[on] - y[on].mean()
+        return np.linalg.lstsq(xc, yc, rcond=None)[0]
+
+    b2 = ols(z[:, 2], z[:, [0, 1]], np.ones(n, dtype=bool))
+    b3 = ols(z[:, 3], z[:, [2]], rows)
+    np.testing.assert_allclose(r[:, 2], z[:, 2] - z[:, [0, 1]] @ b2, atol=1e-9)
+    np.testing.assert_allclose(r[:, 3], z[:, 3] - z[:, [2]] @ b3, atol=1e-9)
