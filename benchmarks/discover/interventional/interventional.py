@@ -63,6 +63,15 @@ Methods, on the same cells:
   were relabelled ``-s23`` (field ``relabelled_from``), kept for the paired comparison;
 - ``cape-obs-jk``: ``cape-obs`` with that re-test, which the default runs only where the labels
   are read (measured on 2026-11-27 at 6cf31da; ``cape-obs`` is unchanged);
+- ``-noshift``: without the perturbations' direct shifts as edges (``regression.shift_edges=False``,
+  ``cape_pipeline.causal.regression.shift_edges``), Step I before 5d0d799 (2026-11-29);
+- ``cape-int-eiv``: ``cape-int`` with the counting-noise correction forced on
+  (``measurement_error="thinning"``) on the preprocessed counts, whose library sizes
+  ``pp.preprocess`` recorded (``avici`` and ``hill``; by default the correction starts at 3,000
+  fitted cells and ``avici``'s fit half has 2,950);
+- ``cape-int-clean``, ``cape-int-noshift-clean`` (``avici`` only): ``cape-int`` and ``cape-int-noshift`` on the simulator's expression before its
+  technical noise (``log1p``, the same cells and halves, no ``pp.preprocess``, so no library
+  covariate): how much of what Step I misses the technical noise takes away;
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -121,8 +130,10 @@ SIZES = {
 }
 #: methods that need the first generator's uncorrected log1p counts (the hill screen goes through
 #: preprocess, where the default already corrects for counting noise) or SDCD's venv (Norman only)
-_NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
-           "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int")}
+_CLEAN = ("cape-int-clean", "cape-int-noshift-clean")  # the avici simulator's expression before technical noise
+_NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", *_CLEAN),
+           "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
+           "norman": ("cape-int-eiv", *_CLEAN), "replogle": ("cape-int-eiv", *_CLEAN)}
 
 
 def simulator_python(name: str) -> Path:
@@ -133,9 +144,10 @@ def simulator_python(name: str) -> Path:
     return py
 
 
-def avici_screen(seed: int):
+def avici_screen(seed: int, clean: bool = False):
     """AVICI's knockout screen (``_avici.py`` in its own environment, cached under ``_cache/``) as
-    AnnData: UMI counts, ``obs["condition"]`` ("ctrl" or the knocked-out gene), ``obs["cell_type"]``,
+    AnnData: UMI counts (with ``clean``: ``log1p`` of the expression before technical noise),
+    ``obs["condition"]`` ("ctrl" or the knocked-out gene), ``obs["cell_type"]``,
     ``varp["true_dag"]``, ``uns["avici"]`` (the generator's record)."""
     import anndata as ad
     import pandas as pd
@@ -154,19 +166,25 @@ def avici_screen(seed: int):
                           shape=(m, m))
     obs = pd.DataFrame({"condition": pd.Categorical(z["condition"]), "cell_type": pd.Categorical(z["cell_type"].astype(str))},
                        index=[f"cell{i}" for i in range(len(z["condition"]))])
-    a = ad.AnnData(sp.csr_matrix(z["counts"].astype(np.float32)), obs=obs, var=pd.DataFrame(index=genes))
+    x = np.log1p(z["clean"].astype(np.float64)).astype(np.float32) if clean else z["counts"].astype(np.float32)
+    a = ad.AnnData(sp.csr_matrix(x), obs=obs, var=pd.DataFrame(index=genes))
     a.varp["true_dag"] = truth
     a.uns["avici"] = json.loads(str(z["info"]))
     return a
 
 
-def make(size: str, seed: int):
-    """(fit half, held-out half, true DAG) of one simulated screen. The hill screen's counts go
-    through ``pp.preprocess`` (library size recorded, ``normalize_total``, ``log1p``, every gene
-    kept), as a user's would."""
+def make(size: str, seed: int, clean: bool = False):
+    """(fit half, held-out half, true DAG) of one simulated screen. The hill and avici screens'
+    counts go through ``pp.preprocess`` (library size recorded, ``normalize_total``, ``log1p``,
+    every cell and gene kept), as a user's would; with ``clean`` (avici only) the expression
+    before technical noise, ``log1p``, is used as it is, split into the same halves."""
     from cape_pipeline.datasets import simulate_perturbation_data, simulated_hill_counts
 
-    if size in ("hill", "avici"):
+    if clean:
+        if size != "avici":
+            raise SystemExit(f"{size}: only the avici screen has expression before technical noise")
+        a = avici_screen(seed, clean=True)
+    elif size in ("hill", "avici"):
         from cape_pipeline import pp
 
         a = simulated_hill_counts(**SIZES[size], seed=seed) if size == "hill" else avici_screen(seed)
@@ -210,7 +228,8 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
            "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
-           "cape-int-states-thinning-s23", "cape-int-noshift", "sdcd-int")
+           "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-clean", "cape-int-noshift-clean",
+           "sdcd-int")
 
 
 #: method suffixes whose rows were made by code the package no longer has: what, and the commit to rerun them at
@@ -235,7 +254,7 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
         kw["covariates"] = "states+library" if "cape_library_size" in fit.obs else "states"
     if "-floor" in method:
         reg["min_effect"] = 0.0015  # half the default effect floor
-    if method.endswith("-noshift"):  # without the perturbations' direct shifts as edges (Step I before them)
+    if "-noshift" in method:  # without the perturbations' direct shifts as edges (Step I before them)
         reg["shift_edges"] = False
     if method.endswith("-order0"):  # without the ordered re-test (Step I before d8da2cb)
         reg["order_rounds"] = 0
@@ -245,6 +264,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
     for suffix, (what, commit) in EARLIER_CODE.items():
         if method.endswith(suffix):
             raise SystemExit(f"{method}: rows of {what}; check out {commit} to rerun")
+    if method == "cape-int-eiv":  # the correction forced on, with preprocess's own record of the counts
+        reg["measurement_error"] = "thinning"
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()
@@ -291,9 +312,13 @@ def run(a: argparse.Namespace) -> None:
                     and m not in _NOT_ON.get(size, ())]
             if not todo:
                 continue
-            fit, held, truth = make(size, seed)
-            truth_score = interventional_score(held, truth)
+            sets: dict[bool, tuple] = {}
             for method in todo:
+                clean = method.endswith("-clean")
+                if clean not in sets:
+                    fit, held, truth = make(size, seed, clean=clean)
+                    sets[clean] = (fit, held, truth, interventional_score(held, truth))
+                fit, held, truth, truth_score = sets[clean]
                 base = provenance()
                 rec, adj = run_sdcd(fit, truth) if method == "sdcd-int" else run_cape(method, fit, truth)
                 score = interventional_score(held, adj)
