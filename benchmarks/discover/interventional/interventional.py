@@ -128,9 +128,11 @@ SIZES = {
     # another group's simulator: AVICI's SERGIO with knockouts (full loss of production) of the hubs
     "avici": {"n_genes": 400, "knockouts": 40, "n_ctrl": 2000, "ko_cells": 100},
 }
-#: methods that need the first generator's uncorrected log1p counts (the hill screen goes through
-#: preprocess, where the default already corrects for counting noise) or SDCD's venv (Norman only)
-_CLEAN = ("cape-int-clean", "cape-int-noshift-clean")  # the avici simulator's expression before technical noise
+#: the avici simulator's expression before technical noise
+_CLEAN = ("cape-int-clean", "cape-int-noshift-clean")
+#: methods not run on a screen: those that need the first generator's uncorrected log1p counts (the
+#: hill screen goes through preprocess, where the default already corrects for counting noise),
+#: SDCD's venv (Norman only), preprocess's record of the counts (-eiv) or the clean expression
 _NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", *_CLEAN),
            "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
            "norman": ("cape-int-eiv", *_CLEAN), "replogle": ("cape-int-eiv", *_CLEAN)}
