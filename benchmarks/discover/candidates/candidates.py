@@ -101,14 +101,6 @@ def _sim_row(gen: str, seed: int, cells: int, arm: str, base: dict) -> dict:
             "seconds": round(sec, 2), **base}
 
 
-def _rows() -> list[dict]:
-    return common.read_rows(OUT)
-
-
-def _replace(drop, new: list[dict]) -> None:
-    common.replace_rows(OUT, drop, new)
-
-
 def run(a: argparse.Namespace) -> None:
     print("command:", common.command())
     print("machine:", common.machine())
@@ -118,13 +110,13 @@ def run(a: argparse.Namespace) -> None:
         if a.real:
             for ds in real.DATASETS:
                 new = _real_rows(ds, arm, base())
-                _replace(lambda r, ds=ds, arm=arm: r["kind"] == "real" and r["set"] == ds and r["arm"] == arm, new)
+                common.replace_rows(OUT, lambda r, ds=ds, arm=arm: r["kind"] == "real" and r["set"] == ds and r["arm"] == arm, new)
                 print(arm, ds, "done", flush=True)
         for cells in a.cells:
             for gen in a.generators:
                 for seed in a.seeds:
                     new = _sim_row(gen, seed, cells, arm, base())
-                    _replace(lambda r, s=new["set"], seed=seed, arm=arm: r["kind"] == "sim" and r["set"] == s
+                    common.replace_rows(OUT, lambda r, s=new["set"], seed=seed, arm=arm: r["kind"] == "sim" and r["set"] == s
                              and r["seed"] == seed and r["arm"] == arm, [new])
                     print(arm, new["set"], seed, "done", flush=True)
 
@@ -134,7 +126,7 @@ def _fmt(v: float, digits: int = 2) -> str:
 
 
 def report() -> None:
-    rows = _rows()
+    rows = common.read_rows(OUT)
     arms = sorted({r["arm"] for r in rows}, key=lambda s: (s == "auto", int(s) if s != "auto" else 0))
     lines = ["<!-- candidates: begin -->",
              "Made by `python benchmarks/discover/candidates/candidates.py report` from `candidates.jsonl`; each "

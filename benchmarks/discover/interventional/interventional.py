@@ -304,7 +304,7 @@ def run_sdcd(fit, truth) -> tuple[dict, object]:
 def run(a: argparse.Namespace) -> None:
     from cape_pipeline.causal.metrics import interventional_score
 
-    done = set() if a.force else {(r["size"], r["seed"], r["method"]) for r in _records()}
+    done = set() if a.force else {(r["size"], r["seed"], r["method"]) for r in common.read_rows(OUT)}
     provenance = common.row_provenance(HERE)
     print("command:", common.command())
     print("machine:", common.machine())
@@ -337,10 +337,6 @@ def run(a: argparse.Namespace) -> None:
                       f"random {rec['random_shifted']:.3f}) {rec['seconds']:.0f}s", flush=True)
 
 
-def _records() -> list[dict]:
-    return common.read_rows(OUT)
-
-
 def setup() -> None:
     """Create each simulator's virtual environment under ``_cache/`` from its PyPI release."""
     CACHE.mkdir(exist_ok=True)
@@ -355,7 +351,7 @@ def setup() -> None:
 
 def report() -> None:
     """The table between RESULTS.md's markers: mean ± sd over seeds."""
-    recs = _records()
+    recs = common.read_rows(OUT)
     cols = ("f1", "precision", "recall", "auprc", "orientation", "shifted", "wasserstein", "truth_shifted",
             "random_shifted", "edges", "seconds")
     lines = ["| screen | method | n | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 3)]

@@ -212,14 +212,6 @@ def _sim_rows(gen: str, seed: int, base: dict, cells: int = CELLS) -> list[dict]
     return rows
 
 
-def _rows() -> list[dict]:
-    return common.read_rows(OUT)
-
-
-def _replace(drop, new: list[dict]) -> None:
-    common.replace_rows(OUT, drop, new)
-
-
 def run(a: argparse.Namespace) -> None:
     print("command:", common.command())
     print("machine:", common.machine())
@@ -227,13 +219,13 @@ def run(a: argparse.Namespace) -> None:
 
     for ds in a.datasets:
         new = _real_rows(ds, base())
-        _replace(lambda r, ds=ds: r["kind"] == "real" and r["set"] == ds, new)
+        common.replace_rows(OUT, lambda r, ds=ds: r["kind"] == "real" and r["set"] == ds, new)
         print(ds, "done", flush=True)
     for gen in a.generators:
         for seed in a.seeds:
             new = _sim_rows(gen, seed, base(), a.cells)
             name = _set_name(gen, a.cells)
-            _replace(lambda r, name=name, seed=seed: r["kind"] == "sim" and r["set"] == name
+            common.replace_rows(OUT, lambda r, name=name, seed=seed: r["kind"] == "sim" and r["set"] == name
                      and r["seed"] == seed, new)
             print(gen, seed, "done", flush=True)
 
@@ -242,7 +234,7 @@ def run(a: argparse.Namespace) -> None:
 def report() -> None:
     import statistics
 
-    rows = _rows()
+    rows = common.read_rows(OUT)
     by = {}
     for r in rows:
         by.setdefault((r["kind"], r["set"], r["truth"]), {}).setdefault(r["ranking"], []).append(r)
