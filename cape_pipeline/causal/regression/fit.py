@@ -306,7 +306,7 @@ def _fit_split(
             screens, tests = [zt], [(zt, keep)]
         cands = [_screen(zs.to(torch.float32), int(n_candidates), reg) for zs in screens]
         del screens
-        # each test half's ZᵀZ (None with per-feature rows or many features), made once; without
+        # each test half's ZᵀZ (None with many features), made once; without
         # cross-fitting the test's rows are all of zt, whose ZᵀZ is full_gram
         tests = [(z_t, k_t, full_gram if z_t is zt else gram_matrix(z_t, k_t), None) for z_t, k_t in tests]
     lives = [_live_mask(c) for c in cands]
@@ -336,7 +336,7 @@ def _fit_split(
     lo, hi = np.minimum(parent[acc], child[acc]), np.maximum(parent[acc], child[acc])
     pairs = np.unique(lo * m + hi) if lo.size else np.zeros(0, dtype=np.int64)
     dag_p, dag_c = greedy_likelihood_dag(z, pairs // m, pairs % m, keep=keep, may_parent=may_parent,
-                                         gram=full_gram)  # None with keep (gram_matrix)
+                                         gram=full_gram)  # read without keep only
     history.append({"stage": "orientation", "n_skeleton": int(pairs.size), "n_oriented": int(dag_p.size),
                     "seconds": time.perf_counter() - t0})
     t0 = time.perf_counter()

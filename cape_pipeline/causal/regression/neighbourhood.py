@@ -5,6 +5,7 @@ interventions, each feature on its own rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,17 +32,19 @@ GRAM_MAX_FEATURES = 5000
 def gram_matrix(z: torch.Tensor, keep: object = None) -> torch.Tensor | None:
     """``ZᵀZ`` ``(M, M)`` in ``z``'s dtype and on its device, for :func:`regressions` (float64) and
     the screen (float32, :func:`~cape_pipeline.causal.screen.candidate_parents`), or None where
-    they pass over the rows instead: more than :data:`GRAM_MAX_FEATURES` features, or per-feature
-    rows (``keep`` given: each feature's moments are over its own rows).
+    they pass over the rows instead: more than :data:`GRAM_MAX_FEATURES` features. With per-feature
+    rows (``keep``) it is still the product over all rows: :func:`regressions` takes each
+    feature's moments on its own rows as those less the moments of its dropped rows.
 
     Parameters
     ----------
     z
         ``(N, M)`` float tensor.
     keep
-        The ``keep`` the regressions will be given (only tested for None).
+        The ``keep`` the regressions will be given (unused: the product is over all rows either way).
     """
-    if keep is not None or z.shape[1] > GRAM_MAX_FEATURES:
+    del keep
+    if z.shape[1] > GRAM_MAX_FEATURES:
         return None
     return z.T @ z
 
@@ -55,6 +58,96 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
     dup = torch.zeros_like(dup_sorted)
     dup.scatter_(1, order, dup_sorted)
     return ~dup
+
+
+Moments = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]]
+
+
+def _gram_moments(full: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, n: int) -> Moments:
+    """Each batch's ``XᵀX`` ``(b, K, K)``, ``Xᵀy`` ``(b, K, 1)``, ``yᵀy`` ``(b,)`` and row count,
+    read from ``ZᵀZ`` (padding columns 0)."""
+
+    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        idx, lv = parents[ids], live[ids].to(torch.float64)
+        gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])
+        return gram, (full[idx, ids[:, None]] * lv).unsqueeze(2), full[ids, ids], n
+
+    return moments
+
+
+def _row_moments(z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, keep: torch.Tensor | None) -> Moments:
+    """As :func:`_gram_moments`, from the gathered ``(b, N, K)`` columns; with ``keep`` each child
+    on its own rows, centred there (the row counts ``(b,)``)."""
+
+    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        idx, lv = parents[ids], live[ids].to(torch.float64)
+        xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
+        y = z[:, ids].T.unsqueeze(2)  # (b, N, 1)
+        if keep is None:
+            return xp.transpose(1, 2) @ xp, xp.transpose(1, 2) @ y, (y * y).sum((1, 2)), z.shape[0]
+        w = keep[:, ids].T.to(torch.float64)  # (b, N)
+        nb = w.sum(1).clamp_min(1.0)
+        xw = xp * w[:, :, None]
+        mx = xw.sum(1) / nb[:, None]  # (b, K)
+        yw = y[:, :, 0] * w
+        my = yw.sum(1) / nb
+        gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+        xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
+        return gram, xty, (yw * y[:, :, 0]).sum(1) - nb * my * my, nb
+
+    return moments
+
+
+def _downdated_moments(
+    z: torch.Tensor, full: torch.Tensor, keep: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, budget: int,
+) -> tuple[list[torch.Tensor], Moments]:
+    """Each child's moments on its own rows (``keep``), centred there, as those of all rows less
+    those of its dropped rows: ``ZᵀZ`` and the column sums less the ``(b, R, K)`` gathered
+    columns of the at most R rows where a child of the batch is dropped (perturbed). The batches
+    hold children of similar dropped-row counts (sorted), sized so that ``b·R·K`` stays within
+    ``budget``; O(M·K² + D·K²) past ``ZᵀZ``, D the dropped entries of ``keep``."""
+    m, k = parents.shape
+    dev = z.device
+    colsum = z.sum(0)
+    cols, rows = (~keep).T.nonzero(as_tuple=True)  # dropped entries, sorted by child then row
+    n_drop = torch.bincount(cols, minlength=m)
+    start = torch.cumsum(n_drop, 0) - n_drop
+    order = torch.argsort(n_drop, stable=True)
+    counts = n_drop[order].tolist()
+    batches, s = [], 0
+    while s < m:
+        e = min(m, s + max(1, budget // (k * k)))
+        if counts[e - 1]:  # fewer children where rows are gathered
+            e = min(e, s + max(1, budget // (counts[e - 1] * k)))
+        batches.append(order[s:e])
+        s = e
+    n = z.shape[0]
+
+    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        idx, lv = parents[ids], live[ids].to(torch.float64)
+        gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])
+        xty = (full[idx, ids[:, None]] * lv).unsqueeze(2)
+        yy = full[ids, ids].clone()
+        sx, sy = colsum[idx] * lv, colsum[ids].clone()
+        nd = n_drop[ids]
+        r = int(nd.max()) if ids.numel() else 0
+        if r:
+            at = torch.arange(r, device=dev)
+            valid = (at[None, :] < nd[:, None]).to(torch.float64)  # (b, R)
+            dropped = rows[(start[ids][:, None] + at[None, :]).clamp_max(max(rows.numel() - 1, 0))]  # (b, R)
+            xd = z[dropped[:, :, None], idx[:, None, :]] * (lv[:, None, :] * valid[:, :, None])  # (b, R, K)
+            yd = z[dropped, ids[:, None]] * valid  # (b, R)
+            gram = gram - xd.transpose(1, 2) @ xd
+            xty = xty - xd.transpose(1, 2) @ yd[:, :, None]
+            yy = yy - (yd * yd).sum(1)
+            sx, sy = sx - xd.sum(1), sy - yd.sum(1)
+        nb = (n - nd).to(torch.float64).clamp_min(1.0)
+        mx, my = sx / nb[:, None], sy / nb
+        gram = gram - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+        xty = xty - (nb * my)[:, None, None] * mx[:, :, None]
+        return gram, xty, yy - nb * my * my, nb
+
+    return batches, moments
 
 
 def partial_f(
@@ -117,7 +210,10 @@ def regressions(
 
     With ``keep``, feature c's regression uses only the rows where ``keep[:, c]`` (the cells in
     which c was not perturbed: its conditional is not ``P(c | parents)`` where it was set by
-    an intervention), centred on those rows; ``N`` becomes that row count ``N_c``.
+    an intervention), centred on those rows; ``N`` becomes that row count ``N_c``. Up to
+    :data:`GRAM_MAX_FEATURES` features those moments are ``ZᵀZ`` and the column sums less the
+    products of c's dropped rows (a perturbed feature's few cells): one BLAS product and
+    O(D·K²) gathers, D the dropped entries, in place of O(N·M·K²) gathered over every row.
 
     Parameters
     ----------
@@ -143,7 +239,8 @@ def regressions(
         ``(M, M)`` float64 ``zᵀz`` on ``z``'s device (:func:`gram_matrix`), or None. Given, each
         regression's ``XᵀX``, ``Xᵀy`` and ``yᵀy`` are read from it: the same estimates as from the
         gathered columns up to the order of the float64 sums (relative differences of order
-        ``N·ε``, ε = 2⁻⁵²). Not with ``keep``.
+        ``N·ε``, ε = 2⁻⁵²). With ``keep`` it is the product over all of ``z``'s rows (made here
+        where None and there are at most :data:`GRAM_MAX_FEATURES` features).
     n_rows
         N, the rows behind ``gram`` when ``z`` is None (ignored otherwise).
 
@@ -152,10 +249,17 @@ def regressions(
     coef, var, dof
         On ``z``'s device: ``(M, K)`` float64 coefficients ``β`` (0 at padding) and their variances in the OLS form
         ``σ² (G⁻¹)_jj`` (1 at padding), and ``(M,)`` float64 residual degrees of freedom ``ν_c``.
+
+    Raises
+    ------
+    ValueError
+        ``z`` is None without ``gram`` and ``n_rows``, or with ``keep``.
     """
     if z is None:
         if gram is None or n_rows is None:
             raise ValueError("regressions: without z, gram and n_rows stand for it")
+        if keep is not None:
+            raise ValueError("regressions: keep needs z (the dropped rows are read from it)")
         n, m, dev = int(n_rows), gram.shape[0], gram.device
     else:
         n, m = z.shape
@@ -169,40 +273,24 @@ def regressions(
     dof = torch.zeros(m, dtype=torch.float64, device=dev)
     if k == 0:
         return coef, var, dof
-    if gram is not None and keep is not None:
-        raise ValueError("regressions: gram and keep are exclusive (keep gives each feature its own rows)")
     full = gram
+    if keep is not None and full is None and m <= GRAM_MAX_FEATURES:
+        full = z.T @ z
     eye = torch.eye(k, dtype=torch.float64, device=dev)
-    # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products);
-    # read from the Gram matrix a batch is (b, K, K)
-    rows = n if full is None else k
-    chunk = max(1, batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80) // max(rows * k, 1))
-    for s in range(0, m, chunk):
-        idx = parents[s : s + chunk]
-        lv = live[s : s + chunk].to(torch.float64)  # (b, K)
-        nb: Any = n
-        if full is not None:  # the moments of the gathered columns, read from ZᵀZ
-            col = torch.arange(s, s + idx.shape[0], device=dev)
-            gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])  # (b, K, K)
-            xty = (full[idx, col[:, None]] * lv).unsqueeze(2)  # (b, K, 1)
-            yy = full[col, col]
-        else:  # the moments of the gathered columns
-            xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
-            y = z[:, s : s + idx.shape[0]].T.unsqueeze(2)  # (b, N, 1)
-            if keep is None:
-                gram = xp.transpose(1, 2) @ xp  # (b, K, K)
-                xty = xp.transpose(1, 2) @ y
-                yy = (y * y).sum((1, 2))
-            else:  # each child on its own rows, centred there
-                w = keep[:, s : s + idx.shape[0]].T.to(torch.float64)  # (b, N)
-                nb = w.sum(1).clamp_min(1.0)
-                xw = xp * w[:, :, None]
-                mx = xw.sum(1) / nb[:, None]  # (b, K)
-                yw = y[:, :, 0] * w
-                my = yw.sum(1) / nb
-                gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
-                xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
-                yy = (yw * y[:, :, 0]).sum(1) - nb * my * my
+    budget = batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80)
+    if full is not None and keep is not None:
+        batches, moments = _downdated_moments(z, full, keep, parents, live, budget)
+    else:
+        # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products);
+        # read from the Gram matrix a batch is (b, K, K)
+        rows = n if full is None else k
+        chunk = max(1, budget // max(rows * k, 1))
+        batches = [torch.arange(s, min(m, s + chunk), device=dev) for s in range(0, m, chunk)]
+        moments = _gram_moments(full, parents, live, n) if full is not None else _row_moments(z, parents, live, keep)
+    for ids in batches:
+        idx = parents[ids]
+        lv = live[ids].to(torch.float64)  # (b, K)
+        gram, xty, yy, nb = moments(ids)
         ncol = nb if keep is None else nb[:, None]
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
         gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]
@@ -224,7 +312,7 @@ def regressions(
         rss = yy - 2 * (beta * xty).sum((1, 2)) + (beta.transpose(1, 2) @ g_obs @ beta)[:, 0, 0]
         nu = (nb - kc - 1).clamp_min(1.0)
         sigma2 = (rss / nu).clamp_min(1e-12)
-        coef[s : s + idx.shape[0]] = beta[:, :, 0] * lv
-        var[s : s + idx.shape[0]] = sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30)
-        dof[s : s + idx.shape[0]] = nu
+        coef[ids] = beta[:, :, 0] * lv
+        var[ids] = sigma2[:, None] * torch.diagonal(g_inv, dim1=1, dim2=2).clamp_min(1e-30)
+        dof[ids] = nu
     return coef, var, dof

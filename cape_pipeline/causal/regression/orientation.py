@@ -108,7 +108,7 @@ def greedy_likelihood_dag(
             rows = keep[:, nodes[c]]
             n_c = int(rows.sum())
             ids = np.asarray([c, *nbrs[c]])
-            sub = z[rows][:, nodes[ids]]
+            sub = z[np.ix_(rows, nodes[ids])]
             sub = sub - sub.mean(axis=0)
             cm = sub.T @ sub / max(n_c, 1)
             own[c] = ({min(u, v) * nodes.size + max(u, v): float(cm[i, j])

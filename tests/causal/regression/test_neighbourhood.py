@@ -42,14 +42,44 @@ def test_regressions_from_the_gram_matrix_equal_those_on_the_gathered_columns(no
         torch.testing.assert_close(b, a, rtol=rtol, atol=rtol)
 
 
-def test_gram_matrix_is_skipped_with_per_feature_rows_or_many_features(monkeypatch):
-    z = torch.zeros(10, 6, dtype=torch.float64)
-    assert gram_matrix(z, keep=np.ones((10, 6), dtype=bool)) is None
+def test_gram_matrix_is_skipped_with_many_features_and_kept_with_per_feature_rows(monkeypatch):
+    z = torch.ones(10, 6, dtype=torch.float64)
+    torch.testing.assert_close(gram_matrix(z, keep=np.ones((10, 6), dtype=bool)), z.T @ z)
     monkeypatch.setattr(nbh, "GRAM_MAX_FEATURES", 5)
     assert gram_matrix(z) is None
     parents, live = _table(6, 2, 0)
-    with pytest.raises(ValueError, match="exclusive"):
-        regressions(z, parents, live, keep=torch.ones(10, 6, dtype=torch.bool), gram=torch.zeros(6, 6))
+    with pytest.raises(ValueError, match="keep needs z"):
+        regressions(None, parents, live, keep=torch.ones(10, 6, dtype=torch.bool), gram=torch.zeros(6, 6),
+                    n_rows=10)
+
+
+@pytest.mark.parametrize("noise", [False, True])
+def test_per_feature_rows_from_the_downdated_gram_matrix_equal_those_gathered(monkeypatch, noise):
+    # each perturbed feature drops its own cells (30 each, one feature 130): its regression's moments
+    # are ZᵀZ less those rows' products, against the (b, N, K) columns gathered on the kept rows
+    n, m, k = 3000, 80, 8
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((n, m)) @ (np.eye(m) + 0.3 * rng.standard_normal((m, m)) / np.sqrt(m))
+    z = torch.from_numpy((x - x.mean(0)) / x.std(0))
+    keep = np.ones((n, m), dtype=bool)
+    perturbed = rng.permutation(m)[:40]
+    for i, c in enumerate(perturbed):
+        keep[i * 30 : (i + 1) * 30, c] = False
+    keep[2000:2100, perturbed[0]] = False
+    keep_t = torch.from_numpy(keep)
+    parents, live = _table(m, k, 3)
+    delta = torch.from_numpy(rng.uniform(0.0, 0.4, m)) if noise else None
+    downdated = regressions(z, parents, live, noise=delta, keep=keep_t)
+    given = regressions(z, parents, live, noise=delta, keep=keep_t, gram=gram_matrix(z))
+    monkeypatch.setattr(nbh, "GRAM_MAX_FEATURES", 0)  # the pass over the rows
+    gathered = regressions(z, parents, live, noise=delta, keep=keep_t)
+    assert gathered[2].min() < n - k - 1  # the perturbed features' own rows were used
+    # the downdate subtracts two N-term float64 sums of O(1) entries: absolute error ≲ N·ε on
+    # moments of order N; the well-conditioned K × K solves amplify it by at most a few hundred
+    rtol = 1000 * n * EPS
+    for a, b, c in zip(gathered, downdated, given, strict=True):
+        torch.testing.assert_close(b, a, rtol=rtol, atol=rtol)
+        torch.testing.assert_close(c, b, rtol=0.0, atol=0.0)
 
 
 def test_the_dag_is_the_same_with_and_without_the_gram_matrix(monkeypatch):
