@@ -88,7 +88,9 @@ Usage::
 
     python benchmarks/discover/interventional/interventional.py run [--sizes norman replogle]
         [--seeds 0 1 2] [--methods cape-obs cape-int sdcd-int]     # appends to results.jsonl
-    python benchmarks/discover/interventional/interventional.py report   # RESULTS.md's table
+    python benchmarks/discover/interventional/interventional.py diagnose [--sizes norman hill avici]
+        [--seeds 0 1 2]     # step 9's added edges against the truth, the shift tests' calibration
+    python benchmarks/discover/interventional/interventional.py report   # RESULTS.md's tables
     python benchmarks/discover/interventional/interventional.py setup    # AVICI's environment (_cache/)
 """
 
@@ -190,7 +192,7 @@ def make(size: str, seed: int, clean: bool = False):
         from cape_pipeline import pp
 
         a = simulated_hill_counts(**SIZES[size], seed=seed) if size == "hill" else avici_screen(seed)
-        pp.preprocess(a, min_genes=0, n_top_features=a.n_vars)  # in place; varp["true_dag"] follows the genes
+        pp.preprocess(a, min_genes=0, n_top_genes=a.n_vars)  # in place; varp["true_dag"] follows the genes
     else:
         a = simulate_perturbation_data(**SIZES[size], seed=seed)
     cond = a.obs["condition"].astype(str).to_numpy()
@@ -337,6 +339,130 @@ def run(a: argparse.Namespace) -> None:
                       f"random {rec['random_shifted']:.3f}) {rec['seconds']:.0f}s", flush=True)
 
 
+DIAGNOSIS = HERE / "diagnosis.jsonl"
+
+
+def _added_kinds(before, after, truth) -> dict:
+    """Step 9's added edges a → g by what they are in the true DAG: an edge, reversed, g a further
+    descendant of a (indirect), a a descendant of g, or neither (unrelated)."""
+    import networkx as nx
+
+    t = np.asarray(truth.toarray() if hasattr(truth, "toarray") else truth) != 0
+    g = nx.DiGraph(zip(*np.nonzero(t), strict=True))
+    new = (np.asarray(after.toarray()) != 0) & ~(np.asarray(before.toarray()) != 0)
+    kinds = dict.fromkeys(("true", "reversed", "indirect", "ancestor", "unrelated"), 0)
+    for a, c in zip(*np.nonzero(new), strict=True):
+        if t[a, c]:
+            kinds["true"] += 1
+        elif t[c, a]:
+            kinds["reversed"] += 1
+        elif a in g and c in g and nx.has_path(g, a, c):
+            kinds["indirect"] += 1
+        elif a in g and c in g and nx.has_path(g, c, a):
+            kinds["ancestor"] += 1
+        else:
+            kinds["unrelated"] += 1
+    return kinds
+
+
+def _shift_calibration(z, keep, label_targets, truth) -> dict:
+    """Every (perturbed a, gene g) shift test of ``z`` (``regression.ordering.shift_tests``): the
+    share with p < 0.05 where g is not a descendant of a in the true DAG (0.05 when the test is
+    calibrated and non-descendants do not move), where it is one, and the genomic-control
+    inflation λ = median(χ²₁ of the p-values) / 0.455 over all tests."""
+    import networkx as nx
+    from scipy.stats import chi2
+
+    from cape_pipeline.causal.regression.ordering import shift_tests
+
+    t = np.asarray(truth.toarray() if hasattr(truth, "toarray") else truth) != 0
+    out = shift_tests(z, keep, 1.0, label_targets=label_targets)
+    g = nx.DiGraph(zip(*np.nonzero(t), strict=True))
+    desc = {a: nx.descendants(g, a) if a in g else set() for a in np.unique(out.source).tolist()}
+    is_desc = np.array([c in desc[a] for a, c in zip(out.source.tolist(), out.target.tolist(), strict=True)])
+    low = out.pvalue < 0.05
+    return {"lambda": float(np.median(chi2.isf(np.clip(out.pvalue, 1e-300, 1.0), 1)) / chi2.ppf(0.5, 1)),
+            "nondesc_p05": float(low[~is_desc].mean()), "desc_p05": float(low[is_desc].mean()) if is_desc.any() else None,
+            "n_tests": int(out.pvalue.size)}
+
+
+def _genomic_control(shift_tests):
+    """``shift_tests`` with every statistic divided by its genomic-control λ (floored at 1) before
+    Benjamini–Hochberg: the what-if arm of ``diagnose``, not the package's test."""
+    import dataclasses
+
+    from scipy.stats import chi2
+
+    from cape_pipeline.causal.regression.edge_test import bh
+
+    def tests(z, keep, fdr, *, label_targets=None, pairs=None):
+        out = shift_tests(z, keep, 1.0, label_targets=label_targets)
+        x2 = chi2.isf(np.clip(out.pvalue, 1e-300, 1.0), 1)
+        p = chi2.sf(x2 / max(float(np.median(x2)) / chi2.ppf(0.5, 1), 1.0), 1)
+        acc, _ = bh(p, fdr)
+        return dataclasses.replace(out, source=out.source[acc], target=out.target[acc], pvalue=p[acc])
+
+    return tests
+
+
+def diagnose(a: argparse.Namespace) -> None:
+    """Why step 9 adds the edges it adds: per screen and seed (with ``avici`` also its expression
+    before technical noise), the default fit's step 9 inputs are recorded, its added edges sorted
+    by :func:`_added_kinds`, its residual shift tests and the expression's own checked by
+    :func:`_shift_calibration`, and step 9 rerun with genomic control (:func:`_genomic_control`).
+    Rows go to ``diagnosis.jsonl``."""
+    import torch
+
+    import cape_pipeline.causal.regression.fit as fit_mod
+    import cape_pipeline.causal.regression.shift_edges as shift_mod
+    from cape_pipeline.causal.api import discover_scored
+
+    provenance = common.row_provenance(HERE)
+    print("command:", common.command())
+    print("machine:", common.machine())
+    original = shift_mod.add_shift_edges
+    for size in a.sizes:
+        for clean in ((False, True) if size == "avici" else (False,)):
+            for seed in a.seeds:
+                fit, _, truth = make(size, seed, clean=clean)
+                seen: dict = {}
+
+                def record(z, zt, adjacency, keep, seen=seen, **kw):
+                    seen.update(z=z, zt=zt, adjacency=adjacency, keep=keep, kw=kw)
+                    return original(z, zt, adjacency, keep, **kw)
+
+                fit_mod.add_shift_edges = record
+                try:
+                    g, scores = discover_scored(fit, algorithm="regression", regression={})
+                finally:
+                    fit_mod.add_shift_edges = original
+                z, zt, before, keep, kw = seen["z"], seen["zt"], seen["adjacency"], seen["keep"], seen["kw"]
+                gram = kw.get("gram")
+                resid = shift_mod.parent_residuals(z, zt, before, keep, ridge=kw["ridge"], noise=kw["noise"], gram=gram)
+                lt = kw.get("label_targets")
+                tests = shift_mod.shift_tests
+                shift_mod.shift_tests = _genomic_control(tests)
+                try:
+                    gc_adj, gc_rec = original(z, torch.as_tensor(zt), before, keep, **kw)
+                finally:
+                    shift_mod.shift_tests = tests
+                row = {"size": size, "clean": clean, "seed": seed,
+                       "f1_without": graph_metrics(before, scores, truth)["f1"],
+                       "f1": graph_metrics(g.adjacency, scores, truth)["f1"],
+                       "precision": graph_metrics(g.adjacency, scores, truth)["precision"],
+                       "f1_genomic_control": graph_metrics(gc_adj, scores, truth)["f1"],
+                       "added_genomic_control": gc_rec["n_added"],
+                       "added": _added_kinds(before, g.adjacency, truth),
+                       "residual": _shift_calibration(resid, keep, lt, truth),
+                       "expression": _shift_calibration(z, keep, lt, truth), **provenance()}
+                key = (size, clean, seed)
+                common.replace_rows(DIAGNOSIS, lambda r, key=key: (r["size"], r["clean"], r["seed"]) == key, [row])
+                print(f"{size}{' clean' if clean else ''} s{seed}: added {row['added']}, residual shifts "
+                      f"λ {row['residual']['lambda']:.2f}, non-descendants p<0.05 {row['residual']['nondesc_p05']:.3f}; "
+                      f"F1 {row['f1_without']:.3f} → {row['f1']:.3f} (genomic control {row['f1_genomic_control']:.3f})",
+                      flush=True)
+
+
 def setup() -> None:
     """Create each simulator's virtual environment under ``_cache/`` from its PyPI release."""
     CACHE.mkdir(exist_ok=True)
@@ -370,12 +496,41 @@ def report() -> None:
                 cells.append(f"{v.mean():{fmt}}" + (f" ± {v.std(ddof=1):{fmt}}" if v.size > 1 else ""))
             lines.append(f"| {size} | {method} | {len(rows)} | " + " | ".join(cells) + " |")
     text = RESULTS.read_text()
-    start, end = "<!-- table: begin -->", "<!-- table: end -->"
-    i, j = text.index(start) + len(start), text.index(end)
+    for (start, end), body in ((("<!-- table: begin -->", "<!-- table: end -->"), lines),
+                               (("<!-- diagnosis: begin -->", "<!-- diagnosis: end -->"), _diagnosis_table())):
+        if end in text:
+            i, j = text.index(start) + len(start), text.index(end)
+            text = text[:i] + "\n" + "\n".join(body) + "\n" + text[j:]
+        print("\n".join(body))
     tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(text[:i] + "\n" + "\n".join(lines) + "\n" + text[j:])
+    tmp.write_text(text)
     tmp.replace(RESULTS)
-    print("\n".join(lines))
+
+
+def _diagnosis_table() -> list[str]:
+    """``diagnosis.jsonl`` as a table: the mean over seeds of each screen."""
+    recs = common.read_rows(DIAGNOSIS) if DIAGNOSIS.exists() else []
+    kinds = ("true", "reversed", "indirect", "ancestor", "unrelated")
+    lines = ["| screen | n | added: " + " / ".join(kinds) + " | residual shifts: λ | non-descendants p < 0.05 "
+             "(residual / expression) | descendants p < 0.05 (residual) | F1 without step 9 | F1 | F1 with genomic "
+             "control |", "|---|---|---|---|---|---|---|---|---|"]
+    for size in SIZES:
+        for clean in (False, True):
+            rows = [r for r in recs if r["size"] == size and r["clean"] == clean]
+            if not rows:
+                continue
+
+            def mean(get, rows=rows) -> float:
+                return float(np.mean([get(r) for r in rows]))
+
+            added = " / ".join(f"{mean(lambda r, k=k: r['added'][k]):.0f}" for k in kinds)
+            lines.append(
+                f"| {size}{' (before technical noise)' if clean else ''} | {len(rows)} | {added} | "
+                f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05']):.3f} / "
+                f"{mean(lambda r: r['expression']['nondesc_p05']):.3f} | {mean(lambda r: r['residual']['desc_p05'] or float('nan')):.3f} | "
+                f"{mean(lambda r: r['f1_without']):.3f} | {mean(lambda r: r['f1']):.3f} | "
+                f"{mean(lambda r: r['f1_genomic_control']):.3f} |")
+    return lines
 
 
 if __name__ == "__main__":
@@ -386,7 +541,10 @@ if __name__ == "__main__":
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--methods", nargs="+", default=["cape-obs", "cape-int"], choices=METHODS)
     r.add_argument("--force", action="store_true", help="rerun rows that are already in results.jsonl")
+    d = sub.add_parser("diagnose")
+    d.add_argument("--sizes", nargs="+", default=["norman", "hill", "avici"], choices=list(SIZES))
+    d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     sub.add_parser("report")
     sub.add_parser("setup")
     args = ap.parse_args()
-    {"run": lambda: run(args), "report": report, "setup": setup}[args.cmd]()
+    {"run": lambda: run(args), "diagnose": lambda: diagnose(args), "report": report, "setup": setup}[args.cmd]()
