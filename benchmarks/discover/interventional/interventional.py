@@ -531,6 +531,7 @@ def _diagnosis_table() -> list[str]:
                 f"| {size}{' (before technical noise)' if clean else ''} | {len(rows)} | {added} | "
                 f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05']):.3f} / "
                 f"{mean(lambda r: r['expression']['nondesc_p05']):.3f} | {mean(lambda r: r['residual']['desc_p05'] or float('nan')):.3f} | "
+                f"{mean(lambda r: r['residual'].get('true_chi2_median', float('nan'))):.1f} | "
                 f"{mean(lambda r: r['f1_without']):.3f} | {mean(lambda r: r['f1']):.3f} | "
                 f"{mean(lambda r: r['f1_genomic_control']):.3f} |")
     return lines
