@@ -356,6 +356,7 @@ def _fit_split(
                        np.r_[shifts.pvalue, shifts.pair_pvalue[near]])
         history.append({"stage": "perturbation shifts", "n_shift_pairs": int(shifts.source.size),
                         "n_candidate_shift_pairs": int(near.sum()), "n_targets": shifts.n_targets,
+                        "shift_inflation": shifts.inflation if np.isfinite(shifts.inflation) else None,
                         "combinations_used": shifts.combinations_used, "seconds": time.perf_counter() - t0})
         for r in range(order_rounds):
             t0 = time.perf_counter()

@@ -51,6 +51,8 @@ SHIFT_CONSISTENCY_P = 0.5
 #: targets that occur in combinations (rows with two or more feature targets) the additive model
 #: solves for jointly (a dense (C, C) pseudo-inverse); beyond it, combination rows are left out
 MAX_COMBINATION_TARGETS = 2000
+#: bins of [0, 1] in which every shift test's p-value is counted for the inflation λ (:class:`ShiftTests`)
+_INFLATION_BINS = 10_000
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,14 @@ class ShiftTests:
         T, the features tested as perturbation sources.
     combinations_used
         Whether rows with two or more feature targets entered the model.
+    inflation
+        The genomic-control inflation of all ``T × (M − 1)`` tests (Devlin & Roeder 1999,
+        *Biometrics* 55:997): the median of their χ²₁ statistics (from the p-values, read on a grid
+        of 10⁻⁴ in p) over the median of χ²₁, 0.455. About 1 where the tests are calibrated and
+        most features do not shift under most perturbations; well above 1 where the perturbed
+        conditions differ from the controls in most features, which the tests, counting every
+        cell as a replicate, read as shifts (``benchmarks/discover/interventional/RESULTS.md``).
+        NaN without tests.
     """
 
     source: np.ndarray
@@ -77,6 +87,7 @@ class ShiftTests:
     pair_pvalue: np.ndarray
     n_targets: int
     combinations_used: bool
+    inflation: float = float("nan")
 
 
 def shift_tests(
@@ -160,6 +171,7 @@ def shift_tests(
     asked = asked[np.argsort(pt[asked], kind="stable")]  # the asked pairs of tested sources, by target
     asked_t = pt[asked]
     src, tgt, pv = [], [], []
+    grid = np.zeros(_INFLATION_BINS + 1, dtype=np.int64)  # every test's p-value on a grid of 1/_INFLATION_BINS
     step = max(BLOCK_ENTRIES // max(rows.size, 1), 1)
     for s in range(0, m, step):
         y = z[rows, s : s + step]
@@ -173,6 +185,9 @@ def shift_tests(
             p = np.where(se > 0, 2.0 * t_dist.sf(np.abs(beta[pos] / se), dof), 1.0)
         inside = (tested >= s) & (tested < s + p.shape[1])
         p[np.flatnonzero(inside), tested[inside] - s] = 1.0  # a target against itself is not a test
+        grid += np.bincount(np.minimum(np.nan_to_num(p.ravel(), nan=1.0) * _INFLATION_BINS, _INFLATION_BINS).astype(np.int64),
+                            minlength=_INFLATION_BINS + 1)
+        grid[-1] -= int(inside.sum())  # less the targets against themselves (p = 1)
         hit_r, hit_c = np.nonzero(p <= fdr)
         src.append(tested[hit_r])
         tgt.append(hit_c + s)
@@ -188,7 +203,21 @@ def shift_tests(
     k = int(np.flatnonzero(passed).max()) + 1 if passed.any() else 0
     keep_idx = order[:k]
     return ShiftTests(np.concatenate(src)[keep_idx].astype(np.int64), np.concatenate(tgt)[keep_idx].astype(np.int64),
-                      pv_all[keep_idx], pair_p, int(tested.size), model.combos)
+                      pv_all[keep_idx], pair_p, int(tested.size), model.combos, _inflation(grid))
+
+
+def _inflation(grid: np.ndarray) -> float:
+    """Genomic-control λ from the counts of p-values in bins of width 1/``_INFLATION_BINS`` (the
+    last bin holds p = 1): the median p-value's χ²₁ (the upper median of an even count, at its
+    bin's centre) over the median of χ²₁."""
+    from scipy.stats import chi2
+
+    total = int(grid.sum())
+    if total == 0:
+        return float("nan")
+    k = int(np.searchsorted(np.cumsum(grid), (total + 1) / 2))  # the bin of the median
+    p_med = min((k + 0.5) / _INFLATION_BINS, 1.0)
+    return float(chi2.isf(p_med, 1) / chi2.ppf(0.5, 1))
 
 
 class _AdditiveModel(NamedTuple):

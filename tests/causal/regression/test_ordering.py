@@ -107,6 +107,13 @@ def test_shift_tests_are_least_squares_t_tests_with_benjamini_hochberg(monkeypat
         assert {k for k, v in asked.items() if not np.isnan(v)} == every.keys()
         for pair, pv in every.items():
             assert asked[pair] == pytest.approx(pv, rel=1e-7, abs=1e-12)
+        # the inflation: the median of every test's χ²₁ over χ²₁'s, the median p (the upper one of an
+        # even count) read on a grid of 1e-4, so within the λ of the reference median p ± 1e-4
+        from scipy.stats import chi2
+
+        med = float(np.sort(list(every.values()))[len(every) // 2])
+        lo, hi = (chi2.isf(min(med + d, 1.0), 1) / chi2.ppf(0.5, 1) for d in (1e-4, -1e-4))
+        assert lo <= st.inflation <= hi
     # without the labels the "X+ctrl" cells pass for controls, and the shift of feature 5 is theirs
     assert (shift_tests(z, keep, 0.05).target == 5).any()
     # too many combination targets: the combination rows are left out, single targets still tested
@@ -119,7 +126,7 @@ def test_shift_tests_need_controls_and_single_targets():
     z, keep = _screen()
     pairs = (np.array([0, 1]), np.array([1, 2]))
     st = shift_tests(z, np.ones_like(keep), pairs=pairs)  # no perturbation
-    assert st.source.size == 0 and np.isnan(st.pair_pvalue).all() and st.n_targets == 0
+    assert st.source.size == 0 and np.isnan(st.pair_pvalue).all() and st.n_targets == 0 and np.isnan(st.inflation)
     no_ctrl = keep.copy()
     no_ctrl[keep.all(1), 2] = False  # every control row now has a target
     assert shift_tests(z, no_ctrl).source.size == 0

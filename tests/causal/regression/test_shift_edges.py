@@ -10,7 +10,12 @@ import torch
 from cape_pipeline.causal import discover
 from cape_pipeline.causal.regression import RegressionConfig
 from cape_pipeline.causal.regression.ordering import shift_tests
-from cape_pipeline.causal.regression.shift_edges import MIN_WEIGHT, add_shift_edges, direct_shifts
+from cape_pipeline.causal.regression.shift_edges import (
+    INFLATION_WARNING,
+    MIN_WEIGHT,
+    add_shift_edges,
+    direct_shifts,
+)
 from cape_pipeline.datasets import simulate_perturbation_data
 from cape_pipeline.errors import CapeConfigError
 
@@ -100,6 +105,30 @@ def test_discover_on_a_screen_records_the_added_edges_and_the_option_turns_them_
     assert on.adjacency.nnz == off.adjacency.nnz + rec[0]["n_added"] - rec[0]["n_dropped"]
     assert nx.is_directed_acyclic_graph(nx.DiGraph(on.adjacency.toarray() != 0))
     assert "direct shifts" in on.params["edge_rule"] and "direct shifts" not in off.params["edge_rule"]
+
+
+def test_an_inflated_screen_is_recorded_and_warned_about(caplog):
+    """40 features; 10 knocked down alone, each in 30 cells of its own condition. Calibrated, few
+    features shift; with a run effect (every feature of a condition moved by its own N(0, 0.5²)
+    offset, as between separate runs) most do, and the genomic-control λ says so."""
+    rng = np.random.default_rng(3)
+    m, n_ctrl, n_per, n_kd = 40, 600, 30, 10
+    n = n_ctrl + n_kd * n_per
+    keep = np.ones((n, m), dtype=bool)
+    cond = np.r_[np.full(n_ctrl, -1), np.repeat(np.arange(n_kd), n_per)]
+    keep[np.arange(n_ctrl, n), cond[n_ctrl:]] = False
+    z = rng.normal(size=(n, m))
+    z[~keep] = -2.0
+    for run, (name, scale) in enumerate((("calibrated", 0.0), ("run effect", 0.5))):
+        x = z + scale * rng.normal(size=(n_kd + 1, m))[cond + 1] * (cond >= 0)[:, None]
+        x = (x - x.mean(0)) / x.std(0)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cape_pipeline.causal.regression.shift_edges"):
+            _, rec = _add(x, keep, np.zeros((m, m)))
+        if run == 0:
+            assert 0.8 < rec["shift_inflation"] < INFLATION_WARNING and "inflated" not in caplog.text, name
+        else:
+            assert rec["shift_inflation"] > INFLATION_WARNING and "inflated" in caplog.text, name
 
 
 def test_the_option_must_be_a_bool():
