@@ -265,10 +265,10 @@ def discover_scored(
         params["threshold"] = "gcastle default (0.3)"
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
-    params.update(
-        isolation_report(adj, m, threshold=threshold, method=method, algorithm=algorithm, scores=scores, n_obs=n,
-                         min_effect=float(reg.min_effect))
-    )
+    diag = isolation_report(adj, m, threshold=threshold, method=method, algorithm=algorithm, scores=scores, n_obs=n,
+                            min_effect=float(reg.min_effect))
+    diag["warnings"] = [*params.get("warnings", []), *diag["warnings"]]  # the algorithm's own first
+    params.update(diag)
     graph = CausalGraph(
         feature_names=names,
         adjacency=adj,

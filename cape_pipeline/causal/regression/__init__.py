@@ -79,7 +79,7 @@ one on quantities the model cannot trade away:
    evidence. The shift pairs at the edge test's ``fdr`` that no two-step path through the DAG and
    the other shift pairs explains are inserted as edges before the DAG's own (greedy, no
    cycle): a DAG edge against a shift gives way. The shift tests' genomic-control inflation is
-   recorded, and a warning logged above
+   recorded, and a warning issued above
    :data:`~cape_pipeline.causal.regression.shift_edges.INFLATION_WARNING`.
 
 **Regulators** (``regulators``, :mod:`~cape_pipeline.causal.regulators`: transcription factors,

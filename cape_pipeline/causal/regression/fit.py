@@ -460,5 +460,7 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         params["order_rounds_used"] = rounds
         added = [r for r in fit.history if r["stage"] == "interventional edges"]
         params["n_shift_edges"] = added[0]["n_added"] if added else 0
+        params["shift_inflation"] = added[0].get("shift_inflation") if added else None
+        params["warnings"] = [added[0]["warning"]] if added and added[0].get("warning") else []
     return AlgorithmFit(adjacency=adj, history=fit.history, scores=fit.scores(x.shape[1]) if inputs.dense_scores else None,
                       edge_scores=edge_scores, params=params)

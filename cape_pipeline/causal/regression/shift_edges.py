@@ -36,8 +36,8 @@ Measured against the fit without this step in ``benchmarks/discover/intervention
 
 from __future__ import annotations
 
-import logging
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -49,10 +49,9 @@ from cape_pipeline.causal.postprocess import greedy_dag
 from cape_pipeline.causal.regression.neighbourhood import partial_f, regressions
 from cape_pipeline.causal.regression.ordering import shift_tests
 from cape_pipeline.causal.screen import parent_table
+from cape_pipeline.errors import CapeWarning
 
 __all__ = ["INFLATION_WARNING", "MIN_WEIGHT", "add_shift_edges", "direct_shifts", "parent_residuals"]
-
-logger = logging.getLogger(__name__)
 
 #: the smallest weight an edge keeps: an interventional edge is an edge whatever its
 #: observational partial correlation
@@ -188,8 +187,9 @@ def add_shift_edges(
         The ``(M, M)`` sparse DAG and a history record (``stage`` ``"interventional edges"``,
         ``n_shift_pairs``, ``n_indirect``, ``n_added``, ``n_dropped`` (DAG edges that gave way),
         ``n_edges``, ``shift_inflation`` (the residual shift tests' genomic-control λ; above
-        :data:`INFLATION_WARNING` a warning is logged), ``seconds``). Without shift pairs the DAG
-        comes back unchanged.
+        :data:`INFLATION_WARNING` a :class:`~cape_pipeline.errors.CapeWarning` is issued and its
+        text recorded as ``warning``), ``seconds``). Without shift pairs the DAG comes back
+        unchanged.
 
     Raises
     ------
@@ -214,11 +214,13 @@ def add_shift_edges(
                               "n_edges": int(adjacency.nnz),
                               "shift_inflation": shifts.inflation if np.isfinite(shifts.inflation) else None}
     if shifts.inflation > INFLATION_WARNING:
-        logger.warning(
-            "Step I: the perturbation shift tests are inflated (genomic-control lambda %.2f; about 1 when most genes "
-            "do not shift under most perturbations): the perturbed conditions differ from the controls in most genes, "
-            "as between batches or separate runs, and the interventional edges may include such differences "
-            "(discover.regression.shift_edges=false keeps the regressions' edges only).", shifts.inflation)
+        record["warning"] = (
+            f"discover: the perturbation shift tests are inflated (genomic-control λ {shifts.inflation:.2f}; about 1 "
+            "when most genes do not shift under most perturbations): the perturbed conditions differ from the "
+            "controls in most genes, as between batches or separate runs, and the interventional edges may include "
+            "such differences (Python: regression={'shift_edges': False}; CLI: --set "
+            "discover.regression.shift_edges=false keeps the regressions' edges only)")
+        warnings.warn(record["warning"], CapeWarning, stacklevel=2)
     src, tgt, pv = src[direct], tgt[direct], pv[direct]
     fresh = ~np.isin(src * m + tgt, dag_p * m + dag_c)
     if not fresh.any():

@@ -105,12 +105,18 @@ def test_discover_on_a_screen_records_the_added_edges_and_the_option_turns_them_
     assert on.adjacency.nnz == off.adjacency.nnz + rec[0]["n_added"] - rec[0]["n_dropped"]
     assert nx.is_directed_acyclic_graph(nx.DiGraph(on.adjacency.toarray() != 0))
     assert "direct shifts" in on.params["edge_rule"] and "direct shifts" not in off.params["edge_rule"]
+    assert on.params["shift_inflation"] == rec[0]["shift_inflation"] < INFLATION_WARNING
+    assert not any("inflated" in w for w in on.params["warnings"])
 
 
-def test_an_inflated_screen_is_recorded_and_warned_about(caplog):
+def test_an_inflated_screen_is_recorded_and_warned_about():
     """40 features; 10 knocked down alone, each in 30 cells of its own condition. Calibrated, few
     features shift; with a run effect (every feature of a condition moved by its own N(0, 0.5²)
     offset, as between separate runs) most do, and the genomic-control λ says so."""
+    import warnings
+
+    from cape_pipeline.errors import CapeWarning
+
     rng = np.random.default_rng(3)
     m, n_ctrl, n_per, n_kd = 40, 600, 30, 10
     n = n_ctrl + n_kd * n_per
@@ -119,16 +125,29 @@ def test_an_inflated_screen_is_recorded_and_warned_about(caplog):
     keep[np.arange(n_ctrl, n), cond[n_ctrl:]] = False
     z = rng.normal(size=(n, m))
     z[~keep] = -2.0
-    for run, (name, scale) in enumerate((("calibrated", 0.0), ("run effect", 0.5))):
+    for run, scale in enumerate((0.0, 0.5)):
         x = z + scale * rng.normal(size=(n_kd + 1, m))[cond + 1] * (cond >= 0)[:, None]
         x = (x - x.mean(0)) / x.std(0)
-        caplog.clear()
-        with caplog.at_level("WARNING", logger="cape_pipeline.causal.regression.shift_edges"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             _, rec = _add(x, keep, np.zeros((m, m)))
+        said = [str(w.message) for w in caught if issubclass(w.category, CapeWarning)]
         if run == 0:
-            assert 0.8 < rec["shift_inflation"] < INFLATION_WARNING and "inflated" not in caplog.text, name
+            assert 0.8 < rec["shift_inflation"] < INFLATION_WARNING and not said and "warning" not in rec
         else:
-            assert rec["shift_inflation"] > INFLATION_WARNING and "inflated" in caplog.text, name
+            assert rec["shift_inflation"] > INFLATION_WARNING and said == [rec["warning"]]
+            assert "inflated" in said[0] and "shift_edges=false" in said[0]
+
+
+def test_discover_puts_the_inflation_warning_among_the_graphs_warnings(monkeypatch):
+    import cape_pipeline.causal.regression.shift_edges as shift_mod
+    from cape_pipeline.errors import CapeWarning
+
+    a = simulate_perturbation_data(n_genes=30, n_single=15, n_double=0, n_ctrl=300, cells_per_condition=20, seed=1)
+    monkeypatch.setattr(shift_mod, "INFLATION_WARNING", 0.0)  # any λ warns
+    with pytest.warns(CapeWarning, match="shift tests are inflated"):
+        g = discover(a, algorithm="regression", regression={"n_splits": 1})
+    assert "inflated" in g.params["warnings"][0] and g.params["shift_inflation"] > 0
 
 
 def test_the_option_must_be_a_bool():
