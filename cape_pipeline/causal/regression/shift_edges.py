@@ -18,7 +18,10 @@ This step adds the descendant pairs that neither the DAG nor a two-step path exp
    carry is mediated by them, not direct — the interventional counterpart of the pruning
    given the DAG parents (:func:`parent_residuals`);
 2. every perturbed feature's shifts of those residuals at the edge test's Benjamini–Hochberg
-   level ``fdr`` (over all ``T × (M − 1)`` tests);
+   level ``fdr`` (over all ``T × (M − 1)`` tests), kept where the control cells agree in sign:
+   a's correlation with g's residual has the sign of g's shift times a's own
+   (:func:`sign_concordant`; a shift that a difference between conditions makes, not a, has no
+   such association);
 3. a pair a → g is taken as direct unless a path a → h → g runs through the DAG's edges and the
    other shift pairs (a shifts h, and h is a parent of g or h's perturbation shifts g): one
    step of the transitive reduction that separates a parent from an ancestor (Wagner 2001's
@@ -51,7 +54,7 @@ from cape_pipeline.causal.regression.ordering import shift_tests
 from cape_pipeline.causal.screen import parent_table
 from cape_pipeline.errors import CapeWarning
 
-__all__ = ["INFLATION_WARNING", "MIN_WEIGHT", "add_shift_edges", "direct_shifts", "parent_residuals"]
+__all__ = ["INFLATION_WARNING", "MIN_WEIGHT", "add_shift_edges", "direct_shifts", "parent_residuals", "sign_concordant"]
 
 #: the smallest weight an edge keeps: an interventional edge is an edge whatever its
 #: observational partial correlation
@@ -108,6 +111,64 @@ def parent_residuals(
     for start in range(0, n, step):
         block = z[start : start + step]
         out[start : start + step] -= np.einsum("nmw,mw->nm", block[:, tab], coef)
+    return out
+
+
+def sign_concordant(
+    z: np.ndarray, resid: np.ndarray, keep: np.ndarray, source: np.ndarray, target: np.ndarray, *,
+    label_targets: np.ndarray | None = None,
+) -> np.ndarray:
+    """Which shift pairs a → g the observational data agree with in sign.
+
+    If a is a parent of g, a's observational association with g's residual given g's other
+    parents has the sign of a's effect on g (monotone mechanisms; in a linear model it is the
+    edge's coefficient). Under a's perturbation that effect moves g's residual by
+    ``Δg ≈ effect · Δa``, ``Δa`` being a's own shift. So a direct pair has
+    ``sign(r_ag) = sign(Δg · Δa)``, with ``r_ag`` the correlation of a's expression and g's
+    residual over the control rows. A shift pair whose shift comes from a difference between the
+    perturbed and the control conditions that a does not carry (a batch, a separate run) has no
+    such association, and passes by chance, about half the time. Every pair is kept or dropped
+    on this sign alone, with no level to set.
+
+    Parameters
+    ----------
+    z
+        ``(N, M)`` float64 standardized expression.
+    resid
+        ``(N, M)`` float64 residuals given the DAG parents (:func:`parent_residuals`).
+    keep
+        ``(N, M)`` bool: ``keep[i, j]`` ⇔ feature j was not perturbed in row i.
+    source, target
+        ``(P,)`` int64 shift pairs (a perturbed, g shifted).
+    label_targets
+        ``(N,)`` int, how many targets each row's label names (0: a control), or None (the
+        controls are the rows where no feature was perturbed).
+
+    Returns
+    -------
+    ``(P,)`` bool: the sign of ``r_ag`` equals that of ``Δg · Δa`` (False where either is 0, or
+    where there are fewer than 3 control rows). ``Δ`` is the mean over the rows where a was
+    perturbed less the mean over the controls. Time O(N·(P + S)), S the sources, in blocks.
+    """
+    p = source.size
+    ctrl = (np.asarray(label_targets) == 0) if label_targets is not None else keep.all(axis=1)
+    out = np.zeros(p, dtype=bool)
+    if p == 0 or ctrl.sum() < 3:
+        return out
+    srcs, s_idx = np.unique(source, return_inverse=True)
+    hit = sp.csc_array(~keep[:, srcs])  # (N, S) rows where each source was perturbed
+    n_hit = np.maximum(np.asarray(hit.sum(axis=0)).ravel(), 1)
+    d_src = np.asarray(hit.multiply(z[:, srcs]).sum(axis=0)).ravel() / n_hit - z[ctrl][:, srcs].mean(axis=0)
+    z_ctrl, r_ctrl = z[ctrl], resid[ctrl]
+    step = max(BLOCK_ENTRIES // max(z.shape[0], 1), 1)
+    for b in range(0, p, step):
+        a, g, si = source[b : b + step], target[b : b + step], s_idx[b : b + step]
+        zc, rc = z_ctrl[:, a], r_ctrl[:, g]
+        r = ((zc - zc.mean(0)) * (rc - rc.mean(0))).sum(0)
+        # each pair's residual shift: the mean over its source's perturbed rows less the controls'
+        shifted = np.asarray(hit[:, si].multiply(resid[:, g]).sum(axis=0)).ravel() / n_hit[si]
+        d_tgt = shifted - rc.mean(0)
+        out[b : b + step] = np.sign(r) * np.sign(d_tgt * d_src[si]) > 0
     return out
 
 
@@ -185,7 +246,8 @@ def add_shift_edges(
     -------
     adjacency, record
         The ``(M, M)`` sparse DAG and a history record (``stage`` ``"interventional edges"``,
-        ``n_shift_pairs``, ``n_indirect``, ``n_added``, ``n_dropped`` (DAG edges that gave way),
+        ``n_shift_pairs``, ``n_discordant`` (shift pairs whose sign the controls contradict,
+        :func:`sign_concordant`), ``n_indirect``, ``n_added``, ``n_dropped`` (DAG edges that gave way),
         ``n_edges``, ``shift_inflation`` (the residual shift tests' genomic-control λ; above
         :data:`INFLATION_WARNING` a :class:`~cape_pipeline.errors.CapeWarning` is issued and its
         text recorded as ``warning``), ``seconds``). Without shift pairs the DAG comes back
@@ -201,15 +263,19 @@ def add_shift_edges(
     adjacency = sp.csr_array(adjacency)
     resid = parent_residuals(z, zt, adjacency, keep, ridge=ridge, noise=noise, gram=gram)
     shifts = shift_tests(resid, keep, fdr, label_targets=label_targets)
-    del resid
     src, tgt, pv = shifts.source, shifts.target, shifts.pvalue
     if may_parent is not None:
         ok = may_parent[src]
         src, tgt, pv = src[ok], tgt[ok], pv[ok]
+    n_shift = src.size
+    agree = sign_concordant(z, resid, keep, src, tgt, label_targets=label_targets)
+    del resid
+    src, tgt, pv = src[agree], tgt[agree], pv[agree]
     coo = adjacency.tocoo()
     dag_p, dag_c = coo.row.astype(np.int64), coo.col.astype(np.int64)
     direct = direct_shifts(src, tgt, dag_p, dag_c, m)
-    record: dict[str, Any] = {"stage": "interventional edges", "n_shift_pairs": int(src.size),
+    record: dict[str, Any] = {"stage": "interventional edges", "n_shift_pairs": int(n_shift),
+                              "n_discordant": int((~agree).sum()),
                               "n_indirect": int((~direct).sum()), "n_added": 0, "n_dropped": 0,
                               "n_edges": int(adjacency.nnz),
                               "shift_inflation": shifts.inflation if np.isfinite(shifts.inflation) else None}

@@ -15,6 +15,7 @@ from cape_pipeline.causal.regression.shift_edges import (
     MIN_WEIGHT,
     add_shift_edges,
     direct_shifts,
+    sign_concordant,
 )
 from cape_pipeline.datasets import simulate_perturbation_data
 from cape_pipeline.errors import CapeConfigError
@@ -33,19 +34,62 @@ def test_direct_shifts_drops_pairs_a_two_step_path_explains():
 
 
 def _screen(seed: int = 0, n_ctrl: int = 600, n_per: int = 40):
-    """Four features: 0's knockdown shifts 1 by 1.5 sd, 1 carries no observational signal from 0
-    (its control rows are independent noise); 2 and 3 independent, 3 knocked down too."""
+    """Four features: 0's knockdown shifts 1 by 1.5 sd, and 1 carries a weak observational signal
+    of the same sign from 0 (coefficient −0.15: 0 down, 1 up); 2 and 3 independent, 3 knocked down
+    too."""
     rng = np.random.default_rng(seed)
     n = n_ctrl + 2 * n_per
     keep = np.ones((n, 4), dtype=bool)
     keep[n_ctrl : n_ctrl + n_per, 0] = False
     keep[n_ctrl + n_per :, 3] = False
     z = rng.normal(size=(n, 4))
+    z[:, 1] -= 0.15 * z[:, 0]
     z[~keep[:, 0], 0] = -2.0
     z[~keep[:, 0], 1] += 1.5
     z[~keep[:, 3], 3] = -2.0
     z = (z - z.mean(0)) / z.std(0)
     return z, keep
+
+
+def test_sign_concordance_is_the_controls_correlation_against_the_shifts_direction():
+    """Source 0 knocked down (down 2 sd). Its child 1 (coefficient +0.4) shifts down with it:
+    concordant. Gene 2 is associated with 0 in the controls as 1 is (+0.4) but shifts up as 0
+    goes down: discordant. Gene 3 shifts with no association: the sign of its chance correlation
+    decides. Source 4 is knocked up. Against a loop over the pairs in numpy."""
+    rng = np.random.default_rng(4)
+    n_ctrl, n_per, m = 500, 40, 6
+    n = n_ctrl + 2 * n_per
+    keep = np.ones((n, m), dtype=bool)
+    keep[n_ctrl : n_ctrl + n_per, 0] = False
+    keep[n_ctrl + n_per :, 4] = False
+    z = rng.normal(size=(n, m))
+    z[:, 1] += 0.4 * z[:, 0]
+    z[:, 2] += 0.4 * z[:, 0]
+    z[~keep[:, 0], 0] = -2.0
+    z[~keep[:, 0], 1] -= 0.8
+    z[~keep[:, 0], 2] += 1.5  # against the controls' sign
+    z[~keep[:, 0], 3] += 1.5
+    z[~keep[:, 4], 4] = 2.0
+    z[~keep[:, 4], 5] += 1.0
+    resid = z + 0.1 * rng.normal(size=z.shape)
+    src = np.array([0, 0, 0, 4, 4], dtype=np.int64)
+    tgt = np.array([1, 2, 3, 5, 1], dtype=np.int64)
+    got = sign_concordant(z, resid, keep, src, tgt)
+    ctrl = keep.all(1)
+    want = []
+    for a, g in zip(src, tgt, strict=True):
+        rows = ~keep[:, a]
+        r = np.corrcoef(z[ctrl, a], resid[ctrl, g])[0, 1]
+        d_g = resid[rows, g].mean() - resid[ctrl, g].mean()
+        d_a = z[rows, a].mean() - z[ctrl, a].mean()
+        want.append(np.sign(r) == np.sign(d_g * d_a))
+    assert got.tolist() == want
+    assert got[0] and not got[1]
+    # controls from the labels: the same rows here; fewer than 3 controls: nothing is concordant
+    labels = (~keep).sum(1)
+    assert sign_concordant(z, resid, keep, src, tgt, label_targets=labels).tolist() == want
+    assert not sign_concordant(z, resid, keep, src, tgt, label_targets=np.ones(n, dtype=np.int64)).any()
+    assert sign_concordant(z, resid, keep, src[:0], tgt[:0]).size == 0
 
 
 def _add(z, keep, adjacency, **kw):
