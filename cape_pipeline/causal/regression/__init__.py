@@ -76,10 +76,10 @@ one on quantities the model cannot trade away:
    :mod:`~cape_pipeline.causal.regression.shift_edges`). A perturbation's cells are few, so the
    variance it moves in its child is a small share of the child's, below ``min_effect`` where
    the observational signal is weak; the child's shift under the perturbation is the direct
-   evidence. The shift pairs at the edge test's ``fdr`` that no two-step path through the DAG and
-   the other shift pairs explains are inserted as edges before the DAG's own (greedy, no
-   cycle): a DAG edge against a shift gives way. The shift tests' genomic-control inflation is
-   recorded, and a warning issued above
+   evidence. The shift pairs at the edge test's ``fdr`` that the control cells agree with in sign
+   and that no two-step path through the DAG and the other shift pairs explains are inserted as
+   edges before the DAG's own (greedy, no cycle): a DAG edge against a shift gives way. The
+   shift tests' genomic-control inflation is recorded, and a warning issued above
    :data:`~cape_pipeline.causal.regression.shift_edges.INFLATION_WARNING`.
 
 **Regulators** (``regulators``, :mod:`~cape_pipeline.causal.regulators`: transcription factors,
