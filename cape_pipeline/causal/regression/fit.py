@@ -240,7 +240,7 @@ def fit_regression(
     opts = {"n_candidates": int(n_candidates), "min_effect": min_effect, "fdr": fdr, "ridge": ridge,
             "crossfit": crossfit, "noise": noise, "keep": keep, "order_rounds": int(order_rounds),
             "label_targets": label_targets, "progress": progress, "may_parent": may_parent,
-            "full_gram": gram_matrix(zt, keep)}  # the pruning's moments: the same rows in every split
+            "full_gram": gram_matrix(zt)}  # the pruning's moments: the same rows in every split
     # split 0 is the single split's (n_splits=1 gives the same fit as before splits were repeated)
     row_sets = [np.random.default_rng(seed if b == 0 else [seed, b]).permutation(n) for b in range(splits)]
     with progress_task("Step I: regressions on random splits of the cells", splits, unit="splits",
@@ -308,7 +308,7 @@ def _fit_split(
         del screens
         # each test half's ZᵀZ (None with many features), made once; without
         # cross-fitting the test's rows are all of zt, whose ZᵀZ is full_gram
-        tests = [(z_t, k_t, full_gram if z_t is zt else gram_matrix(z_t, k_t), None) for z_t, k_t in tests]
+        tests = [(z_t, k_t, full_gram if z_t is zt else gram_matrix(z_t), None) for z_t, k_t in tests]
     lives = [_live_mask(c) for c in cands]
     if reg is not None:  # a lone regulator's row holds itself as padding
         lives = [lv & (c != torch.arange(m, device=dev)[:, None]) for c, lv in zip(cands, lives, strict=True)]

@@ -29,21 +29,18 @@ _BATCH_ENTRIES = 1 << 24
 GRAM_MAX_FEATURES = 5000
 
 
-def gram_matrix(z: torch.Tensor, keep: object = None) -> torch.Tensor | None:
+def gram_matrix(z: torch.Tensor) -> torch.Tensor | None:
     """``ZᵀZ`` ``(M, M)`` in ``z``'s dtype and on its device, for :func:`regressions` (float64) and
     the screen (float32, :func:`~cape_pipeline.causal.screen.candidate_parents`), or None where
     they pass over the rows instead: more than :data:`GRAM_MAX_FEATURES` features. With per-feature
-    rows (``keep``) it is still the product over all rows: :func:`regressions` takes each
-    feature's moments on its own rows as those less the moments of its dropped rows.
+    rows (``keep``) :func:`regressions` takes each feature's moments on its own rows as those of
+    this product less the moments of its dropped rows.
 
     Parameters
     ----------
     z
         ``(N, M)`` float tensor.
-    keep
-        The ``keep`` the regressions will be given (unused: the product is over all rows either way).
     """
-    del keep
     if z.shape[1] > GRAM_MAX_FEATURES:
         return None
     return z.T @ z
@@ -60,55 +57,63 @@ def _live_mask(parents: torch.Tensor) -> torch.Tensor:
     return ~dup
 
 
-Moments = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]]
+Moments = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]]
 
 
-def _gram_moments(full: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, n: int) -> Moments:
+def _centred(
+    gram: torch.Tensor, xty: torch.Tensor, yy: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, nb: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Raw moments ``XᵀX``, ``Xᵀy``, ``yᵀy`` of ``nb`` ``(b,)`` rows, with their column sums ``sx``
+    ``(b, K)`` and ``sy`` ``(b,)``, centred on those rows."""
+    mx, my = sx / nb[:, None], sy / nb
+    gram = gram - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
+    xty = xty - (nb * my)[:, None, None] * mx[:, :, None]
+    return gram, xty, yy - nb * my * my, nb
+
+
+def _gram_moments(full: torch.Tensor, n: int) -> Moments:
     """Each batch's ``XᵀX`` ``(b, K, K)``, ``Xᵀy`` ``(b, K, 1)``, ``yᵀy`` ``(b,)`` and row count,
-    read from ``ZᵀZ`` (padding columns 0)."""
+    read from ``ZᵀZ`` (padding columns 0), for the children ``ids`` with candidates ``idx`` and
+    live mask ``lv`` (float64)."""
 
-    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-        idx, lv = parents[ids], live[ids].to(torch.float64)
+    def moments(ids: torch.Tensor, idx: torch.Tensor, lv: torch.Tensor) -> tuple[torch.Tensor, ...]:
         gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])
         return gram, (full[idx, ids[:, None]] * lv).unsqueeze(2), full[ids, ids], n
 
     return moments
 
 
-def _row_moments(z: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, keep: torch.Tensor | None) -> Moments:
+def _row_moments(z: torch.Tensor, keep: torch.Tensor | None) -> Moments:
     """As :func:`_gram_moments`, from the gathered ``(b, N, K)`` columns; with ``keep`` each child
     on its own rows, centred there (the row counts ``(b,)``)."""
 
-    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-        idx, lv = parents[ids], live[ids].to(torch.float64)
+    def moments(ids: torch.Tensor, idx: torch.Tensor, lv: torch.Tensor) -> tuple[torch.Tensor, ...]:
         xp = z[:, idx].permute(1, 0, 2) * lv[:, None, :]  # (b, N, K), padding columns 0
         y = z[:, ids].T.unsqueeze(2)  # (b, N, 1)
         if keep is None:
             return xp.transpose(1, 2) @ xp, xp.transpose(1, 2) @ y, (y * y).sum((1, 2)), z.shape[0]
         w = keep[:, ids].T.to(torch.float64)  # (b, N)
-        nb = w.sum(1).clamp_min(1.0)
         xw = xp * w[:, :, None]
-        mx = xw.sum(1) / nb[:, None]  # (b, K)
         yw = y[:, :, 0] * w
-        my = yw.sum(1) / nb
-        gram = xw.transpose(1, 2) @ xp - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
-        xty = xw.transpose(1, 2) @ y - (nb * my)[:, None, None] * mx[:, :, None]
-        return gram, xty, (yw * y[:, :, 0]).sum(1) - nb * my * my, nb
+        return _centred(xw.transpose(1, 2) @ xp, xw.transpose(1, 2) @ y, (yw * y[:, :, 0]).sum(1), xw.sum(1),
+                        yw.sum(1), w.sum(1).clamp_min(1.0))
 
     return moments
 
 
 def _downdated_moments(
-    z: torch.Tensor, full: torch.Tensor, keep: torch.Tensor, parents: torch.Tensor, live: torch.Tensor, budget: int,
+    z: torch.Tensor, full: torch.Tensor, keep: torch.Tensor, k: int, budget: int,
 ) -> tuple[list[torch.Tensor], Moments]:
-    """Each child's moments on its own rows (``keep``), centred there, as those of all rows less
-    those of its dropped rows: ``ZᵀZ`` and the column sums less the ``(b, R, K)`` gathered
-    columns of the at most R rows where a child of the batch is dropped (perturbed). The batches
-    hold children of similar dropped-row counts (sorted), sized so that ``b·R·K`` stays within
-    ``budget``; O(M·K² + D·K²) past ``ZᵀZ``, D the dropped entries of ``keep``."""
-    m, k = parents.shape
+    """Each child's moments on its own rows (``keep``), centred there, as those of all rows
+    (:func:`_gram_moments`) less those of its dropped rows: ``ZᵀZ`` and the column sums less the
+    ``(b, R, K)`` gathered columns of the at most R rows where a child of the batch is dropped
+    (perturbed). The batches hold children of similar dropped-row counts (sorted), sized so that
+    ``b·R·K`` stays within ``budget``; O(M·K² + D·K²) past ``ZᵀZ``, D the dropped entries of
+    ``keep``."""
+    n, m = z.shape
     dev = z.device
     colsum = z.sum(0)
+    read = _gram_moments(full, n)
     cols, rows = (~keep).T.nonzero(as_tuple=True)  # dropped entries, sorted by child then row
     n_drop = torch.bincount(cols, minlength=m)
     start = torch.cumsum(n_drop, 0) - n_drop
@@ -121,14 +126,10 @@ def _downdated_moments(
             e = min(e, s + max(1, budget // (counts[e - 1] * k)))
         batches.append(order[s:e])
         s = e
-    n = z.shape[0]
 
-    def moments(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-        idx, lv = parents[ids], live[ids].to(torch.float64)
-        gram = full[idx[:, :, None], idx[:, None, :]] * (lv[:, :, None] * lv[:, None, :])
-        xty = (full[idx, ids[:, None]] * lv).unsqueeze(2)
-        yy = full[ids, ids].clone()
-        sx, sy = colsum[idx] * lv, colsum[ids].clone()
+    def moments(ids: torch.Tensor, idx: torch.Tensor, lv: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        gram, xty, yy, _ = read(ids, idx, lv)
+        sx, sy = colsum[idx] * lv, colsum[ids]
         nd = n_drop[ids]
         r = int(nd.max()) if ids.numel() else 0
         if r:
@@ -141,11 +142,7 @@ def _downdated_moments(
             xty = xty - xd.transpose(1, 2) @ yd[:, :, None]
             yy = yy - (yd * yd).sum(1)
             sx, sy = sx - xd.sum(1), sy - yd.sum(1)
-        nb = (n - nd).to(torch.float64).clamp_min(1.0)
-        mx, my = sx / nb[:, None], sy / nb
-        gram = gram - nb[:, None, None] * (mx[:, :, None] * mx[:, None, :])
-        xty = xty - (nb * my)[:, None, None] * mx[:, :, None]
-        return gram, xty, yy - nb * my * my, nb
+        return _centred(gram, xty, yy, sx, sy, (n - nd).to(torch.float64).clamp_min(1.0))
 
     return batches, moments
 
@@ -279,18 +276,18 @@ def regressions(
     eye = torch.eye(k, dtype=torch.float64, device=dev)
     budget = batch_entries(dev, _BATCH_ENTRIES, bytes_per_entry=80)
     if full is not None and keep is not None:
-        batches, moments = _downdated_moments(z, full, keep, parents, live, budget)
+        batches, moments = _downdated_moments(z, full, keep, k, budget)
     else:
         # about ten float64 copies of a (b, N, K) batch are alive at once (gather, mask, weights, products);
         # read from the Gram matrix a batch is (b, K, K)
         rows = n if full is None else k
         chunk = max(1, budget // max(rows * k, 1))
         batches = [torch.arange(s, min(m, s + chunk), device=dev) for s in range(0, m, chunk)]
-        moments = _gram_moments(full, parents, live, n) if full is not None else _row_moments(z, parents, live, keep)
+        moments = _gram_moments(full, n) if full is not None else _row_moments(z, keep)
     for ids in batches:
         idx = parents[ids]
         lv = live[ids].to(torch.float64)  # (b, K)
-        gram, xty, yy, nb = moments(ids)
+        gram, xty, yy, nb = moments(ids, idx, lv)
         ncol = nb if keep is None else nb[:, None]
         # ridge on live columns; padding columns get 1 on the diagonal (their β is 0)
         gram = gram + eye * (ridge * ncol * lv + (1.0 - lv))[:, None, :]

@@ -158,16 +158,17 @@ def sign_concordant(
     srcs, s_idx = np.unique(source, return_inverse=True)
     hit = sp.csc_array(~keep[:, srcs])  # (N, S) rows where each source was perturbed
     n_hit = np.maximum(np.asarray(hit.sum(axis=0)).ravel(), 1)
-    d_src = np.asarray(hit.multiply(z[:, srcs]).sum(axis=0)).ravel() / n_hit - z[ctrl][:, srcs].mean(axis=0)
     z_ctrl, r_ctrl = z[ctrl], resid[ctrl]
+    d_src = np.asarray(hit.multiply(z[:, srcs]).sum(axis=0)).ravel() / n_hit - z_ctrl[:, srcs].mean(axis=0)
     step = max(BLOCK_ENTRIES // max(z.shape[0], 1), 1)
     for b in range(0, p, step):
         a, g, si = source[b : b + step], target[b : b + step], s_idx[b : b + step]
         zc, rc = z_ctrl[:, a], r_ctrl[:, g]
-        r = ((zc - zc.mean(0)) * (rc - rc.mean(0))).sum(0)
+        rc_mean = rc.mean(0)
+        r = ((zc - zc.mean(0)) * (rc - rc_mean)).sum(0)
         # each pair's residual shift: the mean over its source's perturbed rows less the controls'
         shifted = np.asarray(hit[:, si].multiply(resid[:, g]).sum(axis=0)).ravel() / n_hit[si]
-        d_tgt = shifted - rc.mean(0)
+        d_tgt = shifted - rc_mean
         out[b : b + step] = np.sign(r) * np.sign(d_tgt * d_src[si]) > 0
     return out
 
