@@ -61,7 +61,7 @@ __all__ = ["INFLATION_WARNING", "MIN_WEIGHT", "add_shift_edges", "direct_shifts"
 MIN_WEIGHT = 1e-6
 #: the shift tests' genomic-control inflation (:class:`~cape_pipeline.causal.regression.ordering.ShiftTests`)
 #: above which :func:`add_shift_edges` warns that its edges may be run-to-run differences between
-#: the conditions: 1.0–1.1 on the simulated screens whose cells are independent, 2.4–3.5 on AVICI's,
+#: the conditions: 1.0–1.13 on the simulated screens whose cells are independent, 2.3–3.6 on AVICI's,
 #: whose conditions are separate simulation runs (benchmarks/discover/interventional/RESULTS.md)
 INFLATION_WARNING = 1.5
 
