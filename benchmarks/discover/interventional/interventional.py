@@ -24,6 +24,16 @@ Data (``cape_pipeline.datasets.simulate_perturbation_data``: a scale-free DAG, M
   technical noise (library, dropout, Poisson UMI counts); every regulator of the module (38–39,
   the genes with a child; at most 40, the most children first) knocked out in 100 cells each
   beside 2,000 controls; the counts go through ``pp.preprocess`` as ``hill``'s do.
+- ``boolode-gsd``, ``boolode-hsc``, ``boolode-vsc``, ``boolode-mcad``: a second generator that is
+  not ours, BoolODE (Pratapa et al. 2020, the simulator of BEELINE; the authors' source at
+  ba8884a, GPL-3.0, not on PyPI: ``setup`` clones it into ``_cache/`` and makes its own virtual
+  environment; ``_boolode.py``), on BEELINE's four curated Boolean models (gonadal sex
+  determination, 19 genes; haematopoietic stem cell, 11; ventral spinal cord, 8; mammalian
+  cortical area development, 5) with their published settings. Every gene with a target is
+  knocked out (transcription rate and initial mRNA 0) in 200 cells, beside 2,000 controls; one
+  cell per simulated trajectory at a uniformly drawn time point, as BEELINE samples BoolODE. The
+  truth is the Boolean rules' regulator → target pairs (cycles included, self-loops left out);
+  the simulated mRNA is used as BEELINE gives it to the methods (no counts, no ``log1p``).
 
 Half of each condition's cells are held out (seeded); the graph is fitted on the other half.
 
@@ -91,7 +101,8 @@ Usage::
     python benchmarks/discover/interventional/interventional.py diagnose [--sizes norman hill avici]
         [--seeds 0 1 2]     # step 9's added edges against the truth, the shift tests' calibration
     python benchmarks/discover/interventional/interventional.py report   # RESULTS.md's tables
-    python benchmarks/discover/interventional/interventional.py setup    # AVICI's environment (_cache/)
+    python benchmarks/discover/interventional/interventional.py setup [--boolode-src URL_OR_DIR]
+        # AVICI's and BoolODE's environments, BoolODE's source (_cache/)
 """
 
 from __future__ import annotations
@@ -119,7 +130,11 @@ SDCD_PY = HERE.parent / "sdcd" / ".venv" / "bin" / "python"
 #: its simulator does not import (``_avici.py``); its E. coli loader needs pandas < 3
 CACHE = HERE / "_cache"
 SIMULATORS = {"avici": [["avici==1.0.7", "--no-deps"],
-                        ["numpy==1.26.4", "pandas==2.0.3", "igraph==1.0.0", "pyyaml==6.0.4"]]}
+                        ["numpy==1.26.4", "pandas==2.0.3", "igraph==1.0.0", "pyyaml==6.0.4"]],
+              # BoolODE is not on PyPI: its source at BOOLODE_COMMIT goes to _cache/boolode-src (``setup``)
+              "boolode": [["numpy==1.26.4", "pandas==1.5.3", "scipy==1.13.1", "scikit-learn==1.5.2", "tqdm",
+                           "pyyaml==6.0.2"]]}
+BOOLODE_REPO, BOOLODE_COMMIT = "https://github.com/Murali-group/BoolODE", "ba8884a"
 SIZES = {
     "norman": {"n_genes": 200, "n_single": 105, "n_double": 131, "n_ctrl": 1000, "cells_per_condition": 20,
                "do_value": 3.0},
@@ -129,7 +144,13 @@ SIZES = {
     "hill": {"n_cells": 4000, "n_genes": 400, "n_types": 6, "knockdowns": 40, "knockdown_cells": 80},
     # another group's simulator: AVICI's SERGIO with knockouts (full loss of production) of the hubs
     "avici": {"n_genes": 400, "knockouts": 40, "n_ctrl": 2000, "ko_cells": 100},
+    # another group's simulator: BoolODE's stochastic ODEs of BEELINE's curated Boolean models, every regulator knocked out
+    "boolode-gsd": {"model": "GSD", "n_ctrl": 1000, "ko_cells": 100},
+    "boolode-hsc": {"model": "HSC", "n_ctrl": 2000, "ko_cells": 200},
+    "boolode-vsc": {"model": "VSC", "n_ctrl": 2000, "ko_cells": 200},
+    "boolode-mcad": {"model": "mCAD", "n_ctrl": 2000, "ko_cells": 200},
 }
+BOOLODE = tuple(k for k in SIZES if k.startswith("boolode"))
 #: the avici simulator's expression before technical noise
 _CLEAN = ("cape-int-clean", "cape-int-noshift-clean")
 #: methods not run on a screen: those that need the first generator's uncorrected log1p counts (the
@@ -137,7 +158,8 @@ _CLEAN = ("cape-int-clean", "cape-int-noshift-clean")
 #: SDCD's venv (Norman only), preprocess's record of the counts (-eiv) or the clean expression
 _NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", *_CLEAN),
            "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
-           "norman": ("cape-int-eiv", *_CLEAN), "replogle": ("cape-int-eiv", *_CLEAN)}
+           "norman": ("cape-int-eiv", *_CLEAN), "replogle": ("cape-int-eiv", *_CLEAN),
+           **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", *_CLEAN) for b in BOOLODE}}
 
 
 def simulator_python(name: str) -> Path:
@@ -177,6 +199,38 @@ def avici_screen(seed: int, clean: bool = False):
     return a
 
 
+def boolode_screen(size: str, seed: int):
+    """BoolODE's knockout screen (``_boolode.py`` in its own environment, cached under ``_cache/``) as
+    AnnData: the simulated mRNA of one time point per trajectory, as BEELINE gives BoolODE's data to
+    the methods (no counts, no ``log1p``), ``obs["condition"]`` ("ctrl" or the knocked-out gene),
+    ``obs["time"]``, ``varp["true_dag"]`` (the Boolean rules' regulators, self-loops left out),
+    ``uns["boolode"]`` (the generator's record)."""
+    import anndata as ad
+    import pandas as pd
+    import scipy.sparse as sp
+
+    p = SIZES[size]
+    path = CACHE / f"boolode_{p['model']}_s{seed}.npz"
+    src = CACHE / "boolode-src"
+    if not path.exists():
+        if not (src / "BoolODE").is_dir():
+            raise SystemExit(f"boolode: run `python {Path(__file__).name} setup --boolode-src ...` first ({src} missing)")
+        subprocess.run([str(simulator_python("boolode")), str(HERE / "_boolode.py"), str(src), p["model"], str(p["n_ctrl"]),
+                        str(p["ko_cells"]), str(seed), str(path)], check=True)
+    z = np.load(path)
+    genes, edges = z["genes"], z["edges"]
+    index = {g: i for i, g in enumerate(genes)}
+    m = len(genes)
+    truth = sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
+                          shape=(m, m))
+    obs = pd.DataFrame({"condition": pd.Categorical(z["condition"]), "time": z["time"]},
+                       index=[f"cell{i}" for i in range(len(z["condition"]))])
+    a = ad.AnnData(z["x"].astype(np.float32), obs=obs, var=pd.DataFrame(index=genes))
+    a.varp["true_dag"] = truth
+    a.uns["boolode"] = json.loads(str(z["info"]))
+    return a
+
+
 def make(size: str, seed: int, clean: bool = False):
     """(fit half, held-out half, true DAG) of one simulated screen. The hill and avici screens'
     counts go through ``pp.preprocess`` (library size recorded, ``normalize_total``, ``log1p``,
@@ -193,6 +247,8 @@ def make(size: str, seed: int, clean: bool = False):
 
         a = simulated_hill_counts(**SIZES[size], seed=seed) if size == "hill" else avici_screen(seed)
         pp.preprocess(a, min_genes=0, n_top_genes=a.n_vars)  # in place; varp["true_dag"] follows the genes
+    elif size in BOOLODE:
+        a = boolode_screen(size, seed)
     else:
         a = simulate_perturbation_data(**SIZES[size], seed=seed)
     cond = a.obs["condition"].astype(str).to_numpy()
@@ -465,9 +521,19 @@ def diagnose(a: argparse.Namespace) -> None:
                       flush=True)
 
 
-def setup() -> None:
-    """Create each simulator's virtual environment under ``_cache/`` from its PyPI release."""
+def setup(boolode_src: str) -> None:
+    """Create each simulator's virtual environment under ``_cache/`` from its PyPI release, and put
+    BoolODE's source at ``BOOLODE_COMMIT`` in ``_cache/boolode-src`` (cloned from ``boolode_src``: its
+    GitHub address, or a local copy of the repository)."""
     CACHE.mkdir(exist_ok=True)
+    dst = CACHE / "boolode-src"
+    if not (dst / "BoolODE").is_dir():
+        tmp = CACHE / "boolode-src.tmp"
+        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        subprocess.run(["git", "clone", "-q", boolode_src, str(tmp)], check=True)
+        subprocess.run(["git", "-C", str(tmp), "checkout", "-q", BOOLODE_COMMIT], check=True)
+        tmp.rename(dst)
+    print("boolode source:", dst, "at", BOOLODE_COMMIT)
     for name, steps in SIMULATORS.items():
         venv = CACHE / f"venv-{name}"
         if not (venv / "bin" / "python").exists():
@@ -548,6 +614,9 @@ if __name__ == "__main__":
     d.add_argument("--sizes", nargs="+", default=["norman", "hill", "avici"], choices=list(SIZES))
     d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     sub.add_parser("report")
-    sub.add_parser("setup")
+    st = sub.add_parser("setup")
+    st.add_argument("--boolode-src", default=BOOLODE_REPO,
+                    help="where to clone BoolODE's source from: its GitHub address (default) or a local copy")
     args = ap.parse_args()
-    {"run": lambda: run(args), "diagnose": lambda: diagnose(args), "report": report, "setup": setup}[args.cmd]()
+    {"run": lambda: run(args), "diagnose": lambda: diagnose(args), "report": report,
+     "setup": lambda: setup(args.boolode_src)}[args.cmd]()
