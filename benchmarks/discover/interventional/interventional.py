@@ -82,6 +82,9 @@ Methods, on the same cells:
 - ``cape-int-clean``, ``cape-int-noshift-clean`` (``avici`` only): ``cape-int`` and ``cape-int-noshift`` on the simulator's expression before its
   technical noise (``log1p``, the same cells and halves, no ``pp.preprocess``, so no library
   covariate): how much of what Step I misses the technical noise takes away;
+- ``shift-test``: the knockout-shift baseline — an edge a → g wherever g's expression in the
+  cells where a alone was perturbed differs from the controls' (Mann–Whitney, Benjamini–Hochberg
+  at 0.05; :func:`run_shift_baseline`): what the labels give without a graph model;
 - ``sdcd-int``: SDCD (PyPI ``sdcd==0.1.4``, its own virtual environment made by
   ``benchmarks/discover/sdcd/install.sh``) with its intervention masks from the same labels,
   every SDCD default (``_sdcd.py``); Norman size only (SDCD takes about an hour at 200 genes on
@@ -289,7 +292,7 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
            "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
            "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-clean", "cape-int-noshift-clean",
-           "sdcd-int")
+           "sdcd-int", "shift-test")
 
 
 #: method suffixes whose rows were made by code the package no longer has: what, and the commit to rerun them at
@@ -342,6 +345,41 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
             "n_shift_edges": g.params.get("n_shift_edges")}, g.adjacency
 
 
+def run_shift_baseline(fit, truth) -> tuple[dict, object]:
+    """The knockout-shift baseline: an edge a → g wherever g's expression in the cells where a alone
+    was perturbed differs from the controls' (two-sided Mann–Whitney over the fit half,
+    Benjamini–Hochberg at 0.05 over every tested pair); the score is −log10 p. Every shift is read as
+    a direct edge, so descendants further down come in as edges too: what the labels give without a
+    graph model."""
+    import scipy.sparse as sp
+    from scipy.stats import false_discovery_control, mannwhitneyu
+
+    from cape_pipeline.causal.interventions import intervention_targets
+
+    t0 = time.perf_counter()
+    iv = intervention_targets(fit.obs, fit.var_names, "condition")
+    t = iv.targets.tocsr()
+    n_targets = np.diff(t.indptr)
+    keep = np.ones(n_targets.size, dtype=bool) if iv.keep_cells is None else iv.keep_cells
+    single = np.flatnonzero((n_targets == 1) & keep)
+    single_target = t.indices[t.indptr[single]]
+    x = fit.X.toarray() if sp.issparse(fit.X) else np.asarray(fit.X)
+    x = x.astype(np.float64)
+    x_ctrl = x[np.flatnonzero(iv.control_cells)]
+    m = fit.n_vars
+    pv = np.ones((m, m))
+    for a in np.unique(single_target):  # one test per perturbed gene, vectorized over the genes
+        pv[a] = np.nan_to_num(mannwhitneyu(x[single[single_target == a]], x_ctrl, axis=0).pvalue, nan=1.0)
+        pv[a, a] = 1.0
+    tested = np.zeros((m, m), dtype=bool)
+    tested[np.unique(single_target)] = True
+    np.fill_diagonal(tested, False)
+    adj = np.zeros((m, m), dtype=np.int8)
+    adj[tested] = false_discovery_control(pv[tested]) < 0.05
+    sec = time.perf_counter() - t0
+    return {**graph_metrics(adj, -np.log10(np.maximum(pv, 1e-300)) * tested, truth), "seconds": sec}, adj
+
+
 def run_sdcd(fit, truth) -> tuple[dict, object]:
     """SDCD in its own venv on the fit half, its masks from obs["condition"]."""
     from cape_pipeline._keys import parse_condition
@@ -380,7 +418,8 @@ def run(a: argparse.Namespace) -> None:
                     sets[clean] = (fit, held, truth, interventional_score(held, truth))
                 fit, held, truth, truth_score = sets[clean]
                 base = provenance()
-                rec, adj = run_sdcd(fit, truth) if method == "sdcd-int" else run_cape(method, fit, truth)
+                runner = {"sdcd-int": run_sdcd, "shift-test": run_shift_baseline}.get(method)
+                rec, adj = runner(fit, truth) if runner else run_cape(method, fit, truth)
                 score = interventional_score(held, adj)
                 rec = {"size": size, "seed": seed, "method": method, "cells_fit": fit.n_obs, "genes": fit.n_vars,
                        "n_true": int(truth.nnz), **rec, "shifted": score["share_shifted"],
