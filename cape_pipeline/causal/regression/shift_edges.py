@@ -62,7 +62,8 @@ MIN_WEIGHT = 1e-6
 #: the shift tests' genomic-control inflation (:class:`~cape_pipeline.causal.regression.ordering.ShiftTests`)
 #: above which :func:`add_shift_edges` warns that its edges may be run-to-run differences between
 #: the conditions: 1.0–1.13 on the simulated screens whose cells are independent, 2.3–3.6 on AVICI's,
-#: whose conditions are separate simulation runs (benchmarks/discover/interventional/RESULTS.md)
+#: whose conditions are separate simulation runs; also above it where most genes are downstream of
+#: most perturbed genes, as on BoolODE's small cyclic models (benchmarks/discover/interventional/RESULTS.md)
 INFLATION_WARNING = 1.5
 
 
@@ -284,8 +285,9 @@ def add_shift_edges(
         record["warning"] = (
             f"discover: the perturbation shift tests are inflated (genomic-control λ {shifts.inflation:.2f}; about 1 "
             "when most genes do not shift under most perturbations): the perturbed conditions differ from the "
-            "controls in most genes, as between batches or separate runs, and the interventional edges may include "
-            "such differences (Python: regression={'shift_edges': False}; CLI: --set "
+            "controls in most genes. Either most genes lie downstream of most perturbed genes (a small, dense or "
+            "cyclic network), or the conditions differ as batches or separate runs do, and then the interventional "
+            "edges may include such differences (Python: regression={'shift_edges': False}; CLI: --set "
             "discover.regression.shift_edges=false keeps the regressions' edges only)")
         warnings.warn(record["warning"], CapeWarning, stacklevel=2)
     src, tgt, pv = src[direct], tgt[direct], pv[direct]
