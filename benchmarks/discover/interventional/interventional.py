@@ -479,7 +479,7 @@ def _shift_calibration(z, keep, label_targets, truth) -> dict:
     x2 = chi2.isf(np.clip(out.pvalue, 1e-300, 1.0), 1)
     edge = t[out.source, out.target]
     return {"lambda": out.inflation, "true_chi2_median": float(np.median(x2[edge])),
-            "nondesc_p05": float(low[~is_desc].mean()), "desc_p05": float(low[is_desc].mean()) if is_desc.any() else None,
+            "nondesc_p05": float(low[~is_desc].mean()) if (~is_desc).any() else None, "desc_p05": float(low[is_desc].mean()) if is_desc.any() else None,
             "n_tests": int(out.pvalue.size)}
 
 
@@ -526,7 +526,9 @@ def diagnose(a: argparse.Namespace) -> None:
 
                 def record(z, zt, adjacency, keep, seen=seen, **kw):
                     seen.update(z=z, zt=zt, adjacency=adjacency, keep=keep, kw=kw)
-                    return original(z, zt, adjacency, keep, **kw)
+                    out = original(z, zt, adjacency, keep, **kw)
+                    seen["record"] = out[1]
+                    return out
 
                 fit_mod.add_shift_edges = record
                 try:
@@ -550,6 +552,8 @@ def diagnose(a: argparse.Namespace) -> None:
                        "f1_genomic_control": graph_metrics(gc_adj, scores, truth)["f1"],
                        "added_genomic_control": gc_rec["n_added"],
                        "added": _added_kinds(before, g.adjacency, truth),
+                       "step9": {k: seen["record"][k] for k in ("n_shift_pairs", "n_discordant", "n_indirect", "n_added",
+                                                                 "n_dropped")},
                        "residual": _shift_calibration(resid, keep, lt, truth),
                        "expression": _shift_calibration(z, keep, lt, truth), **provenance()}
                 key = (size, clean, seed)
@@ -619,9 +623,11 @@ def _diagnosis_table() -> list[str]:
     """``diagnosis.jsonl`` as a table: the mean over seeds of each screen."""
     recs = common.read_rows(DIAGNOSIS) if DIAGNOSIS.exists() else []
     kinds = ("true", "reversed", "indirect", "ancestor", "unrelated")
-    lines = ["| screen | n | added: " + " / ".join(kinds) + " | residual shifts: λ | non-descendants p < 0.05 "
+    steps = ("n_shift_pairs", "n_discordant", "n_indirect", "n_added", "n_dropped")
+    lines = ["| screen | n | step 9: shift pairs / discordant / indirect / added / DAG edges given way | added: "
+             + " / ".join(kinds) + " | residual shifts: λ | non-descendants p < 0.05 "
              "(residual / expression) | descendants p < 0.05 (residual) | true edges' median χ² (residual) | "
-             "F1 without step 9 | F1 | F1 with genomic control |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "F1 without step 9 | F1 | F1 with genomic control |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for size in SIZES:
         for clean in (False, True):
             rows = [r for r in recs if r["size"] == size and r["clean"] == clean]
@@ -632,10 +638,12 @@ def _diagnosis_table() -> list[str]:
                 return float(np.mean([get(r) for r in rows]))
 
             added = " / ".join(f"{mean(lambda r, k=k: r['added'][k]):.0f}" for k in kinds)
+            step9 = (" / ".join(f"{mean(lambda r, k=k: r['step9'][k]):.0f}" for k in steps)
+                     if all("step9" in r for r in rows) else "–")
             lines.append(
-                f"| {size}{' (before technical noise)' if clean else ''} | {len(rows)} | {added} | "
-                f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05']):.3f} / "
-                f"{mean(lambda r: r['expression']['nondesc_p05']):.3f} | {mean(lambda r: r['residual']['desc_p05'] or float('nan')):.3f} | "
+                f"| {size}{' (before technical noise)' if clean else ''} | {len(rows)} | {step9} | {added} | "
+                f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05'] if r['residual']['nondesc_p05'] is not None else float('nan')):.3f} / "
+                f"{mean(lambda r: r['expression']['nondesc_p05'] if r['expression']['nondesc_p05'] is not None else float('nan')):.3f} | {mean(lambda r: r['residual']['desc_p05'] or float('nan')):.3f} | "
                 f"{mean(lambda r: r['residual'].get('true_chi2_median', float('nan'))):.1f} | "
                 f"{mean(lambda r: r['f1_without']):.3f} | {mean(lambda r: r['f1']):.3f} | "
                 f"{mean(lambda r: r['f1_genomic_control']):.3f} |")
