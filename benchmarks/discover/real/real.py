@@ -356,7 +356,8 @@ def run(a: argparse.Namespace) -> None:
                 print(f"{ds} {row['truth']} {method}: EPR {row['epr']:.2f} AUPRC ratio {row['auprc_ratio']:.2f}"
                       + (f" edges {row['edges_scored']} P {row['precision']:.3f} R {row['recall']:.4f}"
                          if adj is not None else "") + f" {rec['seconds']:.0f}s", flush=True)
-            _update_rows(lambda r, ds=ds, method=method: r["dataset"] == ds and r["method"] == method, new)
+            _update_rows(lambda r, ds=ds, method=method: r["kind"] == "method" and r["dataset"] == ds
+                         and r["method"] == method, new)
         _topk(ds, universes)
 
 
@@ -399,7 +400,8 @@ def rescore() -> None:
 
 def _topk(ds: str, universes: dict) -> None:
     """Rows ``kind="topk"``: each ranking method's precision at each kept graph's number of
-    candidate-pair edges (the kept graph's own precision beside it)."""
+    candidate-pair edges (the kept graph's own precision beside it). Only the (graph, method) rows
+    whose two score files are in ``_cache/scores/`` are replaced; the others are kept as they are."""
     methods = [m for m in METHODS if _score_file(ds, m).exists()]
     loaded = {m: np.load(_score_file(ds, m)) for m in methods}
     new = []
@@ -410,7 +412,8 @@ def _topk(ds: str, universes: dict) -> None:
             for m in methods:
                 new.append({"kind": "topk", "dataset": ds, "truth": truth, "graph": gm, "method": m, "k": k,
                             "precision": u.precision_at(loaded[m]["score"], k)})
-    _update_rows(lambda r: r["kind"] == "topk" and r["dataset"] == ds, new)
+    made = {(r["graph"], r["method"]) for r in new}
+    _update_rows(lambda r: r["kind"] == "topk" and r["dataset"] == ds and (r["graph"], r["method"]) in made, new)
 
 
 # ----------------------------------------------------------------------------- report
