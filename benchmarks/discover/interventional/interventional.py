@@ -135,8 +135,8 @@ CACHE = HERE / "_cache"
 SIMULATORS = {"avici": [["avici==1.0.7", "--no-deps"],
                         ["numpy==1.26.4", "pandas==2.0.3", "igraph==1.0.0", "pyyaml==6.0.4"]],
               # BoolODE is not on PyPI: its source at BOOLODE_COMMIT goes to _cache/boolode-src (``setup``)
-              "boolode": [["numpy==1.26.4", "pandas==1.5.3", "scipy==1.13.1", "scikit-learn==1.5.2", "tqdm",
-                           "pyyaml==6.0.2"]]}
+              "boolode": [["numpy==1.26.4", "pandas==1.5.3", "scipy==1.13.1", "scikit-learn==1.5.2", "tqdm==4.70.1",
+                           "pyyaml==6.0.4"]]}
 BOOLODE_REPO, BOOLODE_COMMIT = "https://github.com/Murali-group/BoolODE", "ba8884a"
 SIZES = {
     "norman": {"n_genes": 200, "n_single": 105, "n_double": 131, "n_ctrl": 1000, "cells_per_condition": 20,
