@@ -126,6 +126,17 @@ class Interventions:
             ctrl = np.asarray(self.n_label_targets) == 0
         return ctrl if self.keep_cells is None else ctrl & self.keep_cells
 
+    @property
+    def single_targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cells, target)``, each ``(S,)`` int64: the cells Step I uses where exactly one
+        feature was perturbed, and that feature's index."""
+        t = self.targets.tocsr()
+        keep = np.diff(t.indptr) == 1
+        if self.keep_cells is not None:
+            keep &= self.keep_cells
+        cells = np.flatnonzero(keep)
+        return cells, t.indices[t.indptr[cells]].astype(np.int64)
+
     def summary(self) -> dict[str, Any]:
         """The record Step I keeps in ``params``: the counts above, the left-out labels first."""
         kinds = {k: int(self.kinds.get(k, 0)) for k in LABEL_KINDS}

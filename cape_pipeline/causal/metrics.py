@@ -171,12 +171,8 @@ def interventional_score(
     if a.shape != (m, m):
         raise ValueError(f"adjacency: expected ({m}, {m}) for the data's features, got {a.shape}")
     iv = intervention_targets(adata.obs, adata.var_names, column)
-    t = iv.targets.tocsr()
-    n_targets = np.diff(t.indptr)
-    keep = np.ones(n_targets.size, dtype=bool) if iv.keep_cells is None else iv.keep_cells
     control = np.flatnonzero(iv.control_cells)  # never a cell without an assigned perturbation
-    single = np.flatnonzero((n_targets == 1) & keep)
-    single_target = t.indices[t.indptr[single]]
+    single, single_target = iv.single_targets
     x = adata.X
     x = x.toarray() if sp.issparse(x) else np.asarray(x)
     x = x.astype(np.float64)

@@ -35,6 +35,8 @@ def test_condition_labels_in_the_fields_conventions(caplog):
     assert iv.n_control == 2 and iv.unknown == {"gX": 1} and "gX" in caplog.text
     assert iv.keep_cells.tolist() == [True, True, True, True, False]  # a guide for a gene not modelled
     assert iv.summary()["n_perturbed_features"] == 2
+    cells, target = iv.single_targets  # the double perturbation and the left-out guide are not single
+    assert cells.tolist() == [1] and target.tolist() == [1]
 
 
 @pytest.mark.parametrize(

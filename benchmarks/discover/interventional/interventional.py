@@ -113,6 +113,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -165,6 +166,17 @@ _NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int",
            **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", *_CLEAN) for b in BOOLODE}}
 
 
+def truth_from_edges(genes, edges):
+    """The true graph ``(M, M)`` CSR (1.0 per edge) of ``edges`` ``(E, 2)`` (regulator, target names)
+    over ``genes`` ``(M,)``, in that order."""
+    import scipy.sparse as sp
+
+    index = {g: i for i, g in enumerate(genes)}
+    m = len(genes)
+    return sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
+                         shape=(m, m))
+
+
 def simulator_python(name: str) -> Path:
     """The Python of a simulator's own environment; exits when ``setup`` has not made it."""
     py = CACHE / f"venv-{name}" / "bin" / "python"
@@ -188,11 +200,8 @@ def avici_screen(seed: int, clean: bool = False):
         subprocess.run([str(simulator_python("avici")), str(HERE / "_avici.py"), str(p["n_genes"]), str(p["knockouts"]),
                         str(p["n_ctrl"]), str(p["ko_cells"]), str(seed), str(path)], check=True)
     z = np.load(path)
-    genes, edges = z["genes"], z["edges"]
-    index = {g: i for i, g in enumerate(genes)}
-    m = len(genes)
-    truth = sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
-                          shape=(m, m))
+    genes = z["genes"]
+    truth = truth_from_edges(genes, z["edges"])
     obs = pd.DataFrame({"condition": pd.Categorical(z["condition"]), "cell_type": pd.Categorical(z["cell_type"].astype(str))},
                        index=[f"cell{i}" for i in range(len(z["condition"]))])
     x = np.log1p(z["clean"].astype(np.float64)).astype(np.float32) if clean else z["counts"].astype(np.float32)
@@ -210,7 +219,6 @@ def boolode_screen(size: str, seed: int):
     ``uns["boolode"]`` (the generator's record)."""
     import anndata as ad
     import pandas as pd
-    import scipy.sparse as sp
 
     p = SIZES[size]
     path = CACHE / f"boolode_{p['model']}_s{seed}.npz"
@@ -221,11 +229,8 @@ def boolode_screen(size: str, seed: int):
         subprocess.run([str(simulator_python("boolode")), str(HERE / "_boolode.py"), str(src), p["model"], str(p["n_ctrl"]),
                         str(p["ko_cells"]), str(seed), str(path)], check=True)
     z = np.load(path)
-    genes, edges = z["genes"], z["edges"]
-    index = {g: i for i, g in enumerate(genes)}
-    m = len(genes)
-    truth = sp.csr_matrix((np.ones(len(edges)), ([index[r] for r in edges[:, 0]], [index[t] for t in edges[:, 1]])),
-                          shape=(m, m))
+    genes = z["genes"]
+    truth = truth_from_edges(genes, z["edges"])
     obs = pd.DataFrame({"condition": pd.Categorical(z["condition"]), "time": z["time"]},
                        index=[f"cell{i}" for i in range(len(z["condition"]))])
     a = ad.AnnData(z["x"].astype(np.float32), obs=obs, var=pd.DataFrame(index=genes))
@@ -358,11 +363,7 @@ def run_shift_baseline(fit, truth) -> tuple[dict, object]:
 
     t0 = time.perf_counter()
     iv = intervention_targets(fit.obs, fit.var_names, "condition")
-    t = iv.targets.tocsr()
-    n_targets = np.diff(t.indptr)
-    keep = np.ones(n_targets.size, dtype=bool) if iv.keep_cells is None else iv.keep_cells
-    single = np.flatnonzero((n_targets == 1) & keep)
-    single_target = t.indices[t.indptr[single]]
+    single, single_target = iv.single_targets
     x = fit.X.toarray() if sp.issparse(fit.X) else np.asarray(fit.X)
     x = x.astype(np.float64)
     x_ctrl = x[np.flatnonzero(iv.control_cells)]
@@ -558,8 +559,9 @@ def diagnose(a: argparse.Namespace) -> None:
                        "expression": _shift_calibration(z, keep, lt, truth), **provenance()}
                 key = (size, clean, seed)
                 common.replace_rows(DIAGNOSIS, lambda r, key=key: (r["size"], r["clean"], r["seed"]) == key, [row])
+                nondesc = row["residual"]["nondesc_p05"]  # None where every gene descends from every target
                 print(f"{size}{' clean' if clean else ''} s{seed}: added {row['added']}, residual shifts "
-                      f"λ {row['residual']['lambda']:.2f}, non-descendants p<0.05 {row['residual']['nondesc_p05']:.3f}; "
+                      f"λ {row['residual']['lambda']:.2f}, non-descendants p<0.05 {np.nan if nondesc is None else nondesc:.3f}; "
                       f"F1 {row['f1_without']:.3f} → {row['f1']:.3f} (genomic control {row['f1_genomic_control']:.3f})",
                       flush=True)
 
@@ -572,7 +574,7 @@ def setup(boolode_src: str) -> None:
     dst = CACHE / "boolode-src"
     if not (dst / "BoolODE").is_dir():
         tmp = CACHE / "boolode-src.tmp"
-        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run(["git", "clone", "-q", boolode_src, str(tmp)], check=True)
         subprocess.run(["git", "-C", str(tmp), "checkout", "-q", BOOLODE_COMMIT], check=True)
         tmp.rename(dst)
@@ -634,16 +636,16 @@ def _diagnosis_table() -> list[str]:
             if not rows:
                 continue
 
-            def mean(get, rows=rows) -> float:
-                return float(np.mean([get(r) for r in rows]))
+            def mean(get, rows=rows) -> float:  # a share recorded as None (nothing to test) reads NaN
+                return float(np.mean([np.nan if get(r) is None else get(r) for r in rows]))
 
             added = " / ".join(f"{mean(lambda r, k=k: r['added'][k]):.0f}" for k in kinds)
             step9 = (" / ".join(f"{mean(lambda r, k=k: r['step9'][k]):.0f}" for k in steps)
                      if all("step9" in r for r in rows) else "–")
             lines.append(
                 f"| {size}{' (before technical noise)' if clean else ''} | {len(rows)} | {step9} | {added} | "
-                f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05'] if r['residual']['nondesc_p05'] is not None else float('nan')):.3f} / "
-                f"{mean(lambda r: r['expression']['nondesc_p05'] if r['expression']['nondesc_p05'] is not None else float('nan')):.3f} | {mean(lambda r: r['residual']['desc_p05'] or float('nan')):.3f} | "
+                f"{mean(lambda r: r['residual']['lambda']):.2f} | {mean(lambda r: r['residual']['nondesc_p05']):.3f} / "
+                f"{mean(lambda r: r['expression']['nondesc_p05']):.3f} | {mean(lambda r: r['residual']['desc_p05']):.3f} | "
                 f"{mean(lambda r: r['residual'].get('true_chi2_median', float('nan'))):.1f} | "
                 f"{mean(lambda r: r['f1_without']):.3f} | {mean(lambda r: r['f1']):.3f} | "
                 f"{mean(lambda r: r['f1_genomic_control']):.3f} |")
@@ -687,9 +689,8 @@ def _boolode_table() -> list[str]:
         if not rows or not path.exists():
             continue
         z = np.load(path)
-        genes, edges = list(z["genes"]), z["edges"]
-        t = np.zeros((len(genes), len(genes)), dtype=bool)
-        t[[genes.index(a) for a in edges[:, 0]], [genes.index(b) for b in edges[:, 1]]] = True
+        genes = z["genes"]
+        t = truth_from_edges(genes, z["edges"]).toarray() != 0
         ceiling = acyclic_ceiling(t)
         cells = []
         for m in methods:
