@@ -107,9 +107,17 @@ _SERVER = (
             for mod, name in ((os, "rename"), (os, "replace"), (os, "chmod"), (shutil, "rmtree")):
                 wrap(mod, name)
 
+        def say(msg):
+            # one line in one write(2), so that a SIGKILL in a writer lands before or after it,
+            # never between the record and its newline (the parent reads whole lines)
+            sys.stdout.flush()
+            data = (json.dumps(msg) + "\\n").encode()
+            while data:
+                data = data[os.write(1, data):]
+
         def ready():
             global T0
-            print(json.dumps({"ready": os.getpid()}), flush=True)
+            say({"ready": os.getpid()})
             T0 = time.perf_counter()
         """
     )
@@ -156,12 +164,11 @@ _SERVER = (
                     KILL_AT, N, EVENTS = req["kill_at"], 0, []
                     {"store": store, "export": export}[req["job"]](*req["args"])
                     end = time.perf_counter() - T0
-                    print(json.dumps({"done": {"end": end, "events": EVENTS, "points": N}}))
+                    say({"done": {"end": end, "events": EVENTS, "points": N}})
                 except BaseException:
-                    print(json.dumps({"error": traceback.format_exc()}))
+                    say({"error": traceback.format_exc()})
                     code = 1
                 finally:
-                    sys.stdout.flush()
                     os._exit(code)
             sys.stdin.readline()  # "reap"
             _, status = os.waitpid(pid, 0)
