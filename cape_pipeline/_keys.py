@@ -28,9 +28,14 @@ STAGE_ORDER = ("ingest", "preprocess", "discover", "embed", "encode", "train", "
 """The pipeline's stages in the order they run (``cape run --until``, one ``cape STAGE`` command each,
 one Snakemake rule each)."""
 
-CONTROL_LABELS = ("ctrl", "control", "non-targeting", "nontargeting", "non_targeting", "unperturbed")
-"""Labels of control cells in a perturbation column (compared case-insensitively): GEARS' ``ctrl``
-and the spellings of other screens."""
+CONTROL_LABELS = (
+    "ctrl", "control", "non-targeting", "nontargeting", "non_targeting", "unperturbed", "NT", "NTC",
+    "safe-targeting", "safe_targeting", "intergenic", "NegCtrl", "negative_control",
+)
+"""Labels of control cells in a perturbation column (compared case-insensitively): GEARS' ``ctrl``,
+scPerturb's ``control``, and the spellings of other screens' non-targeting guides (``NT`` in
+Papalexi et al. 2021 / Seurat's mixscape, ``NTC``, safe-targeting guides that cut a neutral site,
+intergenic guides as in Dixit et al. 2016, Norman et al. 2019's ``NegCtrl``)."""
 UNASSIGNED_LABELS = (
     "", "nan", "none", "na", "n/a", "null", "unassigned", "multiple", "multiplet", "unknown", "doublet",
     "ambiguous", "undetermined", "no_guide", "no guide",
@@ -40,7 +45,10 @@ missing values count as ``""``): no guide detected, several guides (a multiplet)
 guide assignment could not make. Step I leaves these cells out; they are neither controls nor
 perturbed cells."""
 CONDITION_COLUMNS = ("condition", "perturbation", "guide_target", "target_gene", "gene")
-"""``obs`` columns looked at, in order, for perturbation labels when none is named."""
+"""``obs`` columns looked at first, in order, for perturbation labels when none is named."""
+TARGET_SEPARATORS = ("_", ",", ";", "|")
+"""Separators of several targets in one label tried, in order, where GEARS' ``+`` does not split a
+label into features (scPerturb writes ``"geneA_geneB"``; other screens a comma, semicolon or bar)."""
 
 
 def parse_condition(label: Any, sep: str = "+", controls: Iterable[str] = CONTROL_LABELS) -> list[str]:
@@ -76,13 +84,58 @@ def condition_labels(obs: Any, column: str, where: str) -> Any:
     return labels
 
 
-def find_condition_column(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> str | None:
-    """The first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose values include a
-    control label, or None."""
+def find_condition_column(
+    obs: Any, controls: Iterable[str] = CONTROL_LABELS, var_names: Iterable[str] | None = None
+) -> str | None:
+    """The ``obs`` column of perturbation labels, or None.
+
+    The first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose values include a control
+    label (``controls``, case-insensitive). With ``var_names`` (the features), then the first other
+    text or categorical column whose values include a control label and a label whose targets
+    (:func:`parse_targets`) are all features, such as ``obs["sgRNA_target"]`` holding ``"NTC"`` and
+    gene names.
+    """
     ctrl = {c.lower() for c in controls}
+
+    def has_control(col: str) -> bool:
+        return bool({str(v).strip().lower() for v in obs[col].astype(str).unique()} & ctrl)
+
     for col in CONDITION_COLUMNS:
-        if col in obs.columns:
-            values = {str(v).strip().lower() for v in obs[col].astype(str).unique()}
-            if values & ctrl:
-                return col
+        if col in obs.columns and has_control(col):
+            return col
+    if var_names is None:
+        return None
+    features = frozenset(str(v) for v in var_names)
+
+    def names_features(label: str) -> bool:
+        targets = parse_targets(label, features, controls=controls)
+        return bool(targets) and all(t in features for t in targets)
+
+    for col in obs.columns:
+        if col in CONDITION_COLUMNS or str(obs[col].dtype) not in ("object", "category", "string"):
+            continue
+        if has_control(col) and any(names_features(v) for v in obs[col].astype(str).unique()):
+            return col
     return None
+
+
+def parse_targets(
+    label: Any, features: Any, sep: str = "+", controls: Iterable[str] = CONTROL_LABELS
+) -> list[str]:
+    """The perturbed genes of one condition label, split so that they are features where a split does.
+
+    :func:`parse_condition` with ``sep``; where that leaves a target that is not in ``features``
+    (a set or dict of feature names), the first of :data:`TARGET_SEPARATORS` that splits the label
+    into features and control names only (``"KLF1_SET"`` → ``["KLF1", "SET"]`` when both are
+    features; a feature named ``"GENE_1"`` stays one target). Otherwise the ``sep`` split.
+    """
+    targets = parse_condition(label, sep, controls)
+    if all(t in features for t in targets):
+        return targets
+    text = str(label)
+    for alt in TARGET_SEPARATORS:
+        if alt != sep and alt in text:
+            split = parse_condition(text, alt, controls)
+            if split and all(t in features for t in split):
+                return split
+    return targets

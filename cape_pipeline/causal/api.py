@@ -10,11 +10,13 @@ import dataclasses
 import logging
 import math
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from cape_pipeline._keys import CONTROL_LABELS
 from cape_pipeline.causal._input import prepare_matrix
 from cape_pipeline.causal.algorithms import AlgorithmInputs, fit_algorithm
 from cape_pipeline.causal.baselines import (
@@ -47,7 +49,7 @@ from cape_pipeline.causal.covariates import (
 from cape_pipeline.causal.diagnostics import isolation_report
 from cape_pipeline.causal.graph import CausalGraph
 from cape_pipeline.causal.postprocess import break_cycles, threshold_matrix
-from cape_pipeline.errors import CapeConfigError
+from cape_pipeline.errors import CapeConfigError, CapeWarning
 
 __all__ = [
     "ALGORITHMS",
@@ -139,10 +141,26 @@ def discover_scored(
     if unused:
         logger.info("algorithm 'auto' chose %r for these data; unused: %s", algorithm, ", ".join(unused))
     iv = None
+    label_warning = None
     if algorithm == "regression" and reg.interventions != "none" and hasattr(data, "obs"):
-        from cape_pipeline.causal.interventions import find_condition_column, intervention_targets
+        from cape_pipeline.causal.interventions import (
+            find_condition_column,
+            intervention_targets,
+            unread_label_columns,
+        )
 
-        column = find_condition_column(data.obs) if reg.interventions == "auto" else reg.interventions
+        column = (find_condition_column(data.obs, var_names=names) if reg.interventions == "auto"
+                  else reg.interventions)
+        if column is None and (unread := unread_label_columns(data.obs)):
+            col, seen = next(iter(unread.items()))
+            label_warning = (
+                f"discover: obs[{col!r}] looks like perturbation labels ({', '.join(map(repr, seen))}, ...) but none "
+                f"is a control label ({', '.join(CONTROL_LABELS[:6])}, ...; any case), so Step I ran without "
+                f"interventions; if these cells were perturbed, label the control cells 'control' "
+                f"(adata.obs[{col!r}] = adata.obs[{col!r}].replace({{'YOUR_CONTROL': 'control'}})), or set "
+                "discover.regression.interventions=none to silence this"
+            )
+            warnings.warn(label_warning, CapeWarning, stacklevel=3)
         if column is not None:
             iv = intervention_targets(data.obs, names, column)
             if iv.keep_cells is not None and iv.n_left_out:
@@ -158,6 +176,8 @@ def discover_scored(
                               f"interventions, this run uses {algorithm!r} (set algorithm='regression')")
     params: dict[str, Any] = {"method": method, "device": str(device), "seed": int(seed), "n_obs": int(n),
                               "n_vars": int(m)}
+    if label_warning:
+        params["warnings"] = [label_warning]
     params.update({k: getattr(cfg, k) for k in explicit if k in ("missing", "covariates", "n_states",
                                                                   "max_edges_per_row")})
     eff_rank = eff_epochs = None

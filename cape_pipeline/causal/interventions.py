@@ -3,7 +3,7 @@
 Perturb-seq and CROP-seq data carry, per cell, the genes whose guide it received. The field's
 convention (GEARS, scPerturb) is a ``condition`` column: ``"ctrl"`` for control cells,
 ``"g3+ctrl"`` for a single perturbation of ``g3``, ``"g3+g7"`` for a double; other screens write
-``"control"`` or ``"non-targeting"``. :func:`intervention_targets` reads such a column into an
+``"control"``, ``"non-targeting"`` or ``"NTC"``, and ``"g3_g7"`` (scPerturb) for a double. :func:`intervention_targets` reads such a column into an
 ``(N, M)`` boolean matrix of (cell, perturbed feature) and a mask of the cells Step I may use;
 Step I's regression algorithm leaves a perturbed feature's own conditional out of the likelihood
 in the cells where it was perturbed (a perfect intervention, as DCDI / DCD-FG / SDCD define the
@@ -43,10 +43,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from cape_pipeline._keys import (
+    CONDITION_COLUMNS,
     CONTROL_LABELS,
     UNASSIGNED_LABELS,
     find_condition_column,
     parse_condition,
+    parse_targets,
 )
 from cape_pipeline.errors import CapeDataError
 
@@ -58,6 +60,8 @@ __all__ = [
     "find_condition_column",
     "intervention_targets",
     "parse_condition",
+    "parse_targets",
+    "unread_label_columns",
 ]
 
 log = logging.getLogger(__name__)
@@ -177,6 +181,20 @@ def _labels(obs: Any, column: str) -> np.ndarray:
     return labels
 
 
+def unread_label_columns(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> dict[str, list[str]]:
+    """The columns of :data:`~cape_pipeline._keys.CONDITION_COLUMNS` in ``obs`` that hold no control
+    label, each with up to 5 of its labels: perturbation labels, by their column's name, that
+    ``interventions="auto"`` cannot read (no cell is a control by :data:`CONTROL_LABELS`)."""
+    ctrl = {c.lower() for c in controls}
+    out: dict[str, list[str]] = {}
+    for col in CONDITION_COLUMNS:
+        if col in obs.columns:
+            values = [str(v) for v in obs[col].astype(str).unique()]
+            if not {v.strip().lower() for v in values} & ctrl:
+                out[col] = values[:5]
+    return out
+
+
 def _kind(label: str, targets: list[str], index: dict[str, int], unassigned: frozenset[str]) -> str:
     """The :data:`LABEL_KINDS` entry of one label whose parsed targets are ``targets``."""
     if label == _MISSING or label.strip().lower() in unassigned or any(t.lower() in unassigned for t in targets):
@@ -212,7 +230,9 @@ def intervention_targets(
     column
         The ``obs`` column with the condition labels (e.g. ``"condition"``).
     sep
-        Separator of several targets in one label (``"+"``, GEARS).
+        Separator of several targets in one label (``"+"``, GEARS); where it does not split a
+        label into features, :data:`~cape_pipeline._keys.TARGET_SEPARATORS` are tried
+        (:func:`~cape_pipeline._keys.parse_targets`).
     controls
         Labels of control cells (case-insensitive); a label made only of these is a control.
 
@@ -236,7 +256,7 @@ def intervention_targets(
     names = np.asarray(var_names, dtype=str)
     index = {n: j for j, n in enumerate(names)}
     unassigned_set = frozenset(u.lower() for u in UNASSIGNED_LABELS)
-    parsed = [[] if u == _MISSING else parse_condition(u, sep, controls) for u in uniq]  # one parse per label
+    parsed = [[] if u == _MISSING else parse_targets(u, index, sep, controls) for u in uniq]  # one parse per label
     kind = np.asarray([_kind(str(u), t, index, unassigned_set) for u, t in zip(uniq, parsed, strict=True)])
     kinds = {k: int(counts[kind == k].sum()) for k in LABEL_KINDS}
     unassigned = {str(u): int(c) for u, c, k in zip(uniq, counts, kind, strict=True) if k == "unassigned"}

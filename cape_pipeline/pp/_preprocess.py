@@ -166,13 +166,15 @@ def _top_variance(adata: ad.AnnData, n_top: int) -> ad.AnnData:
 def _perturbed_genes(obs: pd.DataFrame, var_names: Any) -> np.ndarray:
     """``(len(var_names),)`` bool: the genes named as perturbation targets in a condition column
     of ``obs`` (:func:`cape_pipeline._keys.find_condition_column`), all False without one."""
-    from cape_pipeline._keys import find_condition_column, parse_condition
+    from cape_pipeline._keys import find_condition_column, parse_targets
 
-    col = find_condition_column(obs)
+    names = np.asarray(var_names, dtype=str)
+    col = find_condition_column(obs, var_names=names)
     if col is None:
         return np.zeros(len(var_names), dtype=bool)
-    targets = {t for label in obs[col].astype(str).unique() for t in parse_condition(label)}
-    return np.isin(np.asarray(var_names, dtype=str), sorted(targets))
+    features = frozenset(names)
+    targets = {t for label in obs[col].astype(str).unique() for t in parse_targets(label, features)}
+    return np.isin(names, sorted(targets))
 
 
 def _check_features(adata: ad.AnnData, where: str) -> None:

@@ -54,6 +54,46 @@ def test_bad_condition_columns_name_the_column(obs, match):
         intervention_targets(obs, ["g0", "g1", "g2"], "condition")
 
 
+def test_other_screens_spellings_of_controls_and_doubles():
+    from cape_pipeline._keys import parse_targets
+
+    for ctrl in ("NT", "ntc", "Safe-Targeting", "safe_targeting", "INTERGENIC", "NegCtrl", "negative_control"):
+        assert parse_condition(ctrl) == [] and parse_condition(f"g1+{ctrl}") == ["g1"]
+    features = {"g0", "g1", "g2", "g_3"}
+    assert parse_targets("g1_g2", features) == ["g1", "g2"]  # scPerturb's double
+    assert parse_targets("g1,g2", features) == ["g1", "g2"] and parse_targets("g2|NTC", features) == ["g2"]
+    assert parse_targets("g_3", features) == ["g_3"]  # a feature whose name holds the separator stays whole
+    assert parse_targets("gX_g1", features) == ["gX_g1"]  # split only where every part is a feature
+    assert parse_targets("g1+g2", features) == ["g1", "g2"]
+    # the same screen written as GEARS writes it and as another screen does: the same interventions
+    gears = pd.DataFrame({"condition": ["ctrl", "g1+ctrl", "g1+g2", "g2+ctrl", "gX+ctrl"]})
+    other = pd.DataFrame({"sgRNA_target": ["NTC", "g1", "g1_g2", "g2", "gX"], "sample": ["control"] * 5})
+    assert find_condition_column(other) is None  # not a column looked at by name
+    assert find_condition_column(other, var_names=["g0", "g1", "g2"]) == "sgRNA_target"
+    assert find_condition_column(pd.DataFrame({"sample": ["control", "treated"]}), var_names=["g0"]) is None
+    a = intervention_targets(gears, ["g0", "g1", "g2"], "condition")
+    b = intervention_targets(other, ["g0", "g1", "g2"], "sgRNA_target")
+    assert (a.targets != b.targets).nnz == 0 and a.keep_cells.tolist() == b.keep_cells.tolist()
+    assert a.kinds == b.kinds
+
+
+def test_a_label_column_without_controls_is_named_in_a_warning(perturb):
+    """Labels in a column Step I looks at, with controls under a name it does not know: the fit is
+    observational, and the warning says why and how to label the controls."""
+    from cape_pipeline.errors import CapeWarning
+
+    a = perturb.copy()
+    a.obs["perturbation"] = a.obs.pop("condition").astype(str).replace({"ctrl": "scrambled"})
+    with pytest.warns(CapeWarning, match=r"obs\['perturbation'\] looks like perturbation labels"):
+        g = discover(a, algorithm="regression", regression={"n_splits": 1})
+    assert "intervention_column" not in g.params
+    assert any("label the control cells 'control'" in w for w in g.params["warnings"])
+    a.obs["perturbation"] = a.obs["perturbation"].replace({"scrambled": "control"})
+    g = discover(a, algorithm="regression", regression={"n_splits": 1})
+    assert g.params["intervention_column"] == "perturbation"
+    assert not any("looks like perturbation labels" in w for w in g.params.get("warnings", []))
+
+
 def test_a_perturbed_feature_is_regressed_on_its_own_rows_only():
     """With ``keep``, feature 0's regression is OLS with an intercept on the rows it keeps."""
     import statsmodels.api as smx
