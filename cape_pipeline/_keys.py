@@ -98,7 +98,7 @@ def find_condition_column(
     ctrl = {c.lower() for c in controls}
 
     def has_control(col: str) -> bool:
-        return bool({str(v).strip().lower() for v in obs[col].astype(str).unique()} & ctrl)
+        return bool({str(v).strip().lower() for v in obs[col].unique()} & ctrl)
 
     for col in CONDITION_COLUMNS:
         if col in obs.columns and has_control(col):
@@ -114,7 +114,7 @@ def find_condition_column(
     for col in obs.columns:
         if col in CONDITION_COLUMNS or str(obs[col].dtype) not in ("object", "category", "string"):
             continue
-        if has_control(col) and any(names_features(v) for v in obs[col].astype(str).unique()):
+        if has_control(col) and any(names_features(v) for v in map(str, obs[col].unique())):
             return col
     return None
 
