@@ -286,7 +286,7 @@ def discover_scored(
         adj, n_dropped = break_cycles(threshold_matrix(np.where(binary != 0, w, 0.0), 0.0))
     params["seconds"] = time.perf_counter() - t0
     diag = isolation_report(adj, m, threshold=threshold, method=method, algorithm=algorithm, scores=scores, n_obs=n,
-                            min_effect=params.get("min_effect_used"))
+                            min_effect=float(reg.min_effect))
     diag["warnings"] = [*params.get("warnings", []), *diag["warnings"]]  # the algorithm's own first
     params.update(diag)
     graph = CausalGraph(

@@ -79,7 +79,7 @@ def discover(
     method: str = "cape",
     algorithm: str = "auto",
     regulators: str | Sequence[str] | None = None,
-    min_effect: float | str = "auto",
+    min_effect: float = 0.003,
     fdr: float = 0.05,
     n_splits: int = 8,
     covariates: str = "auto",
@@ -119,8 +119,7 @@ def discover(
         column), a file with one name per line, or a list of names.
     min_effect
         The partial R² an edge must exceed: the share of its child's variance it explains
-        beyond the other candidate parents. ``"auto"``: 0.003 with perturbation labels, 0.0015
-        without (:func:`~cape_pipeline.causal.regression.config.resolve_min_effect`).
+        beyond the other candidate parents.
     fdr
         Benjamini–Hochberg false-discovery rate of the edge test.
     n_splits

@@ -62,13 +62,7 @@ def test_each_algorithm_has_its_real_defaults():
     assert (d.method, d.algorithm, d.covariates, d.max_edges_per_row) == ("cape", "auto", "auto", None)
     assert d.regression == RegressionConfig() and d.low_rank == LowRankConfig()
     assert (d.regression.n_candidates, d.regression.min_effect, d.regression.fdr, d.regression.n_splits) == (
-        "auto", "auto", 0.05, 8)
-    from cape_pipeline.causal.regression.config import resolve_min_effect
-
-    assert resolve_min_effect("auto", labelled=True) == 0.003 and resolve_min_effect("auto", labelled=False) == 0.0015
-    assert resolve_min_effect(0.01, labelled=True) == 0.01
-    with pytest.raises(CapeConfigError, match="min_effect"):
-        RegressionConfig(min_effect="high")
+        "auto", 0.003, 0.05, 8)
     assert (d.learned.hidden, d.learned.lr, d.learned.batch_size, d.learned.epochs, d.learned.n_candidates) == (
         10, 1e-2, 256, 200, 20)
     assert (d.low_rank.rank, d.low_rank.threshold, d.low_rank.min_steps, d.low_rank.acyclicity) == (
@@ -287,7 +281,7 @@ def test_true_dag_accepted_by_config_refused_by_discover():
         ({"low_rank": {"min_steps": -1}}, "low_rank.min_steps: expected an integer >= 0, got -1"),
         ({"low_rank": {"l1": "bogus"}}, "low_rank.l1: expected one of auto, exact, sampled, surrogate, got 'bogus'"),
         ({"max_edges_per_row": 0}, "max_edges_per_row: expected an integer >= 1 or None, got 0"),
-        ({"regression": {"min_effect": 1.0}}, "regression.min_effect: expected 'auto' or a number in [0, 1), got 1.0"),
+        ({"regression": {"min_effect": 1.0}}, "regression.min_effect: expected a number in [0, 1), got 1.0"),
         ({"regression": {"order_rounds": -1}}, "regression.order_rounds: expected 'auto' or an integer >= 0"),
         ({"learned": {"epochs": None}}, "learned.epochs: expected an integer >= 1, got None"),
         ({"method": "correlation", "algorithm": "screened"}, "algorithm: only for method 'cape'"),

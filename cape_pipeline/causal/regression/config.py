@@ -10,15 +10,7 @@ from cape_pipeline.causal.algorithms import MEASUREMENT_ERROR, N_SPLITS
 from cape_pipeline.causal.regression.split_vote import workers_ok
 from cape_pipeline.causal.regulators import check_regulators
 
-__all__ = [
-    "MIN_EFFECT_LABELLED",
-    "MIN_EFFECT_UNLABELLED",
-    "REGRESSION_N_CANDIDATES",
-    "ROWS_PER_CANDIDATE",
-    "RegressionConfig",
-    "resolve_candidates",
-    "resolve_min_effect",
-]
+__all__ = ["REGRESSION_N_CANDIDATES", "ROWS_PER_CANDIDATE", "RegressionConfig", "resolve_candidates"]
 
 #: the most candidate parents per feature and screening round of the regression algorithm (a
 #: screen of 40 candidates ranks true pairs better than one of 80 on counts,
@@ -29,39 +21,6 @@ REGRESSION_N_CANDIDATES = 10
 #: of the 10–20 observations per candidate predictor of Harrell's rule of thumb (*Regression
 #: Modeling Strategies*, 2nd ed., 2015, §4.4); each feature's regression holds up to 4k candidates
 ROWS_PER_CANDIDATE = 20
-
-
-#: the edge test's floor on a pair's partial R² with ``min_effect="auto"`` where the cells carry
-#: perturbation labels: the ordered re-test and the shift edges (step 9) add the pairs a
-#: perturbation shows, and half this floor costs F1 on the screens (norman −0.05, hill −0.03;
-#: ``benchmarks/discover/counts/RESULTS.md``, "The effect floor")
-MIN_EFFECT_LABELLED = 0.003
-#: the floor without perturbation labels, where it alone cuts the graph: on the three count
-#: generators (two of ours and SERGIO's own release) F1 is higher than with 0.003 at 3,000 and
-#: 10,000 cells (``benchmarks/discover/counts/RESULTS.md``, "The effect floor")
-MIN_EFFECT_UNLABELLED = 0.0015
-
-
-def resolve_min_effect(min_effect: float | str, labelled: bool) -> float:
-    """The edge test's floor on a pair's partial R²: ``"auto"`` gives :data:`MIN_EFFECT_LABELLED`
-    where the cells carry perturbation labels (``labelled``) and :data:`MIN_EFFECT_UNLABELLED`
-    where they do not; a number is returned as it is.
-
-    Parameters
-    ----------
-    min_effect
-        ``"auto"`` or a number in [0, 1) (:attr:`RegressionConfig.min_effect`).
-    labelled
-        Whether Step I reads perturbation labels as interventions in this fit.
-
-    Returns
-    -------
-    float
-        The floor, in [0, 1).
-    """
-    if min_effect == "auto":
-        return MIN_EFFECT_LABELLED if labelled else MIN_EFFECT_UNLABELLED
-    return float(min_effect)
 
 
 def resolve_candidates(n_candidates: int | str, n_rows: int) -> int:
@@ -110,11 +69,9 @@ class RegressionConfig:
         cross-fitting half keeps :data:`ROWS_PER_CANDIDATE` rows per candidate;
         :func:`resolve_candidates`) or an int ≥ 1. Recorded as ``params["n_candidates_used"]``.
     min_effect
-        The partial R² an edge must exceed: the share of its child's covariate-adjusted variance
-        it explains beyond the other candidates. ``"auto"`` (default): 0.003 where the cells
-        carry perturbation labels, 0.0015 where they do not (:func:`resolve_min_effect`; measured
-        in ``benchmarks/discover/counts/RESULTS.md``), or a number in [0, 1). Recorded as
-        ``params["min_effect_used"]``.
+        The partial R² an edge must exceed (0.003: it explains ≥ 0.3 % of its child's
+        covariate-adjusted variance beyond the other candidates; chosen on two count generators,
+        ``benchmarks/discover/counts/RESULTS.md``).
     fdr
         Benjamini–Hochberg level of the edge test (0.05).
     measurement_error
@@ -166,7 +123,7 @@ class RegressionConfig:
     """
 
     n_candidates: int | str = "auto"
-    min_effect: float | str = "auto"
+    min_effect: float = 0.003
     fdr: float = 0.05
     measurement_error: str = MEASUREMENT_ERROR[0]
     interventions: str = "auto"
@@ -180,7 +137,7 @@ class RegressionConfig:
         object.__setattr__(self, "regulators", check_regulators(self.regulators))
         check_fields(self, {
             "n_candidates": (lambda v: v == "auto" or is_int(v, 1), "'auto' or an integer >= 1"),
-            "min_effect": (lambda v: v == "auto" or is_num(v, lambda f: 0 <= f < 1), "'auto' or a number in [0, 1)"),
+            "min_effect": (lambda v: is_num(v, lambda f: 0 <= f < 1), "a number in [0, 1)"),
             "fdr": (lambda v: is_num(v, lambda f: 0 < f < 1), "a number in (0, 1)"),
             "measurement_error": (lambda v: v in MEASUREMENT_ERROR, f"one of {', '.join(MEASUREMENT_ERROR)}"),
             "interventions": (lambda v: isinstance(v, str) and bool(v), "'auto', 'none' or an obs column name"),

@@ -410,15 +410,14 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     from cape_pipeline._utils import resolve_device
     from cape_pipeline.causal.algorithms import ORDER_ROUNDS, AlgorithmFit
     from cape_pipeline.causal.postprocess import cap_rows
-    from cape_pipeline.causal.regression.config import resolve_candidates, resolve_min_effect
+    from cape_pipeline.causal.regression.config import resolve_candidates
 
     device = resolve_device(inputs.device)
     rounds = ORDER_ROUNDS if cfg.order_rounds == "auto" else cfg.order_rounds
     rounds = int(rounds) if inputs.intervened is not None else 0
     k = resolve_candidates(cfg.n_candidates, x.shape[0])
-    floor = resolve_min_effect(cfg.min_effect, labelled=inputs.intervened is not None)
     fit = fit_regression(
-        x, n_candidates=k, min_effect=floor, fdr=float(cfg.fdr),
+        x, n_candidates=k, min_effect=float(cfg.min_effect), fdr=float(cfg.fdr),
         n_splits=int(cfg.n_splits), workers=cfg.workers, reliability=inputs.reliability, intervened=inputs.intervened,
         order_rounds=rounds, label_targets=inputs.label_targets, shift_edges=bool(cfg.shift_edges),
         regulators=inputs.regulators, seed=int(inputs.seed),
@@ -435,7 +434,7 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
     params.update({
         "device": str(device),
         "edge_rule": (
-            f"partial R² > {floor:g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
+            f"partial R² > {float(cfg.min_effect):g} at FDR {float(cfg.fdr):g} (minimum-effect F test, "
             "Benjamini–Hochberg"
             + (", regressions corrected for counting noise measured by binomial thinning"
                if inputs.reliability is not None else "")
@@ -456,7 +455,6 @@ def fit_algorithm(x: np.ndarray, cfg: Any, inputs: Any) -> Any:
         "n_pruned": int(fit.n_pruned),
         "n_splits_used": int(fit.n_splits),
         "n_candidates_used": k,
-        "min_effect_used": floor,
     })
     if inputs.intervened is not None:
         params["order_rounds_used"] = rounds

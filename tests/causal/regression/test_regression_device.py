@@ -20,8 +20,8 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def _counts_and_screen():
     """The two data sets of the reference file: simulated GRN counts (counting-noise correction,
     4 splits) and a perturbation screen (ordered re-tests, 2 splits, the jackknife re-test); k = 10
-    candidates per round, the effect floor 0.003 and no interventional edges, as when the reference
-    was recorded (before ``n_candidates="auto"``, ``min_effect="auto"`` and ``shift_edges``)."""
+    candidates per round and no interventional edges, as when the reference was recorded (before
+    ``n_candidates="auto"`` and ``shift_edges``)."""
     import cape_pipeline as cp
     from cape_pipeline.datasets._counts import simulated_grn_counts
     from cape_pipeline.datasets._interventions import simulate_perturbation_data
@@ -29,9 +29,8 @@ def _counts_and_screen():
     a = simulated_grn_counts(3000, 400, seed=2)
     cp.pp.preprocess(a, n_top_genes=150, min_genes=10)
     b = simulate_perturbation_data(40, n_single=12, n_double=6, n_ctrl=400, cells_per_condition=30, seed=3)
-    return {"counts": (a, {"regression": {"n_splits": 4, "n_candidates": 10, "min_effect": 0.003}, "seed": 1}),
-            "perturb": (b, {"regression": {"n_splits": 2, "n_candidates": 10, "min_effect": 0.003,
-                                          "shift_edges": False}, "seed": 0})}
+    return {"counts": (a, {"regression": {"n_splits": 4, "n_candidates": 10}, "seed": 1}),
+            "perturb": (b, {"regression": {"n_splits": 2, "n_candidates": 10, "shift_edges": False}, "seed": 0})}
 
 
 def test_cpu_dag_equals_the_one_recorded_before_the_device_option():
