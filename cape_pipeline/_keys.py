@@ -89,34 +89,39 @@ def find_condition_column(
 ) -> str | None:
     """The ``obs`` column of perturbation labels, or None.
 
-    The first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose values include a control
-    label (``controls``, case-insensitive). With ``var_names`` (the features), then the first other
-    text or categorical column whose values include a control label and a label whose targets
-    (:func:`parse_targets`) are all features, such as ``obs["sgRNA_target"]`` holding ``"NTC"`` and
-    gene names.
+    Without ``var_names``: the first of :data:`CONDITION_COLUMNS` in ``obs`` (a DataFrame) whose
+    values include a control label (``controls``, case-insensitive). With ``var_names`` (the
+    features), a column must also hold a label whose targets (:func:`parse_targets`) are all
+    features: the first of :data:`CONDITION_COLUMNS` that does, then the first other text or
+    categorical column, such as ``obs["sgRNA_target"]`` holding ``"NTC"`` and gene names. So a
+    ``condition`` column of a stimulation or a disease (``"control"``, ``"IFN-β"``) is not read as
+    perturbations of genes.
     """
     ctrl = {c.lower() for c in controls}
+    features = None if var_names is None else frozenset(str(v) for v in var_names)
 
-    def has_control(col: str) -> bool:
-        return bool({str(v).strip().lower() for v in obs[col].unique()} & ctrl)
+    def reads(col: str) -> bool:
+        values = [str(v) for v in obs[col].unique()]
+        if not {v.strip().lower() for v in values} & ctrl:
+            return False
+        return features is None or any(names_features(v, features, controls) for v in values)
 
     for col in CONDITION_COLUMNS:
-        if col in obs.columns and has_control(col):
+        if col in obs.columns and reads(col):
             return col
-    if var_names is None:
+    if features is None:
         return None
-    features = frozenset(str(v) for v in var_names)
-
-    def names_features(label: str) -> bool:
-        targets = parse_targets(label, features, controls=controls)
-        return bool(targets) and all(t in features for t in targets)
-
     for col in obs.columns:
-        if col in CONDITION_COLUMNS or str(obs[col].dtype) not in ("object", "category", "string"):
-            continue
-        if has_control(col) and any(names_features(v) for v in map(str, obs[col].unique())):
+        if col not in CONDITION_COLUMNS and str(obs[col].dtype) in ("object", "category", "string") and reads(col):
             return col
     return None
+
+
+def names_features(label: Any, features: Any, controls: Iterable[str] = CONTROL_LABELS) -> bool:
+    """Whether a condition label names at least one target and every target is in ``features``
+    (:func:`parse_targets`)."""
+    targets = parse_targets(label, features, controls=controls)
+    return bool(targets) and all(t in features for t in targets)
 
 
 def parse_targets(

@@ -151,7 +151,7 @@ def discover_scored(
 
         column = (find_condition_column(data.obs, var_names=names) if reg.interventions == "auto"
                   else reg.interventions)
-        if column is None and (unread := unread_label_columns(data.obs)):
+        if column is None and (unread := unread_label_columns(data.obs, names)):
             col, seen = next(iter(unread.items()))
             label_warning = (
                 f"discover: obs[{col!r}] looks like perturbation labels ({', '.join(map(repr, seen))}, ...) but none "

@@ -3,11 +3,12 @@
 Perturb-seq and CROP-seq data carry, per cell, the genes whose guide it received. The field's
 convention (GEARS, scPerturb) is a ``condition`` column: ``"ctrl"`` for control cells,
 ``"g3+ctrl"`` for a single perturbation of ``g3``, ``"g3+g7"`` for a double; other screens write
-``"control"``, ``"non-targeting"`` or ``"NTC"``, and ``"g3_g7"`` (scPerturb) for a double. :func:`intervention_targets` reads such a column into an
-``(N, M)`` boolean matrix of (cell, perturbed feature) and a mask of the cells Step I may use;
-Step I's regression algorithm leaves a perturbed feature's own conditional out of the likelihood
-in the cells where it was perturbed (a perfect intervention, as DCDI / DCD-FG / SDCD define the
-interventional likelihood), and :func:`~cape_pipeline.causal.metrics.interventional_score`
+``"control"``, ``"non-targeting"`` or ``"NTC"``, and ``"g3_g7"`` (scPerturb) for a double.
+:func:`intervention_targets` reads such a column into an ``(N, M)`` boolean matrix of (cell,
+perturbed feature) and a mask of the cells Step I may use; Step I's regression algorithm
+leaves a perturbed feature's own conditional out of the likelihood in the cells where it was
+perturbed (a perfect intervention, as DCDI / DCD-FG / SDCD define the interventional
+likelihood), and :func:`~cape_pipeline.causal.metrics.interventional_score`
 checks a graph against held-out perturbations (CausalBench's statistical evaluation).
 
 Each distinct label is one of :data:`LABEL_KINDS`:
@@ -47,6 +48,7 @@ from cape_pipeline._keys import (
     CONTROL_LABELS,
     UNASSIGNED_LABELS,
     find_condition_column,
+    names_features,
     parse_condition,
     parse_targets,
 )
@@ -181,16 +183,21 @@ def _labels(obs: Any, column: str) -> np.ndarray:
     return labels
 
 
-def unread_label_columns(obs: Any, controls: Iterable[str] = CONTROL_LABELS) -> dict[str, list[str]]:
-    """The columns of :data:`~cape_pipeline._keys.CONDITION_COLUMNS` in ``obs`` that hold no control
-    label, each with up to 5 of its labels: perturbation labels, by their column's name, that
-    ``interventions="auto"`` cannot read (no cell is a control by :data:`CONTROL_LABELS`)."""
+def unread_label_columns(
+    obs: Any, var_names: Iterable[str], controls: Iterable[str] = CONTROL_LABELS
+) -> dict[str, list[str]]:
+    """The columns of :data:`~cape_pipeline._keys.CONDITION_COLUMNS` in ``obs`` whose labels name
+    features of the data (``var_names``) but include no control label, each with up to 5 of its
+    labels: perturbations of genes that ``interventions="auto"`` cannot read, since no cell is a
+    control by :data:`CONTROL_LABELS`."""
     ctrl = {c.lower() for c in controls}
+    features = frozenset(str(v) for v in var_names)
     out: dict[str, list[str]] = {}
     for col in CONDITION_COLUMNS:
         if col in obs.columns:
-            values = [str(v) for v in obs[col].astype(str).unique()]
-            if not {v.strip().lower() for v in values} & ctrl:
+            values = [str(v) for v in obs[col].unique()]
+            if not {v.strip().lower() for v in values} & ctrl and any(
+                    names_features(v, features, controls) for v in values):
                 out[col] = values[:5]
     return out
 

@@ -5,6 +5,7 @@ interventional score."""
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,8 @@ def test_other_screens_spellings_of_controls_and_doubles():
     assert find_condition_column(other) is None  # not a column looked at by name
     assert find_condition_column(other, var_names=["g0", "g1", "g2"]) == "sgRNA_target"
     assert find_condition_column(pd.DataFrame({"sample": ["control", "treated"]}), var_names=["g0"]) is None
+    stim = pd.DataFrame({"condition": ["control", "IFN-beta"]})  # a stimulation, not genes
+    assert find_condition_column(stim) == "condition" and find_condition_column(stim, var_names=["g0"]) is None
     a = intervention_targets(gears, ["g0", "g1", "g2"], "condition")
     b = intervention_targets(other, ["g0", "g1", "g2"], "sgRNA_target")
     assert (a.targets != b.targets).nnz == 0 and a.keep_cells.tolist() == b.keep_cells.tolist()
@@ -92,6 +95,13 @@ def test_a_label_column_without_controls_is_named_in_a_warning(perturb):
     g = discover(a, algorithm="regression", regression={"n_splits": 1})
     assert g.params["intervention_column"] == "perturbation"
     assert not any("looks like perturbation labels" in w for w in g.params.get("warnings", []))
+    # a stimulation or disease column (no label names a gene): observational, no error, no warning
+    b = perturb[perturb.obs["condition"] == "ctrl"].copy()
+    b.obs["condition"] = np.where(np.arange(b.n_obs) % 2, "control", "IFN-beta")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapeWarning)
+        g = discover(b, algorithm="regression", regression={"n_splits": 1, "min_effect": 0.0})
+    assert "intervention_column" not in g.params
 
 
 def test_a_perturbed_feature_is_regressed_on_its_own_rows_only():
