@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_condition
+from cape_pipeline._keys import CONTROL_LABELS, condition_labels, parse_targets
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 from cape_pipeline.models import ValueDecoder
 from cape_pipeline.models.loops import as_tensor, autocast, seeded
@@ -206,7 +206,8 @@ def split_perturbations(
     ----------
     conditions
         The distinct labels of the condition column (controls included: labels that name no
-        gene, :func:`cape_pipeline._keys.parse_condition`).
+        gene, :func:`cape_pipeline._keys.parse_targets`, which reads ``"gA+gB"`` and, where both
+        are features, scPerturb's ``"gA_gB"``).
     var_names
         The feature names, ``(M,)`` strings.
     config
@@ -229,8 +230,8 @@ def split_perturbations(
         A label names a gene that is not among ``var_names``, there are fewer than two
         perturbation labels, or (``split="gears"``) fewer than two perturbed genes.
     """
-    parsed = {c: parse_condition(c) for c in conditions}
-    gidx = {g: i for i, g in enumerate(var_names)}
+    gidx = {str(g): i for i, g in enumerate(var_names)}
+    parsed = {c: parse_targets(c, gidx) for c in conditions}
     targets: dict[str, list[int]] = {}
     for c in sorted(c for c, genes in parsed.items() if genes):
         bad = [g for g in parsed[c] if g not in gidx]
@@ -295,7 +296,8 @@ def predict_perturbation(
     cond = condition_labels(adata.obs, key, "perturbation: ")
     # each distinct label's genes, parsed once; controls as Step I reads them (GEARS' "ctrl",
     # "control", "non-targeting", …, any case): labels that name no gene
-    parsed = {c: parse_condition(c) for c in np.unique(cond).tolist()}
+    features = frozenset(str(g) for g in adata.var_names)
+    parsed = {c: parse_targets(c, features) for c in np.unique(cond).tolist()}
     is_ctrl = np.isin(cond, [c for c, genes in parsed.items() if not genes])
     if is_ctrl.sum() < 2:
         raise CapeDataError(

@@ -107,12 +107,20 @@ def test_perturbation_reads_the_control_labels_step1_reads():
     metrics as the same screen labelled "ctrl": the task and Step I share one control rule."""
     adata = simulate_perturbation_data(n_genes=16, n_single=5, n_double=4, n_ctrl=60, cells_per_condition=10, seed=0)
     ref = run_task("perturbation", adata, pe="none", config=_cfg(n_eval_ctrl=16), seed=0)
-    for label in ("non-targeting", "Control"):
+    for label in ("non-targeting", "Control", "NTC"):
         other = adata.copy()
         other.obs["condition"] = other.obs["condition"].astype(str).replace("ctrl", label)
         res = run_task("perturbation", other, pe="none", config=_cfg(n_eval_ctrl=16), seed=0)
         assert res.params["train_conditions"] == ref.params["train_conditions"]
         assert res.metrics == pytest.approx(ref.metrics, rel=1e-9)
+    # scPerturb's spelling ("control", "gA", "gA_gB") names the same targets as GEARS' ("gA+ctrl", "gA+gB")
+    from cape_pipeline.tasks.perturbation import PerturbationConfig, split_perturbations
+
+    gears = np.unique(adata.obs["condition"].astype(str)).tolist()
+    scperturb = [c.replace("+ctrl", "").replace("+", "_") for c in gears]
+    a, _ = split_perturbations(gears, adata.var_names, PerturbationConfig(), 0)
+    b, _ = split_perturbations(scperturb, adata.var_names, PerturbationConfig(), 0)
+    assert sorted(map(tuple, a.values())) == sorted(map(tuple, b.values())) and any(len(t) == 2 for t in b.values())
     # missing metadata is not a control: empty and missing labels are refused, naming the column
     for bad, match in (("", "empty condition label"), (None, "no condition label")):
         other = adata.copy()
