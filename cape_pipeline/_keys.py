@@ -97,12 +97,11 @@ def find_condition_column(
     ``condition`` column of a stimulation or a disease (``"control"``, ``"IFN-β"``) is not read as
     perturbations of genes.
     """
-    ctrl = {c.lower() for c in controls}
     features = None if var_names is None else frozenset(str(v) for v in var_names)
 
     def reads(col: str) -> bool:
         values = [str(v) for v in obs[col].unique()]
-        if not {v.strip().lower() for v in values} & ctrl:
+        if not holds_control(values, controls):
             return False
         return features is None or any(names_features(v, features, controls) for v in values)
 
@@ -115,6 +114,12 @@ def find_condition_column(
         if col not in CONDITION_COLUMNS and str(obs[col].dtype) in ("object", "category", "string") and reads(col):
             return col
     return None
+
+
+def holds_control(labels: Iterable[str], controls: Iterable[str] = CONTROL_LABELS) -> bool:
+    """Whether one of ``labels`` (strings) is a control label (stripped, case-insensitive)."""
+    ctrl = {c.lower() for c in controls}
+    return any(str(v).strip().lower() in ctrl for v in labels)
 
 
 def names_features(label: Any, features: Any, controls: Iterable[str] = CONTROL_LABELS) -> bool:

@@ -48,6 +48,7 @@ from cape_pipeline._keys import (
     CONTROL_LABELS,
     UNASSIGNED_LABELS,
     find_condition_column,
+    holds_control,
     names_features,
     parse_condition,
     parse_targets,
@@ -190,14 +191,12 @@ def unread_label_columns(
     features of the data (``var_names``) but include no control label, each with up to 5 of its
     labels: perturbations of genes that ``interventions="auto"`` cannot read, since no cell is a
     control by :data:`CONTROL_LABELS`."""
-    ctrl = {c.lower() for c in controls}
     features = frozenset(str(v) for v in var_names)
     out: dict[str, list[str]] = {}
     for col in CONDITION_COLUMNS:
         if col in obs.columns:
             values = [str(v) for v in obs[col].unique()]
-            if not {v.strip().lower() for v in values} & ctrl and any(
-                    names_features(v, features, controls) for v in values):
+            if not holds_control(values, controls) and any(names_features(v, features, controls) for v in values):
                 out[col] = values[:5]
     return out
 
