@@ -10,8 +10,10 @@ Every setting is the package's default or the one of the authors' steady-state n
 dropout shape 6.5 at the 82nd percentile; Poisson counts), with one change: the notebook's
 library is for 100 genes, so its log mean is raised by ln(M / 100) to keep the counts per gene.
 
-Usage: ``python _sergio.py N_GENES N_CELLS N_TYPES SEED OUT.npz`` (SERGIO draws from NumPy's
-global generator, seeded here).
+Usage: ``python _sergio.py N_GENES N_CELLS N_TYPES SEED OUT.npz``. SERGIO draws from NumPy's
+global generator, seeded here, and iterates over sets of gene names, whose order follows Python's
+string hashing: the script runs itself again with ``PYTHONHASHSEED`` = SEED unless it is already
+set so, since otherwise one seed gives other counts in every process.
 """
 
 import os
@@ -26,6 +28,8 @@ from SERGIO.Noise._noise import scNoise
 
 if __name__ == "__main__":
     n_genes, n_cells, n_types, seed = (int(v) for v in sys.argv[1:5])
+    if os.environ.get("PYTHONHASHSEED") != str(seed):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": str(seed)})
     out = os.path.abspath(sys.argv[5])
     np.random.seed(seed)
     os.chdir(os.path.dirname(os.path.dirname(SERGIO.__file__)))  # the reference file is read by a relative path

@@ -35,6 +35,9 @@ dependencies and ``avici`` is registered as a bare namespace so that ``avici.syn
 simulator import unmodified.
 
 Usage: ``python _avici.py N_GENES N_KNOCKOUTS N_CTRL KO_CELLS SEED OUT.npz``
+The script runs itself again with ``PYTHONHASHSEED`` = SEED unless it is already set so: the
+simulator iterates over sets of names, whose order follows Python's string hashing, so one seed
+would otherwise give slightly other values in every process.
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ def ecoli_module(rng: np.random.Generator, n_vars: int) -> tuple[np.ndarray, np.
 
 def main() -> None:
     n_vars, n_ko, n_ctrl, ko_cells, seed = (int(v) for v in sys.argv[1:6])
+    if os.environ.get("PYTHONHASHSEED") != str(seed):  # set iteration follows string hashing
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": str(seed)})
     out = os.path.abspath(sys.argv[6])
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)

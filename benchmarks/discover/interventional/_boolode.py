@@ -35,6 +35,9 @@ with matplotlib and t-SNE) is not imported: ``BoolODE`` is registered as a bare 
 
 Usage: ``python _boolode.py SRC MODEL N_CTRL KO_CELLS SEED OUT.npz`` (``MODEL``: ``GSD``, ``HSC``,
 ``VSC`` or ``mCAD``).
+The script runs itself again with ``PYTHONHASHSEED`` = SEED unless it is already set so: the
+simulator iterates over sets of names, whose order follows Python's string hashing, so one seed
+would otherwise give slightly other values in every process.
 """
 
 from __future__ import annotations
@@ -179,4 +182,6 @@ def main(src: str, model: str, n_ctrl: int, ko_cells: int, seed: int, out: str) 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
+    if os.environ.get("PYTHONHASHSEED") != a[4]:  # set iteration follows string hashing
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": a[4]})
     main(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
