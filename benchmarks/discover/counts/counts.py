@@ -472,6 +472,7 @@ def run(a: argparse.Namespace) -> None:
     print("command:", common.command())
     print("machine:", common.machine())
     done = done_keys()
+    provenance = common.row_provenance(HERE)
     for gen in a.generators:
         for n in a.cells:
             for seed in a.seeds:
@@ -481,7 +482,7 @@ def run(a: argparse.Namespace) -> None:
                 path = simulate(gen, n, seed, data_dir)
                 x, names, truth = lognorm(path)
                 for method in todo:
-                    load = os.getloadavg()[0]
+                    base = provenance()
                     if method in CAPE_SETS:
                         rec = run_cape(method, path, names, truth, GENERATOR_SETS.get(gen, ()))
                     elif method == "pearson":
@@ -489,8 +490,7 @@ def run(a: argparse.Namespace) -> None:
                     else:
                         rec = run_external(method, x, truth, seed)
                     rec = {"generator": gen, "cells": n, "genes": len(names), "seed": seed, "method": method,
-                           "n_true": int(truth.nnz), "load_before": round(load, 2), **rec,
-                           "machine": common.machine(), "command": common.command()}
+                           "n_true": int(truth.nnz), **rec, **base}
                     with OUT.open("a") as fh:
                         fh.write(json.dumps(rec) + "\n")
                     print(f"{gen} {n} s{seed} {method}: AUPRC {rec['auprc']:.4f} (x{rec['auprc_ratio']:.0f}) "
