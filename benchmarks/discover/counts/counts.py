@@ -102,6 +102,7 @@ CAPE_SETS = {
     "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.regression.min_effect=0.006"],
     "cape-min-effect-0.0015": ["discover.regression.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.regression.min_effect=0.006"],
+    "cape-thinning": [*THINNING],
 }
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
@@ -335,6 +336,7 @@ LABELS = {
     "cape-states-thinning-min-effect-0.0015": "cape + states + noise correction, min_effect 0.0015",
     "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
+    "cape-thinning": "cape, noise correction below 3,000 cells too",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
