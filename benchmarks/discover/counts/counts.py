@@ -103,6 +103,7 @@ CAPE_SETS = {
     "cape-min-effect-0.0015": ["discover.regression.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.regression.min_effect=0.006"],
     "cape-thinning": [*THINNING],
+    "cape-k10": ["discover.regression.n_candidates=10"],
 }
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
@@ -337,6 +338,7 @@ LABELS = {
     "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
     "cape-thinning": "cape, noise correction below 3,000 cells too",
+    "cape-k10": "cape, k = 10 candidates per round (default until 341a94c, 2026-11-29)",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
