@@ -12,7 +12,7 @@ from cape_pipeline.errors import CapeConfigError
 
 __all__ = [
     "ALGORITHMS", "AUTO_LOW_RANK_MAX", "COVARIATES", "LEARNED_MIN_OBS", "MEASUREMENT_ERROR", "N_SPLITS",
-    "THINNING_MIN_OBS", "AlgorithmFit", "AlgorithmInputs", "fit_algorithm", "resolve_algorithm",
+    "AlgorithmFit", "AlgorithmInputs", "fit_algorithm", "resolve_algorithm",
 ]
 
 #: the algorithms of method "cape" (how A is parameterised): chosen from the data ("auto"), the
@@ -26,14 +26,12 @@ ALGORITHMS = ("auto", "low-rank", "screened", "learned", "regression")
 #: genes (on counts with gene modules and no graph they remove most of the false edges);
 #: measured in benchmarks/discover/counts/RESULTS.md
 COVARIATES = ("auto", "none", "states", "library", "states+library")
-#: measurement error of algorithm "regression": "auto" (the counting-noise correction on counts from
-#: THINNING_MIN_OBS cells), "none" or "thinning" (each gene's counting-noise share from binomial
-#: thinning, errors-in-variables regressions)
+#: measurement error of algorithm "regression": "auto" (the counting-noise correction wherever the
+#: data hold preprocessed counts, at every number of cells: it raises F1 on the count generators
+#: at every size measured, benchmarks/discover/counts/RESULTS.md), "none" or "thinning" (each
+#: gene's counting-noise share from binomial thinning, errors-in-variables regressions; "auto"
+#: and "thinning" do the same)
 MEASUREMENT_ERROR = ("auto", "none", "thinning")
-#: measurement_error="auto" corrects for counting noise from this many cells: on fewer cells the
-#: correction costs precision at equal F1 on both count generators, from this many on it raises
-#: F1 (benchmarks/discover/counts/RESULTS.md)
-THINNING_MIN_OBS = 3000
 #: order_rounds="auto" runs this many ordered re-tests wherever interventions apply (a third round
 #: changes little; benchmarks/discover/interventional)
 ORDER_ROUNDS = 2

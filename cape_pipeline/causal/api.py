@@ -222,7 +222,7 @@ def discover_scored(
     if method == "cape":
         x_std, cov_params, labels = apply_covariates(x_std, cfg, single_cell=single_cell, library=library)
         params.update(cov_params)
-        if algorithm == "regression" and library is not None and wants_thinning(reg.measurement_error, n):
+        if algorithm == "regression" and library is not None and wants_thinning(reg.measurement_error):
             reliability = count_reliability(data, labels, library, seed=int(cfg.seed))
         if algorithm == "regression":
             params["measurement_error_used"] = "none" if reliability is None else "count thinning"

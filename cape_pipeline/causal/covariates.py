@@ -22,7 +22,6 @@ import scipy.sparse as sp
 
 from cape_pipeline._keys import LIBRARY_SIZE as LIBRARY_SIZE_KEY
 from cape_pipeline._utils import column_mean_sd, row_blocks
-from cape_pipeline.causal.algorithms import THINNING_MIN_OBS
 from cape_pipeline.errors import CapeConfigError, CapeDataError
 
 __all__ = [
@@ -242,16 +241,15 @@ def apply_covariates(
     return residualize(x_std, labels, log_lib, overwrite=True), out, labels
 
 
-def wants_thinning(measurement_error: str, n_obs: int) -> bool:
+def wants_thinning(measurement_error: str) -> bool:
     """Whether the regression algorithm corrects for counting noise (``measurement_error``).
 
-    ``"thinning"``: yes; ``"none"``: no; ``"auto"``: from
-    :data:`~cape_pipeline.causal.algorithms.THINNING_MIN_OBS` (3,000) cells on. Either way the
-    correction needs counts (:func:`count_reliability` returns None on other data).
+    ``"auto"`` and ``"thinning"``: yes, at every number of cells (the counts benchmark,
+    ``benchmarks/discover/counts/RESULTS.md``: F1 rises with it at every size measured); ``"none"``:
+    no. Either way the correction needs counts (:func:`count_reliability` returns None on
+    other data).
     """
-    if measurement_error == "auto":
-        return int(n_obs) >= THINNING_MIN_OBS
-    return measurement_error == "thinning"
+    return measurement_error != "none"
 
 
 def count_reliability(

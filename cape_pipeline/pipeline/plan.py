@@ -258,8 +258,8 @@ def discover_estimate(n_obs: int, n_vars: int, algorithm: str = "learned", n_spl
 
 #: the regression algorithm's estimate per split of the cells (:func:`discover_estimate`): seconds,
 #: and seconds per N·M, fitted to the newest benchmarks/scale/step1.jsonl row of each simulated
-#: set and the newest atlas.jsonl CPU row (library size as covariate, counting-noise correction
-#: from 3,000 cells, 8 splits; the rows and the estimate's error: benchmarks/scale/RESULTS.md)
+#: set and the newest atlas.jsonl CPU row (library size as covariate, counting-noise correction,
+#: 8 splits; the rows and the estimate's error: benchmarks/scale/RESULTS.md)
 REGRESSION_FIXED_S = 3.5
 REGRESSION_PER_ENTRY = 6e-8
 

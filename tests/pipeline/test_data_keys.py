@@ -17,8 +17,8 @@ from cape_pipeline.pipeline.config import read_config_file
 from cape_pipeline.pipeline.stages.discover import COUNTS_NOT_FOUND
 from cape_pipeline.report.sections import dag_lines
 
-# the counting-noise correction turns on by itself from 3,000 cells (wants_thinning); these
-# 400-cell runs ask for it (measurement_error=thinning) and use one split of the cells
+# these 400-cell runs name the counting-noise correction (measurement_error=thinning, which the
+# default "auto" does too on counts) and use one split of the cells
 FAST = ["--set", "discover.regression.measurement_error=thinning", "--set", "discover.regression.n_splits=1"]
 FAST_OVERRIDES = {"discover": {"regression.measurement_error": "thinning", "regression.n_splits": 1}}
 

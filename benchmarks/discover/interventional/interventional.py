@@ -15,8 +15,8 @@ Data (``cape_pipeline.datasets.simulate_perturbation_data``: a scale-free DAG, M
 - ``hill``: a second generator, ``simulated_hill_counts`` (SERGIO-like Hill kinetics, cell types,
   library sizes, dropout, Poisson counts): 400 genes, 4,000 control cells, 40 TFs knocked down
   (CRISPRi, 90 % of production removed) in 80 cells each; the counts go through ``pp.preprocess``
-  as a user's would (so the default regresses out the library size and, from 3,000 cells,
-  corrects for counting noise).
+  as a user's would (so the default regresses out the library size and corrects for
+  counting noise).
 - ``avici``: a generator that is not ours, AVICI's SERGIO simulator (Lorch et al. 2022; the
   authors' PyPI release ``avici==1.0.7``, MIT, in its own virtual environment made by ``setup``;
   ``_avici.py``), whose knockouts set the gene's production to zero: a 400-gene module of the
@@ -49,8 +49,8 @@ Methods, on the same cells:
   (``measurement_error="thinning"``, no covariates). The simulator's ``X`` is ``log1p`` of
   unnormalized Poisson counts, so the data are declared as preprocessed counts with library
   size 1 and ``target_sum`` 1, and ``expm1(X)`` gives the counts back exactly. The pipeline
-  turns the correction on by itself from 3,000 cells, where a user's counts carry their
-  library sizes; the fit half here has 2,860 cells (Norman) and 7,500 (Replogle-like);
+  turns the correction on by itself where a user's counts carry their library sizes (as
+  ``pp.preprocess`` records them); these simulated log counts carry none;
 - ``cape-int-states-thinning``: the same with cell states as covariates;
 - ``cape-obs-states``, ``cape-int-states``, ``cape-int-states-floor``: the same with cell states
   as covariates (``covariates="states"``, the previous default; rows made before the default
@@ -77,8 +77,10 @@ Methods, on the same cells:
   ``cape_pipeline.causal.regression.shift_edges``), Step I before 5d0d799 (2026-11-29);
 - ``cape-int-eiv``: ``cape-int`` with the counting-noise correction forced on
   (``measurement_error="thinning"``) on the preprocessed counts, whose library sizes
-  ``pp.preprocess`` recorded (``avici`` and ``hill``; by default the correction starts at 3,000
-  fitted cells and ``avici``'s fit half has 2,950);
+  ``pp.preprocess`` recorded (``avici`` and ``hill``). The default has done the same at every
+  number of cells since COMMIT; before, from 3,000 fitted cells on, and ``avici``'s fit half has 2,950;
+- ``cape-int-noeiv``: ``cape-int`` with the counting-noise correction off
+  (``measurement_error="none"``): the default on ``avici``'s fit half until COMMIT;
 - ``cape-int-clean``, ``cape-int-noshift-clean`` (``avici`` only): ``cape-int`` and ``cape-int-noshift`` on the simulator's expression before its
   technical noise (``log1p``, the same cells and halves, no ``pp.preprocess``, so no library
   covariate): how much of what Step I misses the technical noise takes away;
@@ -162,8 +164,9 @@ _CLEAN = ("cape-int-clean", "cape-int-noshift-clean")
 #: SDCD's venv (Norman only), preprocess's record of the counts (-eiv) or the clean expression
 _NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", *_CLEAN),
            "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
-           "norman": ("cape-int-eiv", *_CLEAN), "replogle": ("cape-int-eiv", *_CLEAN),
-           **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", *_CLEAN) for b in BOOLODE}}
+           "norman": ("cape-int-eiv", "cape-int-noeiv", *_CLEAN), "replogle": ("cape-int-eiv", "cape-int-noeiv", *_CLEAN),
+           **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", "cape-int-noeiv", *_CLEAN)
+              for b in BOOLODE}}
 
 
 def truth_from_edges(genes, edges):
@@ -296,7 +299,7 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
            "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
-           "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-clean", "cape-int-noshift-clean",
+           "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-noeiv", "cape-int-clean", "cape-int-noshift-clean",
            "sdcd-int", "shift-test")
 
 
@@ -334,6 +337,8 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
             raise SystemExit(f"{method}: rows of {what}; check out {commit} to rerun")
     if method == "cape-int-eiv":  # the correction forced on, with preprocess's own record of the counts
         reg["measurement_error"] = "thinning"
+    if method == "cape-int-noeiv":  # the correction off (the default below 3,000 fitted cells until COMMIT)
+        reg["measurement_error"] = "none"
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
         fit = fit.copy()

@@ -28,8 +28,8 @@ one on quantities the model cannot trade away:
    the candidates' Gram matrix (errors-in-variables, Fuller 1987). A regulator's mRNA is a
    noisy count of its activity; without the correction its targets, which measure that
    activity again, take its coefficient from one another (siblings look like edges, the
-   regulator's own edges fail the test). On by default from 3,000 cells
-   (``measurement_error="auto"``); where genes share a hidden module activity, it makes one
+   regulator's own edges fail the test). On by default wherever the data hold
+   counts (``measurement_error="auto"``); where genes share a hidden module activity, it makes one
    member stand for the module (``benchmarks/discover/counts/RESULTS.md``).
 3. **Edge test** (:func:`~cape_pipeline.causal.regression.edge_test.min_effect_pvalues`): a pair is
    accepted when its partial R² exceeds ``min_effect`` at false-discovery rate ``fdr``

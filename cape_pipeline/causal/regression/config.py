@@ -75,9 +75,8 @@ class RegressionConfig:
     fdr
         Benjamini–Hochberg level of the edge test (0.05).
     measurement_error
-        ``"auto"`` (default: from 3,000 cells on,
-        :data:`~cape_pipeline.causal.algorithms.THINNING_MIN_OBS`), ``"thinning"`` or ``"none"``:
-        on counts preprocess normalized, correct the regressions for each gene's counting noise,
+        ``"auto"`` (default) or ``"thinning"``, the same, or ``"none"``:
+        on counts preprocess normalized (at every number of cells), correct the regressions for each gene's counting noise,
         measured by binomial thinning (:func:`~cape_pipeline.causal.covariates.count_reliability`;
         ``benchmarks/discover/counts/RESULTS.md``). Recorded as ``params["measurement_error_used"]``.
     interventions

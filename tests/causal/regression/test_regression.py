@@ -11,7 +11,6 @@ import torch
 
 import cape_pipeline as cape
 from cape_pipeline.causal import CausalGraph, discover
-from cape_pipeline.causal.algorithms import THINNING_MIN_OBS
 from cape_pipeline.causal.config import DiscoverConfig
 from cape_pipeline.causal.covariates import cell_state_labels, count_reliability, residualize
 from cape_pipeline.causal.metrics import dag_metrics
@@ -108,8 +107,8 @@ def test_more_cells_keep_more_true_edges_and_the_graph_stays_mostly_right():
         a, truth = _hill(n)
         g = discover(a)
         assert g.params["support"] == "regression" and g.params["covariates_used"] == "library"
-        # the counting-noise correction from THINNING_MIN_OBS cells on
-        assert g.params["measurement_error_used"] == ("count thinning" if n >= THINNING_MIN_OBS else "none")
+        # the counting-noise correction on counts at every number of cells
+        assert g.params["measurement_error_used"] == "count thinning"
         m = dag_metrics(g.adjacency, truth)
         kept.append((m["precision"] * m["nnz"], m))
     (tp_small, small), (tp_large, large) = kept
@@ -373,11 +372,11 @@ def test_count_reliability_by_thinning_matches_an_independent_replicate():
 @pytest.mark.filterwarnings("ignore")
 def test_measurement_error_is_an_option_and_recorded():
     a, truth = _hill(1500)
-    default, none = discover(a), discover(a, regression={"measurement_error": "none"})
-    assert default.params["measurement_error_used"] == "none"
-    assert (default.adjacency != none.adjacency).nnz == 0
-    thin = discover(a, regression={"measurement_error": "thinning"})
-    assert thin.params["measurement_error_used"] == "count thinning"
+    default, thin = discover(a), discover(a, regression={"measurement_error": "thinning"})
+    assert default.params["measurement_error_used"] == thin.params["measurement_error_used"] == "count thinning"
+    assert (default.adjacency != thin.adjacency).nnz == 0
+    none = discover(a, regression={"measurement_error": "none"})
+    assert none.params["measurement_error_used"] == "none" and "counting noise" not in none.params["edge_rule"]
     assert 0.05 <= thin.params["median_reliability"] <= 1
     assert "counting noise" in thin.params["edge_rule"]
     assert dag_metrics(thin.adjacency, truth)["precision"] >= 0.5
