@@ -339,7 +339,7 @@ LABELS = {
     "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
     "cape-thinning": "cape, noise correction named (measurement_error=thinning)",
-    "cape-no-thinning": "cape without the noise correction (the default below 3,000 cells until COMMIT)",
+    "cape-no-thinning": "cape without the noise correction (the default below 3,000 cells until e954804)",
     "cape-k10": "cape, k = 10 candidates per round (default until 341a94c, 2026-11-29)",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",

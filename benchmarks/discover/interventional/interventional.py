@@ -78,9 +78,9 @@ Methods, on the same cells:
 - ``cape-int-eiv``: ``cape-int`` with the counting-noise correction forced on
   (``measurement_error="thinning"``) on the preprocessed counts, whose library sizes
   ``pp.preprocess`` recorded (``avici`` and ``hill``). The default has done the same at every
-  number of cells since COMMIT; before, from 3,000 fitted cells on, and ``avici``'s fit half has 2,950;
+  number of cells since e954804; before, from 3,000 fitted cells on, and ``avici``'s fit half has 2,950;
 - ``cape-int-noeiv``: ``cape-int`` with the counting-noise correction off
-  (``measurement_error="none"``): the default on ``avici``'s fit half until COMMIT;
+  (``measurement_error="none"``): the default on ``avici``'s fit half until e954804;
 - ``cape-int-clean``, ``cape-int-noshift-clean`` (``avici`` only): ``cape-int`` and ``cape-int-noshift`` on the simulator's expression before its
   technical noise (``log1p``, the same cells and halves, no ``pp.preprocess``, so no library
   covariate): how much of what Step I misses the technical noise takes away;
@@ -337,7 +337,7 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
             raise SystemExit(f"{method}: rows of {what}; check out {commit} to rerun")
     if method == "cape-int-eiv":  # the correction forced on, with preprocess's own record of the counts
         reg["measurement_error"] = "thinning"
-    if method == "cape-int-noeiv":  # the correction off (the default below 3,000 fitted cells until COMMIT)
+    if method == "cape-int-noeiv":  # the correction off (the default below 3,000 fitted cells until e954804)
         reg["measurement_error"] = "none"
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
