@@ -102,7 +102,6 @@ CAPE_SETS = {
     "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.regression.min_effect=0.006"],
     "cape-min-effect-0.0015": ["discover.regression.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.regression.min_effect=0.006"],
-    "cape-thinning": [*THINNING],
     "cape-no-thinning": [*NO_THINNING],
     "cape-k10": ["discover.regression.n_candidates=10"],
 }
@@ -338,7 +337,6 @@ LABELS = {
     "cape-states-thinning-min-effect-0.0015": "cape + states + noise correction, min_effect 0.0015",
     "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
-    "cape-thinning": "cape, noise correction named (measurement_error=thinning)",
     "cape-no-thinning": "cape without the noise correction (the default below 3,000 cells until e954804)",
     "cape-k10": "cape, k = 10 candidates per round (default until 341a94c, 2026-11-29)",
 }

@@ -79,8 +79,9 @@ Methods, on the same cells:
   (``measurement_error="thinning"``) on the preprocessed counts, whose library sizes
   ``pp.preprocess`` recorded (``avici`` and ``hill``). The default has done the same at every
   number of cells since e954804; before, from 3,000 fitted cells on, and ``avici``'s fit half has 2,950;
-- ``cape-int-noeiv``: ``cape-int`` with the counting-noise correction off
-  (``measurement_error="none"``): the default on ``avici``'s fit half until e954804;
+- ``-noeiv`` (``cape-int-noeiv``, ``cape-obs-noeiv``, ``cape-int-noshift-noeiv``): the counting-noise
+  correction off (``measurement_error="none"``), the default on ``avici``'s fit half until e954804
+  (the rows made before then were relabelled, field ``relabelled_from``);
 - ``cape-int-clean``, ``cape-int-noshift-clean`` (``avici`` only): ``cape-int`` and ``cape-int-noshift`` on the simulator's expression before its
   technical noise (``log1p``, the same cells and halves, no ``pp.preprocess``, so no library
   covariate): how much of what Step I misses the technical noise takes away;
@@ -162,10 +163,11 @@ _CLEAN = ("cape-int-clean", "cape-int-noshift-clean")
 #: methods not run on a screen: those that need the first generator's uncorrected log1p counts (the
 #: hill screen goes through preprocess, where the default already corrects for counting noise),
 #: SDCD's venv (Norman only), preprocess's record of the counts (-eiv) or the clean expression
+_NOEIV = ("cape-int-noeiv", "cape-obs-noeiv", "cape-int-noshift-noeiv")
 _NOT_ON = {"hill": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", *_CLEAN),
            "avici": ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int"),
-           "norman": ("cape-int-eiv", "cape-int-noeiv", *_CLEAN), "replogle": ("cape-int-eiv", "cape-int-noeiv", *_CLEAN),
-           **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", "cape-int-noeiv", *_CLEAN)
+           "norman": ("cape-int-eiv", *_NOEIV, *_CLEAN), "replogle": ("cape-int-eiv", *_NOEIV, *_CLEAN),
+           **{b: ("cape-int-thinning", "cape-int-states-thinning", "sdcd-int", "cape-int-eiv", *_NOEIV, *_CLEAN)
               for b in BOOLODE}}
 
 
@@ -299,7 +301,7 @@ METHODS = ("cape-obs", "cape-obs-split1", "cape-obs-s20", "cape-int", "cape-int-
            "cape-int-states-order0", "cape-int-states-floor", "cape-int-states-floor-order0",
            "cape-int-states-thinning", "cape-int-states-thinning-split1", "cape-int-states-thinning-s20",
            "cape-int-states-thinning-order0", "cape-obs-jk", "cape-int-s23", "cape-int-thinning-s23",
-           "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-noeiv", "cape-int-clean", "cape-int-noshift-clean",
+           "cape-int-states-thinning-s23", "cape-int-noshift", "cape-int-eiv", "cape-int-noeiv", "cape-obs-noeiv", "cape-int-noshift-noeiv", "cape-int-clean", "cape-int-noshift-clean",
            "sdcd-int", "shift-test")
 
 
@@ -337,7 +339,7 @@ def run_cape(method: str, fit, truth) -> tuple[dict, object]:
             raise SystemExit(f"{method}: rows of {what}; check out {commit} to rerun")
     if method == "cape-int-eiv":  # the correction forced on, with preprocess's own record of the counts
         reg["measurement_error"] = "thinning"
-    if method == "cape-int-noeiv":  # the correction off (the default below 3,000 fitted cells until e954804)
+    if method.endswith("-noeiv"):  # the correction off (the default below 3,000 fitted cells until e954804)
         reg["measurement_error"] = "none"
     if "-thinning" in method:
         # log1p of unnormalized counts: library 1 and target_sum 1 give expm1(X) = the counts back
