@@ -102,8 +102,9 @@ CAPE_SETS = {
     "cape-states-thinning-min-effect-0.006": [*STATES, *THINNING, "discover.regression.min_effect=0.006"],
     "cape-min-effect-0.0015": ["discover.regression.min_effect=0.0015"],
     "cape-min-effect-0.006": ["discover.regression.min_effect=0.006"],
-    "cape-no-thinning": [*NO_THINNING],
-    "cape-k10": ["discover.regression.n_candidates=10"],
+    "cape-no-thinning": [*LIBRARY, *NO_THINNING],
+    "cape-no-thinning-min-effect-0.0015": [*LIBRARY, *NO_THINNING, "discover.regression.min_effect=0.0015"],
+    "cape-k10": [*LIBRARY, *NO_THINNING, "discover.regression.n_candidates=10"],
 }
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
@@ -338,6 +339,7 @@ LABELS = {
     "cape-states-thinning-min-effect-0.006": "cape + states + noise correction, min_effect 0.006",
     "cape-min-effect-0.0015": "cape, min_effect 0.0015", "cape-min-effect-0.006": "cape, min_effect 0.006",
     "cape-no-thinning": "cape without the noise correction (the default below 3,000 cells until e954804)",
+    "cape-no-thinning-min-effect-0.0015": "cape without the noise correction, min_effect 0.0015",
     "cape-k10": "cape, k = 10 candidates per round (default until 341a94c, 2026-11-29)",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
