@@ -51,6 +51,9 @@ Methods, on the same matrix (cells × genes, the distributed values):
   with the set's TFs as ``tf_names``;
 - ``regdiffusion``: RegDiffusion 0.2.3 (Zhu & Slonim 2024), its defaults, CPU
   (``../counts/_regdiffusion.py``);
+- ``pidc``: PIDC (Chan et al. 2017), the information-theoretic method BEELINE runs, written from
+  its paper and its reference implementation's definitions (``pidc.py``; it reproduces
+  NetworkInference.jl's test values), undirected;
 - ``random``: uniform scores (seeded).
 
 Usage::
@@ -115,7 +118,7 @@ DATASETS = {
     for c in CELLS for n in (500, 1000) if (c, n) != ("mESC", 1000)
 }
 CAPE_SETS = {"cape": [], "cape-regulators": ["discover.regression.regulators={regulators}"]}
-RANKERS = ("pearson", "pearson-tfs", "grnboost2", "genie3", "regdiffusion", "random")
+RANKERS = ("pearson", "pearson-tfs", "grnboost2", "genie3", "regdiffusion", "pidc", "random")
 METHODS = (*CAPE_SETS, *RANKERS)
 
 
@@ -293,6 +296,11 @@ def _scores(ds: str, method: str, seed: int) -> tuple[np.ndarray, np.ndarray | N
         if method == "pearson-tfs":
             c[~a.var["is_tf"].to_numpy()] = 0.0
         return c, None, {"seconds": time.perf_counter() - t0}
+    if method == "pidc":
+        from pidc import pidc
+
+        t0 = time.perf_counter()
+        return pidc(x), None, {"seconds": time.perf_counter() - t0}
     if method == "random":
         return np.random.default_rng(seed).uniform(size=(x.shape[1],) * 2), None, {"seconds": 0.0}
     tfs = np.flatnonzero(a.var["is_tf"].to_numpy())
