@@ -3,7 +3,7 @@ tools biologists run.
 
 Question: on data no one here wrote — real single cells, scored against networks from the
 literature as BEELINE scores them — does Step I rank regulator → target pairs and keep a graph
-at least as well as GENIE3, GRNBoost2, RegDiffusion and a correlation?
+at least as well as GENIE3, GRNBoost2, RegDiffusion, PIDC and a correlation?
 
 Data: BEELINE's processed real datasets (Pratapa et al. 2020, Nature Methods 17:147,
 doi:10.1038/s41592-019-0690-6), the log-normalized values BEELINE distributes, TFs + 500 and
