@@ -133,6 +133,16 @@ def information(bins: np.ndarray, n_bins: np.ndarray, target: int, hot: np.ndarr
     """Every gene's mutual information with gene ``target`` and its specific information about each
     of the target's values (bits; maximum-likelihood frequencies).
 
+    Parameters
+    ----------
+    bins, n_bins
+        From :func:`discretize`.
+    target
+        The target gene's column.
+    hot, offset
+        The bins' ``(N, Σ n_bins)`` indicators and each gene's first column in them (made here
+        when None; :func:`puc_scores` makes them once for every target).
+
     Returns
     -------
     mi, si
@@ -170,6 +180,11 @@ def _sum_min(s: np.ndarray) -> np.ndarray:
 def puc_scores(bins: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The proportional unique contribution of every pair (step 3 of the module docstring).
 
+    Parameters
+    ----------
+    bins, n_bins
+        ``(N, M)`` int bin ids from 0 and ``(M,)`` bins per gene (:func:`discretize`).
+
     Returns
     -------
     puc, mi
@@ -196,6 +211,11 @@ def puc_scores(bins: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def context(scores: np.ndarray) -> np.ndarray:
     """PIDC's network context (step 4 of the module docstring) of a symmetric score matrix.
+
+    Parameters
+    ----------
+    scores
+        ``(M, M)`` float64 symmetric PUC scores (:func:`puc_scores`), M ≥ 3; the diagonal is ignored.
 
     Returns
     -------
