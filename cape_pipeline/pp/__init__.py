@@ -7,6 +7,7 @@ normalization; missing values allowed).
 
 from __future__ import annotations
 
+from cape_pipeline.pp._counts import recover_counts
 from cape_pipeline.pp._preprocess import PreprocessConfig, detect_input_state, preprocess
 
-__all__ = ["preprocess", "PreprocessConfig", "detect_input_state"]
+__all__ = ["preprocess", "PreprocessConfig", "detect_input_state", "recover_counts"]

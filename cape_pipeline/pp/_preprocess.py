@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from cape_pipeline._keys import LIBRARY_SIZE
 from cape_pipeline._lazy import is_lazy
 from cape_pipeline.errors import CapeConfigError, CapeDataError
+from cape_pipeline.pp._counts import recover_counts
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,13 @@ class PreprocessConfig:
         correction reads the counts back from it. The cells are taken as given (``min_genes``
         defaults to 0: QC happened upstream). ``None``: counts are found where ``X`` (or
         ``.raw``) holds them.
+    recover_counts
+        scRNA held in memory, without ``counts_layer``: where ``X`` (or ``.raw``) holds
+        log-normalized values (``log1p`` of library-normalized counts, natural log or log2), read
+        the counts back from them (:func:`cape_pipeline.pp.recover_counts`: each cell's values
+        over its smallest are whole numbers) and go on as from counts, with the cells taken as
+        given; recorded as ``counts_source`` ``"X (recovered from log-normalized values)"``.
+        Values that do not invert to whole numbers stay log-normalized. ``False``: never.
     """
 
     renamed: ClassVar[dict[str, str]] = {"n_top_features": "n_top_genes"}
@@ -71,6 +79,7 @@ class PreprocessConfig:
     transform: Literal["log1p", "arcsinh", "none"] = "log1p"
     use_raw: Literal["auto", "always", "never"] = "auto"
     counts_layer: str | None = None
+    recover_counts: bool = True
 
     def __post_init__(self) -> None:
         if self.min_genes is not None and self.min_genes < 0:
@@ -83,6 +92,8 @@ class PreprocessConfig:
             raise CapeConfigError(f"preprocess.n_top_genes: expected >= 1, got {self.n_top_genes}")
         if self.transform not in ("log1p", "arcsinh", "none"):
             raise CapeConfigError(f"preprocess.transform: expected log1p, arcsinh or none, got {self.transform!r}")
+        if not isinstance(self.recover_counts, bool):
+            raise CapeConfigError(f"preprocess.recover_counts: expected true or false, got {self.recover_counts!r}")
         if self.use_raw not in ("auto", "always", "never"):
             raise CapeConfigError(f"preprocess.use_raw: expected auto, always or never, got {self.use_raw!r}")
         if self.counts_layer is not None and self.use_raw == "always":
@@ -313,9 +324,19 @@ def preprocess(
             steps.append(f"input: layers[{cfg.counts_layer!r}] (counts)")
         else:
             work = _work(adata.X, adata.obs, adata.var)
+        recovered = None
+        if state == "log-normalized" and cfg.counts_layer is None and cfg.recover_counts:
+            recovered = recover_counts(work.X)
+        if recovered is not None:
+            work.X, record["counts_recovered"] = recovered
+            steps.append(f"counts recovered from the log-normalized values (log base {recovered[1]['base']})")
+            log.info("preprocess: %s holds log-normalized counts; the counts are read back from it (each cell's "
+                     "values over its smallest are whole numbers) and normalized again",
+                     ".raw" if use_raw else "X")
+            state = "counts"
         record["input_state"] = state
-        record["counts_source"] = _counts_source(state, use_raw, cfg.counts_layer)
-        upstream_qc = state != "counts" or cfg.counts_layer is not None
+        record["counts_source"] = _counts_source(state, use_raw, cfg.counts_layer, recovered is not None)
+        upstream_qc = state != "counts" or cfg.counts_layer is not None or recovered is not None
         min_genes = cfg.min_genes if cfg.min_genes is not None else (0 if upstream_qc else 200)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -416,11 +437,13 @@ def _filter(work: ad.AnnData, axis: str, minimum: int) -> None:
             work._inplace_subset_var(keep)
 
 
-def _counts_source(state: str, used_raw: bool, layer: str | None) -> str | None:
-    """Where the scRNA counts came from: ``"layers['NAME']"``, ``"X"``, ``".raw"`` or None (no counts)."""
+def _counts_source(state: str, used_raw: bool, layer: str | None, recovered: bool = False) -> str | None:
+    """Where the scRNA counts came from: ``"layers['NAME']"``, ``"X"``, ``".raw"`` (with
+    `` (recovered from log-normalized values)`` where they were read back from those) or None."""
     if state != "counts":
         return None
-    return f"layers[{layer!r}]" if layer is not None else ".raw" if used_raw else "X"
+    where = f"layers[{layer!r}]" if layer is not None else ".raw" if used_raw else "X"
+    return f"{where} (recovered from log-normalized values)" if recovered else where
 
 
 def _check_counts_layer(adata: ad.AnnData, layer: str, modality: str) -> None:

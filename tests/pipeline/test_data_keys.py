@@ -96,13 +96,34 @@ def test_counts_layer_turns_on_the_counting_noise_correction(scanpy_file, tmp_pa
     np.testing.assert_allclose(adata.obs["cape_library_size"], np.asarray(counts.sum(axis=1)).ravel(), rtol=1e-6)
 
 
+def test_log_normalized_x_gives_back_its_counts(tmp_path):
+    # X = log1p(normalize_total(counts)) and no layer named: the counts are read back from X (with
+    # 100 genes every cell but one has a gene of one count; that one is read with a unit of 2)
+    adata = simulated_grn_counts(400, 100, n_types=3, seed=0)
+    adata.layers["counts"] = adata.X.copy()
+    sc.pp.normalize_total(adata, target_sum=1e4)
+    sc.pp.log1p(adata)
+    path = tmp_path / "lognorm.h5ad"
+    adata.write_h5ad(path)
+    res = run_pipeline(str(path), until="discover", workdir=tmp_path / "w", labels="cell_type",
+                       overrides=FAST_OVERRIDES)
+    p = res.output("discover").params
+    assert p["counts"] == "X (recovered from log-normalized values)" and not p.get("warnings")
+    assert p["covariates_used"] == "library" and p["measurement_error_used"] == "count thinning"
+    adata = res.output("preprocess")
+    counts = adata.layers["counts"]
+    np.testing.assert_allclose(adata.obs["cape_library_size"], np.asarray(counts.sum(axis=1)).ravel(), rtol=1e-6)
+
+
 def test_without_counts_the_log_and_the_report_say_so(scanpy_file, tmp_path, capsys, caplog):
+    # the counts cannot be read back (as from TPM): here they are not, by the switch that turns it off
+    no_recovery = {**FAST_OVERRIDES, "preprocess": {"recover_counts": False}}
     with caplog.at_level(logging.WARNING):  # before the CLI, which replaces the root logger's handlers
         res = run_pipeline(str(scanpy_file), until="discover", workdir=tmp_path / "py", labels="celltype",
-                           overrides=FAST_OVERRIDES)
+                           overrides=no_recovery)
     assert COUNTS_NOT_FOUND in caplog.text
     code, _, err = _cli(["run", scanpy_file, "--labels", "celltype", "--until", "discover", *FAST,
-                         "--workdir", tmp_path], capsys)
+                         "--set", "preprocess.recover_counts=false", "--workdir", tmp_path], capsys)
     assert code == 0 and COUNTS_NOT_FOUND in err  # a warning: shown without -v
     graph = res.output("discover")
     assert graph.params["counts"] is None and graph.params["covariates_used"] == "none"

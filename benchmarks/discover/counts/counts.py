@@ -105,7 +105,13 @@ CAPE_SETS = {
     "cape-no-thinning": [*LIBRARY, *NO_THINNING],
     "cape-no-thinning-min-effect-0.0015": [*LIBRARY, *NO_THINNING, "discover.regression.min_effect=0.0015"],
     "cape-k10": [*LIBRARY, *NO_THINNING, "discover.regression.n_candidates=10"],
+    # the same counts handed over as a scanpy user often has them: X = log1p(normalize_total(counts)),
+    # no counts layer (LOGNORM_INPUT); with the counts read back from X (the default) and without
+    "cape-lognorm": [],
+    "cape-lognorm-no-recovery": ["preprocess.recover_counts=false"],
 }
+#: arms that read the generator's file as log-normalized values only (:func:`lognorm_file`)
+LOGNORM_INPUT = ("cape-lognorm", "cape-lognorm-no-recovery")
 ABLATIONS = ("cape-states", "cape-no-covariates", "cape-states-only", "cape-library-only", "cape-thinning-no-covariates",
              "cape-thinning-library-only", "cape-min-effect-0.0015", "cape-min-effect-0.006")
 #: GRNBoost2 runs on a random subsample of at most this many cells at 2,000 genes (8.8 min per
@@ -195,6 +201,24 @@ def lognorm(path: Path) -> tuple[np.ndarray, np.ndarray, object]:
     sc.pp.log1p(a)
     x = a.X.toarray() if hasattr(a.X, "toarray") else np.asarray(a.X)
     return x.astype(np.float32), np.asarray(a.var_names).astype(str), truth
+
+
+def lognorm_file(path: Path) -> Path:
+    """The generator file with ``X`` = ``log1p(normalize_total(counts, 1e4))`` (scanpy) and no
+    counts anywhere, beside it as ``<stem>_lognorm.h5ad`` (written once, atomically)."""
+    import anndata as ad
+    import scanpy as sc
+
+    out = path.with_name(path.stem + "_lognorm.h5ad")
+    if not out.exists():
+        a = ad.read_h5ad(path)
+        sc.pp.normalize_total(a, target_sum=1e4)
+        sc.pp.log1p(a)
+        a.uns.pop("log1p", None)
+        tmp = out.with_suffix(".tmp.h5ad")
+        a.write_h5ad(tmp)
+        tmp.rename(out)
+    return out
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -341,6 +365,8 @@ LABELS = {
     "cape-no-thinning": "cape without the noise correction (the default below 3,000 cells until e954804)",
     "cape-no-thinning-min-effect-0.0015": "cape without the noise correction, min_effect 0.0015",
     "cape-k10": "cape, k = 10 candidates per round (default until 341a94c, 2026-11-29)",
+    "cape-lognorm": "cape on log1p(normalize_total) X without counts (the counts read back from X)",
+    "cape-lognorm-no-recovery": "cape on log1p(normalize_total) X without counts, not read back (before that)",
 }
 GEN_NAMES = {"grn": "simulated_grn_counts (ours)", "hill": "simulated_hill_counts (after SERGIO)",
              "grn-hidden": "simulated_grn_counts, half of the regulators hidden",
@@ -490,7 +516,8 @@ def run(a: argparse.Namespace) -> None:
                 for method in todo:
                     base = provenance()
                     if method in CAPE_SETS:
-                        rec = run_cape(method, path, names, truth, GENERATOR_SETS.get(gen, ()))
+                        src = lognorm_file(path) if method in LOGNORM_INPUT else path
+                        rec = run_cape(method, src, names, truth, GENERATOR_SETS.get(gen, ()))
                     elif method == "pearson":
                         rec = run_pearson(x, truth)
                     else:

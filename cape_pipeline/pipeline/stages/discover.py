@@ -223,8 +223,10 @@ def record_counts(params: dict[str, Any], adata: Any) -> None:
     if single_cell and found is None:
         state = (adata.uns.get("cape_preprocess") or {}).get("input_state", "not counts")
         params.setdefault("warnings", []).append(
-            f"{COUNTS_NOT_FOUND} or the library-size covariate (X holds {state} values and no counts layer was "
-            "named); name the layer of raw counts: --counts-layer NAME (Python: counts_layer=NAME)"
+            f"{COUNTS_NOT_FOUND} or the library-size covariate (X holds {state} values"
+            + (" that do not invert to whole counts" if state == "log-normalized" else "")
+            + " and no counts layer was named); name the layer of raw counts: --counts-layer NAME "
+            "(Python: counts_layer=NAME)"
         )
 
 
