@@ -32,7 +32,7 @@ WHOLE_TOL = 0.05
 BASES = (("e", np.expm1), ("2", lambda v: np.exp2(v) - 1.0))
 
 
-def recover_counts(x: Any) -> tuple[Any, dict[str, Any]] | None:
+def recover_counts(x: Any, *, quiet: bool = False) -> tuple[Any, dict[str, Any]] | None:
     """The counts of a cells × genes matrix of ``log(1 + counts · size factor)`` values.
 
     Parameters
@@ -40,6 +40,8 @@ def recover_counts(x: Any) -> tuple[Any, dict[str, Any]] | None:
     x
         ``(N, M)`` dense array or scipy sparse matrix of non-negative log-normalized values
         (natural log or log2; any size factor per cell).
+    quiet
+        Do not log where nothing is recovered (a caller that checks blocks of a matrix logs once).
 
     Returns
     -------
@@ -85,6 +87,7 @@ def recover_counts(x: Any) -> tuple[Any, dict[str, Any]] | None:
                       if (unit[live] == m).any()}
             counts = sp.csr_array((out.astype(np.float32), csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
             return (sp.csr_matrix(counts) if sp.issparse(x) else counts.toarray()), {"base": base, "unit_shares": shares}
-    log.info("preprocess: the log-normalized values do not invert to whole counts (%.1f %% of the cells are not "
-             "whole multiples of their smallest value); the counts stay unknown", 100 * worst_failed)
+    if not quiet:
+        log.info("preprocess: the log-normalized values do not invert to whole counts (%.1f %% of the cells are not "
+                 "whole multiples of their smallest value); the counts stay unknown", 100 * worst_failed)
     return None

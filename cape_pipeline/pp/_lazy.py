@@ -10,7 +10,12 @@ Three passes over the file, each one :func:`dask.compute`:
    ``filter_cells`` (a cell's filter depends on its own row only, so both come in one pass);
 2. per gene, the sums of ``y`` and ``y²`` with ``y = expm1(log1p(x · target_sum / lib))`` over
    kept cells × kept genes (a library size is a row sum, computed inside the block);
-3. the kept cells × selected genes, log-normalized, as float32 blocks.
+3. the kept cells × selected genes, log-normalized, as float32 blocks, and on counts each kept
+   cell's library size (its sum over the kept genes, as the in-memory path records it for
+   Step I).
+
+Log-normalized values whose counts can be read back (:func:`cape_pipeline.pp.recover_counts`,
+row by row, so block by block) are checked in one more pass first and then read as counts.
 
 Highly variable genes (``seurat`` flavor, Satija et al. 2015, as documented by scanpy): on the
 normalized, de-logged values ``y`` take each gene's mean μ and unbiased variance σ²,
@@ -28,6 +33,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cape_pipeline._keys import LIBRARY_SIZE
 from cape_pipeline._lazy import backed_as_dask
 from cape_pipeline.errors import CapeDataError
 
@@ -111,6 +117,31 @@ def _selected(block: Any, cells: np.ndarray, keep: np.ndarray, target_sum: float
     return _normalized(block, cells, keep, target_sum, log, qc_genes).astype(np.float32)
 
 
+def _library(block: Any, cells: np.ndarray, qc_genes: np.ndarray) -> np.ndarray:
+    """``(kept rows, 1)`` float64: each kept row's sum over ``qc_genes`` (its library size)."""
+    rows = cells[:, 0]
+    b = sp.csr_matrix(block) if sp.issparse(block) else np.asarray(block)
+    b = b if rows.all() else b[rows]
+    b = b if qc_genes.size == b.shape[1] else b[:, qc_genes]
+    return np.asarray(b.sum(axis=1, dtype=np.float64)).reshape(-1, 1)
+
+
+def _recoverable(block: Any) -> np.ndarray:
+    """``(1, 1)`` int64: the position in :data:`~cape_pipeline.pp._counts.BASES` of the log base
+    whose inverse gives this block's counts back, -1 where none does."""
+    from cape_pipeline.pp._counts import BASES, recover_counts
+
+    got = recover_counts(block, quiet=True)
+    return np.array([[-1 if got is None else [b for b, _ in BASES].index(got[1]["base"])]], dtype=np.int64)
+
+
+def _recovered(block: Any) -> Any:
+    """The block's counts (:func:`~cape_pipeline.pp.recover_counts`; every block was checked)."""
+    from cape_pipeline.pp._counts import recover_counts
+
+    return recover_counts(block, quiet=True)[0]
+
+
 def _per_block(x: Any, fn: Any, width: int, *args: Any, out_dtype: Any = np.float64, **kwargs: Any) -> Any:
     """``(n_blocks, width)`` dask array: row b is ``fn(block b of x, blocks b of args, **kwargs)``."""
     import dask.array as da
@@ -167,7 +198,8 @@ def preprocess_lazy_scrna(
     target_sum: float,
     n_top: int,
     where: str,
-) -> tuple[ad.AnnData, list[str]]:
+    recover: bool = False,
+) -> tuple[ad.AnnData, list[str], str | None]:
     """Preprocess a backed or lazily read scRNA AnnData in dask passes (see the module docstring).
 
     Parameters
@@ -181,12 +213,17 @@ def preprocess_lazy_scrna(
         As in :class:`cape_pipeline.pp.PreprocessConfig`.
     where
         Prefix for error messages.
+    recover
+        With ``state == "log-normalized"``: read the counts back where every block's values allow
+        it (:func:`cape_pipeline.pp.recover_counts`), and go on as from counts.
 
     Returns
     -------
-    (AnnData, list of str)
+    (AnnData, list of str, str or None)
         The in-memory ``(N', M')`` result, ``M' ≤ n_top`` (float32; CSR when the blocks are
-        sparse), equal to the in-memory scanpy path, and the steps applied.
+        sparse), equal to the in-memory scanpy path, with ``obs["cape_library_size"]`` on counts
+        (the kept cells' sums over the genes ``filter_genes`` keeps); the steps applied; and the
+        log base the counts were read back in (``"e"``, ``"2"``) or None.
 
     Raises
     ------
@@ -204,6 +241,22 @@ def preprocess_lazy_scrna(
     n, m = x.shape
     rows = x.chunks[0]
     steps: list[str] = [f"backed: streamed with dask in {len(rows)} row blocks of <= {max(rows, default=0)} rows"]
+    base = None
+    if state == "log-normalized" and recover:
+        from cape_pipeline.pp._counts import BASES
+
+        found = _per_block(x, _recoverable, 1, out_dtype=np.int64).compute(scheduler=_SCHEDULER).ravel()
+        if found.size and (found >= 0).all() and (found == found[0]).all():
+            base = BASES[int(found[0])][0]
+            x = x.map_blocks(_recovered, dtype=np.float32, meta=x._meta)
+            state = "counts"
+            steps.append(f"counts recovered from the log-normalized values (log base {base})")
+        else:
+            import logging
+
+            logging.getLogger("cape_pipeline.pp").info(
+                "preprocess: the log-normalized values do not invert to whole counts in %d of %d row blocks; "
+                "the counts stay unknown", int((found < 0).sum()), found.size)
     # pass 1: detected genes per cell; detected cells per gene among the cells kept
     qc = _per_block(x, _qc_counts, m + max(rows), out_dtype=np.int64, min_genes=min_genes, size=m + max(rows))
     n_cells, per_row = dask.compute(qc[:, :m].sum(axis=0), qc[:, m:], scheduler=_SCHEDULER)
@@ -243,8 +296,17 @@ def preprocess_lazy_scrna(
     meta = sp.csr_matrix((0, 0), dtype=np.float32) if sparse else np.empty((0, 0), np.float32)
     out = da.map_blocks(_selected, x, mask, chunks=(kept_rows, (keep.size,)), dtype=np.float32, meta=meta,
                         keep=keep, qc_genes=genes, **norm)
-    blocks = dask.compute(*out.to_delayed().ravel(), scheduler=_SCHEDULER)
+    parts = list(out.to_delayed().ravel())
+    n_out = len(parts)
+    if state == "counts":  # the library sizes in the same pass: each block is read once for both
+        lib = da.map_blocks(_library, x, mask, chunks=(kept_rows, (1,)), dtype=np.float64,
+                            meta=np.empty((0, 0)), qc_genes=genes)
+        parts += list(lib.to_delayed().ravel())
+    computed = dask.compute(*parts, scheduler=_SCHEDULER)
+    blocks = computed[:n_out]
     xs = sp.vstack(blocks, format="csr") if sparse else np.vstack(blocks)
     obs = pd.DataFrame({"_cape_pos": np.flatnonzero(cells)}, index=adata.obs_names[cells])
+    if state == "counts":
+        obs[LIBRARY_SIZE] = np.concatenate([np.asarray(b).ravel() for b in computed[n_out:]])
     var = pd.DataFrame({"_cape_pos": keep}, index=adata.var_names[keep])
-    return ad.AnnData(X=xs, obs=obs, var=var), steps
+    return ad.AnnData(X=xs, obs=obs, var=var), steps, base

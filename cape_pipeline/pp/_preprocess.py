@@ -60,7 +60,7 @@ class PreprocessConfig:
         defaults to 0: QC happened upstream). ``None``: counts are found where ``X`` (or
         ``.raw``) holds them.
     recover_counts
-        scRNA held in memory, without ``counts_layer``: where ``X`` (or ``.raw``) holds
+        scRNA without ``counts_layer``: where ``X`` (or ``.raw``; a backed file: ``X``) holds
         log-normalized values (``log1p`` of library-normalized counts, natural log or log2), read
         the counts back from them (:func:`cape_pipeline.pp.recover_counts`: each cell's values
         over its smallest are whole numbers) and go on as from counts, with the cells taken as
@@ -293,7 +293,7 @@ def preprocess(
 
         state = _lazy_input_state(backed_as_dask(adata))
         min_genes = cfg.min_genes if cfg.min_genes is not None else (200 if state == "counts" else 0)
-        work, steps = preprocess_lazy_scrna(
+        work, steps, base = preprocess_lazy_scrna(
             adata,
             state=state,
             min_genes=min_genes,
@@ -301,8 +301,13 @@ def preprocess(
             target_sum=cfg.target_sum,
             n_top=cfg.n_top_genes,
             where=where,
+            recover=cfg.recover_counts,
         )
+        if base is not None:
+            record["counts_recovered"] = {"base": base}
+            state = "counts"
         record["input_state"] = state
+        record["counts_source"] = _counts_source(state, False, None, base is not None)
     elif modality == "scrna":
         state = detect_input_state(adata.X)
         use_raw = cfg.counts_layer is None and adata.raw is not None and (
