@@ -26,6 +26,7 @@ normalized dispersion is at least the n-th highest.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anndata as ad
@@ -40,6 +41,7 @@ from cape_pipeline.errors import CapeDataError
 _F64_VALUES = 1 << 20
 """Values per float64 piece of a block in the per-gene moments (8 MB)."""
 
+logger = logging.getLogger("cape_pipeline.pp")
 _SCHEDULER = "synchronous"
 """One block at a time, in the calling thread: memory is bounded by a block, not by the cores."""
 
@@ -67,17 +69,27 @@ def _qc_counts(block: Any, min_genes: int, size: int) -> np.ndarray:
     return out
 
 
+def _kept_rows(block: Any, cells: np.ndarray) -> Any:
+    """The rows ``cells`` (bool ``(rows, 1)``) of ``block``, CSR where it is sparse."""
+    rows = cells[:, 0]
+    b = sp.csr_matrix(block) if sp.issparse(block) else np.asarray(block)
+    return b if rows.all() else b[rows]
+
+
+def _library_sizes(b: Any, qc_genes: np.ndarray) -> np.ndarray:
+    """``(rows,)`` float64: each row's sum over the columns ``qc_genes`` (its library size)."""
+    return np.asarray((b if qc_genes.size == b.shape[1] else b[:, qc_genes]).sum(axis=1, dtype=np.float64)).ravel()
+
+
 def _normalized(block: Any, cells: np.ndarray, genes: np.ndarray, target_sum: float | None, log: bool,
                 qc_genes: np.ndarray) -> Any:
     """Rows ``cells`` (bool ``(rows, 1)``), columns ``genes`` of ``block`` in float64, scaled to
     ``target_sum`` per row when given (library size over ``qc_genes``; zero rows stay zero) and
     log1p-ed when ``log``."""
-    rows = cells[:, 0]
-    b = sp.csr_matrix(block) if sp.issparse(block) else np.asarray(block)
-    b = b if rows.all() else b[rows]
+    b = _kept_rows(block, cells)
     m = b.shape[1]
     if target_sum is not None:
-        lib = np.asarray((b if qc_genes.size == m else b[:, qc_genes]).sum(axis=1, dtype=np.float64)).ravel()
+        lib = _library_sizes(b, qc_genes)
         lib[lib == 0] = 1.0
         scale = target_sum / lib
     b = _f64(b if genes.size == m else b[:, genes])
@@ -118,12 +130,8 @@ def _selected(block: Any, cells: np.ndarray, keep: np.ndarray, target_sum: float
 
 
 def _library(block: Any, cells: np.ndarray, qc_genes: np.ndarray) -> np.ndarray:
-    """``(kept rows, 1)`` float64: each kept row's sum over ``qc_genes`` (its library size)."""
-    rows = cells[:, 0]
-    b = sp.csr_matrix(block) if sp.issparse(block) else np.asarray(block)
-    b = b if rows.all() else b[rows]
-    b = b if qc_genes.size == b.shape[1] else b[:, qc_genes]
-    return np.asarray(b.sum(axis=1, dtype=np.float64)).reshape(-1, 1)
+    """``(kept rows, 1)`` float64: each kept row's library size over ``qc_genes``."""
+    return _library_sizes(_kept_rows(block, cells), qc_genes).reshape(-1, 1)
 
 
 def _recoverable(block: Any) -> np.ndarray:
@@ -252,9 +260,7 @@ def preprocess_lazy_scrna(
             state = "counts"
             steps.append(f"counts recovered from the log-normalized values (log base {base})")
         else:
-            import logging
-
-            logging.getLogger("cape_pipeline.pp").info(
+            logger.info(
                 "preprocess: the log-normalized values do not invert to whole counts in %d of %d row blocks; "
                 "the counts stay unknown", int((found < 0).sum()), found.size)
     # pass 1: detected genes per cell; detected cells per gene among the cells kept
