@@ -163,16 +163,12 @@ def _real_rows(ds: str, base: dict) -> list[dict]:
     for truth, u in real._universes(ds).items():
         if truth not in JUDGED:
             continue
-        for name, s in ranks.items():
-            r = u.ranking(s)
-            rows.append({"kind": "real", "set": ds, "truth": truth, "ranking": name, "epr": r["epr"],
-                         "auprc_ratio": r["auprc_ratio"], "cells": int(x.shape[0]), "genes": int(x.shape[1]),
-                         "seconds_rankings": round(sec, 2), **lam, **base})
-        for (t, name), r in recorded.items():
-            if t == truth:
-                rows.append({"kind": "real", "set": ds, "truth": truth, "ranking": name, "epr": r["epr"],
-                             "auprc_ratio": r["auprc_ratio"], "cells": int(x.shape[0]), "genes": int(x.shape[1]),
-                             "from": f"../real/real.jsonl (commit {r.get('commit')})", **lam, **base})
+        scored = [(name, u.ranking(s), {"seconds_rankings": round(sec, 2)}) for name, s in ranks.items()]
+        scored += [(name, r, {"from": f"../real/real.jsonl (commit {r.get('commit')})"})
+                   for (t, name), r in recorded.items() if t == truth]
+        rows += [{"kind": "real", "set": ds, "truth": truth, "ranking": name, "epr": r["epr"],
+                  "auprc_ratio": r["auprc_ratio"], "cells": int(x.shape[0]), "genes": int(x.shape[1]), **extra,
+                  **lam, **base} for name, r, extra in scored]
     return rows
 
 

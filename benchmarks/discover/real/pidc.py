@@ -119,17 +119,18 @@ def discretize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return bins, n_bins
 
 
-def _one_hot(bins: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(N, Σ n_bins)`` float64 indicators of every gene's bins, and each gene's first column."""
+def _one_hot(bins: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(N, Σ n_bins)`` float64 indicators of every gene's bins, each gene's first column, and
+    every column's count ``(Σ n_bins,)``."""
     offset = np.r_[0, np.cumsum(n_bins)[:-1]]
     n, m = bins.shape
     hot = np.zeros((n, int(n_bins.sum())))
     hot[np.repeat(np.arange(n), m), (bins + offset).ravel()] = 1.0
-    return hot, offset
+    return hot, offset, hot.sum(axis=0)
 
 
-def information(bins: np.ndarray, n_bins: np.ndarray, target: int, hot: np.ndarray | None = None,
-                offset: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def information(bins: np.ndarray, n_bins: np.ndarray, target: int,
+                one_hot: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Every gene's mutual information with gene ``target`` and its specific information about each
     of the target's values (bits; maximum-likelihood frequencies).
 
@@ -139,9 +140,9 @@ def information(bins: np.ndarray, n_bins: np.ndarray, target: int, hot: np.ndarr
         From :func:`discretize`.
     target
         The target gene's column.
-    hot, offset
-        The bins' ``(N, Σ n_bins)`` indicators and each gene's first column in them (made here
-        when None; :func:`puc_scores` makes them once for every target).
+    one_hot
+        :func:`_one_hot` of the bins (made here when None; :func:`puc_scores` makes it once for
+        every target).
 
     Returns
     -------
@@ -149,13 +150,12 @@ def information(bins: np.ndarray, n_bins: np.ndarray, target: int, hot: np.ndarr
         ``(M,)`` float64 ``I(X; Y)`` and ``(M, B_Y)`` float64 ``I(X; Y=y)``, X every gene (the
         target's own row is its entropy and its self-information; callers leave it out).
     """
-    if hot is None or offset is None:
-        hot, offset = _one_hot(bins, n_bins)
+    hot, offset, col_counts = _one_hot(bins, n_bins) if one_hot is None else one_hot
     n = bins.shape[0]
     by = int(n_bins[target])
     joint = hot.T @ hot[:, offset[target] : offset[target] + by]  # (Σ bins, B_Y) counts
-    c_x = hot.sum(axis=0)[:, None]
-    c_y = np.bincount(bins[:, target], minlength=by).astype(np.float64)[None, :]
+    c_x = col_counts[:, None]
+    c_y = col_counts[None, offset[target] : offset[target] + by]
     with np.errstate(divide="ignore", invalid="ignore"):
         term = (joint / c_y) * np.log2(joint * n / (c_x * c_y))
     term = np.where(np.isfinite(term), term, 0.0)
@@ -191,13 +191,13 @@ def puc_scores(bins: np.ndarray, n_bins: np.ndarray) -> tuple[np.ndarray, np.nda
         ``(M, M)`` float64 symmetric PUC scores (0 on the diagonal) and mutual informations (bits).
     """
     n, m = bins.shape
-    hot, offset = _one_hot(bins, n_bins)
+    one_hot = _one_hot(bins, n_bins)
     mi = np.zeros((m, m))
     half = np.zeros((m, m))  # half[x, y] = Σ_{z ≠ x, y} (I(X;Y) − R(X, Z → Y)) / I(X;Y), target y
     for y in range(m):
-        mi_y, si = information(bins, n_bins, y, hot, offset)
+        mi_y, si = information(bins, n_bins, y, one_hot)
         si[y] = 0.0  # the target is not a source: min(a, 0) = 0 adds nothing
-        p_y = np.bincount(bins[:, y], minlength=int(n_bins[y])) / n
+        p_y = one_hot[2][one_hot[1][y] : one_hot[1][y] + int(n_bins[y])] / n
         red = (_sum_min(si) - si) @ p_y  # Σ_{z ≠ x} R(X, Z → Y), the z = y row adding 0
         with np.errstate(divide="ignore", invalid="ignore"):
             h = ((m - 2) * mi_y - red) / mi_y
